@@ -1,0 +1,27 @@
+"""Reads for accounts."""
+
+from django.contrib.auth.models import AbstractBaseUser
+
+from accounts.models import Consent, Team
+from accounts.services import consent_terms_current
+
+
+def user_teams(user: AbstractBaseUser) -> list[Team]:
+    if not user.is_authenticated:
+        return []
+    return list(Team.objects.filter(memberships__user=user).order_by("memberships__created_at"))
+
+
+def user_primary_team(user: AbstractBaseUser) -> Team | None:
+    """The team a user acts for: their earliest membership."""
+    if not user.is_authenticated:
+        return None
+    return Team.objects.filter(memberships__user=user).order_by("memberships__created_at").first()
+
+
+def consent_is_current(user: AbstractBaseUser) -> bool:
+    """True when the user has accepted the newest published terms (or none exist)."""
+    terms = consent_terms_current()
+    if terms is None:
+        return True
+    return Consent.objects.filter(user=user, terms=terms).exists()

@@ -1,0 +1,119 @@
+"""Account pages: sign-up, consent, settings (API tokens). Log-in/out are Django's."""
+
+from functools import wraps
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth import get_user_model, login
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import UserCreationForm
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_http_methods
+
+from accounts.models import ApiToken, Team
+from accounts.selectors import consent_is_current, user_teams
+from accounts.services import (
+    api_token_create,
+    api_token_revoke,
+    consent_accept,
+    consent_terms_current,
+    user_sign_up,
+)
+
+
+class SignUpForm(UserCreationForm):
+    team_name = forms.CharField(
+        max_length=100,
+        required=False,
+        help_text="Optional: the team you submit for (default: your username).",
+    )
+
+    class Meta(UserCreationForm.Meta):
+        model = get_user_model()
+        fields = ("username",)
+
+    def clean_team_name(self) -> str:
+        name = self.cleaned_data["team_name"].strip() or self.cleaned_data.get("username", "")
+        if name and Team.objects.filter(name__iexact=name).exists():
+            raise forms.ValidationError("That team name is taken; choose another.")
+        return name
+
+
+def consent_required(view):
+    """Sends a signed-in user whose consent is not current to the consent page first."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs):
+        if not consent_is_current(request.user):
+            return redirect(f"{reverse('accounts:consent')}?next={request.get_full_path()}")
+        return view(request, *args, **kwargs)
+
+    return login_required(wrapper)
+
+
+def _safe_next(request: HttpRequest, default: str) -> str:
+    target = request.POST.get("next") or request.GET.get("next") or ""
+    if url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        return target
+    return default
+
+
+@require_http_methods(["GET", "POST"])
+def sign_up(request: HttpRequest) -> HttpResponse:
+    form = SignUpForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        user = user_sign_up(
+            username=form.cleaned_data["username"],
+            password=form.cleaned_data["password1"],
+            team_name=form.cleaned_data["team_name"],
+        )
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        return redirect(reverse("accounts:consent"))
+    return render(request, "accounts/signup.html", {"form": form})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def consent(request: HttpRequest) -> HttpResponse:
+    terms = consent_terms_current()
+    if request.method == "POST" and terms is not None:
+        if str(terms.version) != request.POST.get("version"):
+            messages.error(
+                request, "The terms changed while you were reading; read the new version."
+            )
+        else:
+            consent_accept(user=request.user, terms=terms)
+            return redirect(_safe_next(request, reverse("battles:submit")))
+    return render(
+        request,
+        "accounts/consent.html",
+        {
+            "terms": terms,
+            "current": consent_is_current(request.user),
+            "next": _safe_next(request, ""),
+        },
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def account_settings(request: HttpRequest) -> HttpResponse:
+    new_token = None
+    if request.method == "POST":
+        if request.POST.get("action") == "create":
+            name = (request.POST.get("name") or "default").strip()[:100]
+            _, new_token = api_token_create(user=request.user, name=name)
+        elif request.POST.get("action") == "revoke":
+            token = ApiToken.objects.filter(user=request.user, pk=request.POST.get("token")).first()
+            if token is not None:
+                api_token_revoke(token=token)
+                messages.success(request, f"Token {token.hint}… revoked.")
+    tokens = ApiToken.objects.filter(user=request.user).order_by("-created_at")
+    return render(
+        request,
+        "accounts/settings.html",
+        {"tokens": tokens, "new_token": new_token, "teams": user_teams(request.user)},
+    )

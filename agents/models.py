@@ -1,0 +1,94 @@
+"""The roster: arenas (the scope of a leaderboard) and the agents entered in them."""
+
+from django.db import models
+from django.db.models import Q
+
+PUBLIC_ARENA_SLUG = "public"
+
+
+class ArenaQuerySet(models.QuerySet):
+    def public(self) -> "Arena":
+        """The public arena (created by the first migration; recreated if a flushed
+        database lost it)."""
+        arena, _ = self.get_or_create(slug=PUBLIC_ARENA_SLUG, defaults={"name": "Public arena"})
+        return arena
+
+
+class Arena(models.Model):
+    """One leaderboard's scope. The public arena exists from the first migration."""
+
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=100)
+    # Team-private arenas come later; null means public.
+    team = models.ForeignKey("accounts.Team", null=True, blank=True, on_delete=models.PROTECT)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = ArenaQuerySet.as_manager()
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AgentQuerySet(models.QuerySet):
+    def active(self) -> "AgentQuerySet":
+        return self.filter(retired_at=None, is_paused=False)
+
+
+class Agent(models.Model):
+    class Kind(models.TextChoices):
+        SCAFFOLD = "scaffold", "Model under the arena scaffold"
+        REMOTE = "remote", "Remote system over HTTP"
+        BUILTIN = "builtin", "Built-in offline agent"
+
+    arena = models.ForeignKey(Arena, on_delete=models.PROTECT, related_name="agents")
+    slug = models.SlugField(max_length=64)
+    display_name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    provider = models.CharField(max_length=40, blank=True)
+    model_id = models.CharField(max_length=200, blank=True)
+    builtin_policy = models.CharField(
+        max_length=40, blank=True, help_text="For built-in agents: the policy's registry name."
+    )
+    system_prompt = models.TextField(blank=True)
+    step_budget = models.PositiveIntegerField(null=True, blank=True)
+    params = models.JSONField(default=dict, blank=True)
+    team = models.ForeignKey(
+        "accounts.Team",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        help_text="The team that entered this agent; empty for the arena's own.",
+    )
+    is_baseline = models.BooleanField(default=False)
+    is_paused = models.BooleanField(
+        default=False, help_text="Temporarily out of matchmaking (an outage); not retired."
+    )
+    aliases = models.JSONField(
+        default=list, blank=True, help_text="Other names the identity-leak scanner looks for."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    retired_at = models.DateTimeField(null=True, blank=True)
+
+    objects = AgentQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["arena", "slug"], name="agent_unique_arena_slug"),
+            models.CheckConstraint(
+                condition=~Q(kind="builtin") | ~Q(builtin_policy=""),
+                name="agent_builtin_has_policy",
+            ),
+        ]
+        ordering = ["display_name"]
+
+    def __str__(self) -> str:
+        return self.display_name
+
+    @property
+    def is_active(self) -> bool:
+        return self.retired_at is None and not self.is_paused
+
+    def identity_strings(self) -> list[str]:
+        """Every string that would reveal this agent to a judge."""
+        names = [self.display_name, self.slug, self.model_id, *self.aliases]
+        return [n for n in names if n]

@@ -1,0 +1,9 @@
+from django.urls import path
+
+from battles.consumers import BattleConsumer
+from ratings.consumers import LeaderboardConsumer
+
+websocket_urlpatterns = [
+    path("ws/battles/<int:battle_id>/", BattleConsumer.as_asgi()),
+    path("ws/leaderboard/", LeaderboardConsumer.as_asgi()),
+]

@@ -1,0 +1,250 @@
+"""Settings for Agent Arena. Every knob comes from the environment through the small
+typed helpers below; a bad value fails loudly at start-up, not at first use."""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_str(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    lowered = raw.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be a boolean (true/false), got {raw!r}")
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from exc
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from exc
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+DEBUG = env_bool("ARENA_DEBUG", False)
+SECRET_KEY = os.environ.get("ARENA_SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG and env_bool("ARENA_REQUIRE_SECRET_KEY", False):
+        raise ImproperlyConfigured("ARENA_SECRET_KEY must be set in production")
+    # Development default: `make run` and the tests work with no configuration.
+    SECRET_KEY = "insecure-development-key-set-ARENA_SECRET_KEY-in-production"  # noqa: S105
+
+ALLOWED_HOSTS = env_list("ARENA_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("ARENA_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "channels",
+    "django_rq",
+    "accounts",
+    "agents",
+    "sandboxes",
+    "battles",
+    "judging",
+    "ratings",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "arena_site.urls"
+ASGI_APPLICATION = "arena_site.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# PostgreSQL when DATABASE_URL is set; a SQLite file is the zero-setup fallback.
+DATA_DIR = Path(env_str("ARENA_DATA_DIR", str(BASE_DIR / "var")))
+DATABASE_URL = os.environ.get("DATABASE_URL", "")
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+else:
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": DATA_DIR / "arena.sqlite3",
+            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {
+            "hosts": [REDIS_URL],
+            "prefix": env_str("ARENA_CHANNEL_PREFIX", "arena"),
+        },
+    }
+}
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": env_str("ARENA_CACHE_PREFIX", "arena"),
+    }
+}
+RQ_QUEUES = {
+    name: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": timeout}
+    for name, timeout in (("battles", 3600), ("judging", 300), ("ratings", 300), ("default", 300))
+}
+# Run jobs in-process only when explicitly asked (never in tests that claim a worker).
+RQ_ASYNC = env_bool("ARENA_RQ_ASYNC", True)
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "accounts:login"
+LOGIN_REDIRECT_URL = "battles:submit"
+LOGOUT_REDIRECT_URL = "ratings:leaderboard"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "staticfiles"
+WHITENOISE_USE_FINDERS = True
+# Private files (step screenshots, deliveries, attachments) live outside any web root
+# and are served only through views that check access.
+PRIVATE_MEDIA_ROOT = Path(env_str("ARENA_PRIVATE_MEDIA_ROOT", str(DATA_DIR / "private")))
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "accounts.authentication.ApiTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "arena_site.exceptions.api_exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Agent Arena API",
+    "DESCRIPTION": "Submit tasks, judge battles blind, read the leaderboard.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("ARENA_LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}
+
+# The method's constants (../shared/SPEC.md). Operators override through ARENA_* env.
+ARENA = {
+    # §2 admission
+    "QUEUE_MAX": env_int("ARENA_QUEUE_MAX", 1000, minimum=1),
+    "TEAM_QUEUE_QUOTA": env_int("ARENA_TEAM_QUEUE_QUOTA", 100, minimum=1),
+    "DUP_THETA": env_float("ARENA_DUP_THETA", 0.55, minimum=0.0),
+    "DUP_WINDOW_DAYS": env_int("ARENA_DUP_WINDOW_DAYS", 7, minimum=0),
+    "DUP_MAX_TASKS": 200,
+    "INSTRUCTION_MAX_CHARS": env_int("ARENA_INSTRUCTION_MAX_CHARS", 20_000, minimum=1),
+    # §3 matchmaking
+    "MATCH_KAPPA": 4.0,
+    "MATCH_EPSILON": 0.05,
+    # execution
+    "BATTLE_SLOTS": env_int("ARENA_BATTLE_SLOTS", 4, minimum=1),
+    "STEP_BUDGET": env_int("ARENA_STEP_BUDGET", 20, minimum=1),
+    "WALL_BUDGET_S": env_int("ARENA_WALL_BUDGET_S", 300, minimum=1),
+    "SHELL_TIMEOUT_S": env_int("ARENA_SHELL_TIMEOUT_S", 20, minimum=1),
+    "SHELL_OUTPUT_MAX_BYTES": env_int("ARENA_SHELL_OUTPUT_MAX_BYTES", 64 * 1024, minimum=1024),
+    "SANDBOX_BACKEND": env_str("ARENA_SANDBOX_BACKEND", "local"),
+    "SANDBOX_ROOT": Path(env_str("ARENA_SANDBOX_ROOT", str(DATA_DIR / "sandboxes"))),
+    "SANDBOX_UID_BASE": env_int("ARENA_SANDBOX_UID_BASE", 61000, minimum=1000),
+    "DELIVER_MAX_FILES": 10,
+    "DELIVER_MAX_BYTES": 5 * 1024 * 1024,
+    # §5 judging
+    "REDUNDANCY_FRACTION": env_float("ARENA_REDUNDANCY_FRACTION", 0.10, minimum=0.0),
+    "REDUNDANCY_TARGET": 3,
+    "MIN_READ_S": env_float("ARENA_MIN_READ_S", 5.0, minimum=0.0),
+    "READ_WORDS_PER_S": 4.0,
+    "TRUST_NEW": 0.5,
+    "TRUST_MIN": 0.1,
+    # §7 ratings
+    "R0": 1000.0,
+    "K_MAX": 48.0,
+    "K_MIN": 12.0,
+    "N0": 30,
+    "RIDGE": 1e-3,
+    "REFIT_PERIOD_S": env_int("ARENA_REFIT_PERIOD_S", 60, minimum=1),
+}

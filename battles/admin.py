@@ -1,0 +1,41 @@
+from django.contrib import admin
+
+from battles.models import Battle, Run, Step, Task
+
+
+@admin.register(Task)
+class TaskAdmin(admin.ModelAdmin):
+    list_display = ["id", "team", "submitter", "created_at"]
+    search_fields = ["instruction"]
+
+
+class RunInline(admin.TabularInline):
+    model = Run
+    extra = 0
+    fields = ["side", "agent", "status", "end_reason", "step_budget", "input_digest"]
+    readonly_fields = fields
+
+
+@admin.register(Battle)
+class BattleAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "status",
+        "agent_a",
+        "agent_b",
+        "outcome",
+        "redundancy_target",
+        "submitted_at",
+    ]
+    list_filter = ["status", "outcome", "redundancy_target"]
+    inlines = [RunInline]
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = ["id", "battle", "side", "agent", "status", "end_reason"]
+
+
+@admin.register(Step)
+class StepAdmin(admin.ModelAdmin):
+    list_display = ["id", "run", "index", "tool", "duration_ms"]

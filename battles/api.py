@@ -1,0 +1,98 @@
+"""The battles API: submit a task, read tasks and battles (tenant-scoped)."""
+
+from django.db.models import Q, QuerySet
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts.tenancy import TenantScopedApiMixin
+from battles.models import Battle, Task
+from battles.presenters import battle_payload
+from battles.selectors import user_may_see_identities
+from battles.services import task_submit
+
+
+class TaskSubmitInput(serializers.Serializer):
+    instruction = serializers.CharField(
+        help_text="What both agents should do, in plain text.",
+        allow_blank=True,
+        trim_whitespace=False,
+    )
+    start_url = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        help_text="Optional http(s) URL on a public host where the agents start.",
+    )
+
+
+class TaskSubmitOutput(serializers.Serializer):
+    task = serializers.IntegerField()
+    battle = serializers.IntegerField()
+    status = serializers.CharField()
+
+
+class TaskOutput(serializers.ModelSerializer):
+    battles = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
+
+    class Meta:
+        model = Task
+        fields = ["id", "instruction", "start_url", "created_at", "battles"]
+
+
+class TaskListCreateApi(TenantScopedApiMixin, generics.ListAPIView):
+    serializer_class = TaskOutput
+
+    def scoped_queryset(self, team_ids: list[int]) -> QuerySet:
+        return Task.objects.filter(team_id__in=team_ids).prefetch_related("battles").order_by("-id")
+
+    @extend_schema(request=TaskSubmitInput, responses={201: TaskSubmitOutput})
+    def post(self, request):
+        data = TaskSubmitInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        battle = task_submit(
+            user=request.user,
+            instruction=data.validated_data["instruction"],
+            start_url=data.validated_data.get("start_url", ""),
+        )
+        body = {"task": battle.task_id, "battle": battle.pk, "status": battle.status}
+        return Response(body, status=status.HTTP_201_CREATED)
+
+
+class TaskDetailApi(TenantScopedApiMixin, generics.RetrieveAPIView):
+    serializer_class = TaskOutput
+
+    def scoped_queryset(self, team_ids: list[int]) -> QuerySet:
+        return Task.objects.filter(team_id__in=team_ids).prefetch_related("battles")
+
+
+class BattleScopedMixin(TenantScopedApiMixin):
+    def scoped_queryset(self, team_ids: list[int]) -> QuerySet:
+        user = self.request.user
+        if user.is_staff:
+            return Battle.objects.select_related("task")
+        return (
+            Battle.objects.filter(Q(task__team_id__in=team_ids) | Q(assignments__judge=user))
+            .select_related("task")
+            .distinct()
+        )
+
+
+class BattleListApi(BattleScopedMixin, APIView):
+    @extend_schema(responses={200: dict})
+    def get(self, request):
+        battles = self.get_queryset().order_by("-id")[:100]
+        rows = [
+            {"id": b.pk, "status": b.status, "task": b.task_id, "submitted_at": b.submitted_at}
+            for b in battles
+        ]
+        return Response({"results": rows})
+
+
+class BattleDetailApi(BattleScopedMixin, APIView):
+    @extend_schema(responses={200: dict})
+    def get(self, request, pk: int):
+        battle = generics.get_object_or_404(self.get_queryset(), pk=pk)
+        return Response(
+            battle_payload(battle, reveal=user_may_see_identities(request.user, battle))
+        )

@@ -1,0 +1,140 @@
+"""Tasks, battles, runs (one per side) and the steps each run took."""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+
+
+class Task(models.Model):
+    team = models.ForeignKey("accounts.Team", on_delete=models.PROTECT, related_name="tasks")
+    submitter = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="tasks"
+    )
+    instruction = models.TextField()
+    start_url = models.URLField(max_length=2000, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["submitter", "-created_at"], name="task_submitter_recent")]
+
+    def __str__(self) -> str:
+        return f"Task {self.pk}"
+
+
+class BattleQuerySet(models.QuerySet):
+    def for_teams(self, team_ids: list[int]) -> "BattleQuerySet":
+        return self.filter(task__team_id__in=team_ids)
+
+
+class Battle(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        JUDGING = "judging"
+        DECIDED = "decided"
+        EXCLUDED = "excluded"
+        FAILED = "failed"
+
+    class Outcome(models.TextChoices):
+        A = "A"
+        B = "B"
+        TIE = "tie"
+        BOTH_BAD = "both_bad"
+
+    arena = models.ForeignKey("agents.Arena", on_delete=models.PROTECT, related_name="battles")
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="battles")
+    agent_a = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="+")
+    agent_b = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="+")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    redundancy_target = models.PositiveSmallIntegerField(default=1)
+    is_calibration = models.BooleanField(default=False)
+    outcome = models.CharField(max_length=10, choices=Outcome.choices, blank=True)
+    evidence_weight = models.FloatField(null=True, blank=True)
+    exclusion_reason = models.CharField(max_length=40, blank=True)
+    failure_reason = models.TextField(blank=True)
+    # Event times of SPEC §6: s, q, q + δ, e, h, r, ℓ.
+    submitted_at = models.DateTimeField()
+    dequeued_at = models.DateTimeField(null=True, blank=True)
+    lanes_started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    first_judgment_at = models.DateTimeField(null=True, blank=True)
+    incorporated_at = models.DateTimeField(null=True, blank=True)
+    leaderboard_served_at = models.DateTimeField(null=True, blank=True)
+
+    objects = BattleQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=~Q(agent_a=F("agent_b")), name="battle_distinct_agents"
+            ),
+            models.CheckConstraint(
+                condition=Q(redundancy_target__gte=1), name="battle_redundancy_positive"
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "submitted_at"], name="battle_status_fifo")]
+
+    def __str__(self) -> str:
+        return f"Battle {self.pk}"
+
+    def agent_for(self, side: str):
+        return self.agent_a if side == "A" else self.agent_b
+
+
+class Run(models.Model):
+    """One side's lane of a battle."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        ENDED = "ended"
+
+    class EndReason(models.TextChoices):
+        DELIVERED = "delivered"
+        GAVE_UP = "gave_up"
+        STEP_BUDGET = "step_budget"
+        TIME_BUDGET = "time_budget"
+        ERROR = "error"
+        ENDED_BY_SUBMITTER = "ended_by_submitter"
+
+    battle = models.ForeignKey(Battle, on_delete=models.CASCADE, related_name="runs")
+    side = models.CharField(max_length=1, choices=[("A", "A"), ("B", "B")])
+    agent = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="runs")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    step_budget = models.PositiveIntegerField()
+    wall_budget_s = models.PositiveIntegerField()
+    input_digest = models.CharField(max_length=64, blank=True)
+    final_message = models.TextField(blank=True)
+    end_reason = models.CharField(max_length=20, choices=EndReason.choices, blank=True)
+    error = models.TextField(blank=True)
+    delivered_files = models.JSONField(default=list, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["battle", "side"], name="run_unique_battle_side")
+        ]
+        ordering = ["side"]
+
+    def __str__(self) -> str:
+        return f"Battle {self.battle_id} side {self.side}"
+
+
+class Step(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    index = models.PositiveIntegerField()
+    tool = models.CharField(max_length=20)
+    args = models.JSONField(default=dict)
+    result = models.JSONField(default=dict)
+    started_at = models.DateTimeField()
+    duration_ms = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "index"], name="step_unique_run_index")
+        ]
+        ordering = ["index"]
+
+    def __str__(self) -> str:
+        return f"{self.run} step {self.index}"

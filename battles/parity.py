@@ -1,0 +1,21 @@
+"""Execution parity: every mutable input is resolved once per battle and handed to both
+lanes; the digest of what a lane received is stored so equality can be checked."""
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+
+from sandboxes.base import TOOL_NAMES
+
+
+@dataclass(frozen=True)
+class LaneInputs:
+    instruction: str
+    start_url: str
+    step_budget: int
+    wall_budget_s: int
+    tools: tuple[str, ...] = TOOL_NAMES
+
+    def digest(self) -> str:
+        canonical = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()

@@ -1,0 +1,51 @@
+"""Tenant-scoped reads for battles. ``access_*`` answer 404 (``Battle.DoesNotExist``)
+for anything the user may not see."""
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.http import Http404
+
+from accounts.models import Team
+from battles.models import Battle, Task
+
+
+def team_ids_of(user: AbstractBaseUser) -> list[int]:
+    if not user.is_authenticated:
+        return []
+    return list(Team.objects.filter(memberships__user=user).values_list("id", flat=True))
+
+
+def visible_battles(user: AbstractBaseUser):
+    """Battles the user may open: their teams' own, the ones they were served to judge,
+    or all of them for staff."""
+    if user.is_authenticated and user.is_staff:
+        return Battle.objects.all()
+    from django.db.models import Q
+
+    return Battle.objects.filter(
+        Q(task__team_id__in=team_ids_of(user)) | Q(assignments__judge_id=getattr(user, "pk", None))
+    ).distinct()
+
+
+def access_battle(user: AbstractBaseUser, battle_id: int) -> Battle:
+    battle = visible_battles(user).filter(pk=battle_id).select_related("task").first()
+    if battle is None:
+        raise Http404("No such battle.")
+    return battle
+
+
+def user_may_see_identities(user: AbstractBaseUser, battle: Battle) -> bool:
+    """Identities stay hidden until the user has voted on the battle (staff excepted)."""
+    if user.is_staff:
+        return True
+    return battle.votes.filter(judge=user, retracted=False).exists()
+
+
+def team_tasks(team_ids: list[int]):
+    return Task.objects.filter(team_id__in=team_ids)
+
+
+def access_task(user: AbstractBaseUser, task_id: int) -> Task:
+    task = team_tasks(team_ids_of(user)).filter(pk=task_id).first()
+    if task is None:
+        raise Http404("No such task.")
+    return task

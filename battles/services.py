@@ -1,0 +1,378 @@
+"""Writes for battles: admission of a task (one service behind the form and the API)
+and the execution of a battle's two lanes."""
+
+import ipaddress
+import logging
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import close_old_connections, connection, transaction
+from django.urls import reverse
+from django.utils import timezone
+
+from accounts.selectors import consent_is_current, user_primary_team
+from agents.models import Agent, Arena
+from agents.policies import Action, GiveUp, Observation
+from agents.services import policy_for
+from arena_site.exceptions import ApplicationError
+from arena_site.realtime import group_send
+from battles.matchmaking import draw_pair
+from battles.models import Battle, Run, Step, Task
+from battles.parity import LaneInputs
+from sandboxes.base import Sandbox, SandboxSpec, ToolError, ToolResult
+from sandboxes.services import sandbox_session
+
+logger = logging.getLogger(__name__)
+_system_rng = random.SystemRandom()
+
+
+# --- admission ------------------------------------------------------------------------
+
+
+def _check_instruction(instruction: object) -> str:
+    if not isinstance(instruction, str):
+        raise ApplicationError("instruction must be a string.", code="invalid_instruction")
+    text = instruction.strip()
+    if not text:
+        raise ApplicationError(
+            "The instruction is empty: describe the task for the agents.", code="empty_instruction"
+        )
+    limit = settings.ARENA["INSTRUCTION_MAX_CHARS"]
+    if len(text) > limit:
+        raise ApplicationError(
+            f"The instruction is {len(text)} characters; the limit is {limit}.",
+            code="instruction_too_long",
+            status=413,
+        )
+    if "\x00" in text or any(ord(c) < 32 and c not in "\t\n\r" for c in text):
+        raise ApplicationError(
+            "The instruction contains control characters; send plain text.",
+            code="invalid_instruction",
+        )
+    return text
+
+
+def _check_start_url(start_url: object) -> str:
+    if start_url in (None, ""):
+        return ""
+    if not isinstance(start_url, str) or len(start_url) > 2000:
+        raise ApplicationError(
+            "start_url must be a URL of at most 2000 characters.", code="invalid_start_url"
+        )
+    parts = urlsplit(start_url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ApplicationError(
+            "start_url must be an http:// or https:// URL with a host.", code="invalid_start_url"
+        )
+    host = parts.hostname
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    if (
+        (address is not None and not address.is_global)
+        or host == "localhost"
+        or host.endswith(".localhost")
+    ):
+        raise ApplicationError(
+            f"start_url must point to a public host; {host} is not one.",
+            code="start_url_not_public",
+        )
+    return start_url.strip()
+
+
+def task_check_admissible(*, user: AbstractBaseUser) -> None:
+    """Authorisation half of admission: the rules that do not depend on the task."""
+    if not consent_is_current(user):
+        raise ApplicationError(
+            "Accept the current publication consent terms before submitting tasks.",
+            code="consent_required",
+            status=403,
+            extra={"consent_url": reverse("accounts:consent")},
+        )
+
+
+def _queue_check(*, arena: Arena, team_id: int) -> None:
+    """Bounded admission. Called with the arena row locked, so concurrent submissions
+    count each other."""
+    queued = Battle.objects.filter(arena=arena, status=Battle.Status.QUEUED)
+    if queued.count() >= settings.ARENA["QUEUE_MAX"]:
+        raise ApplicationError(
+            "The arena's queue is full; try again shortly.",
+            code="queue_full",
+            status=429,
+            headers={"Retry-After": "60"},
+        )
+    if queued.filter(task__team_id=team_id).count() >= settings.ARENA["TEAM_QUEUE_QUOTA"]:
+        raise ApplicationError(
+            "Your team has the maximum number of queued tasks; wait for some to start.",
+            code="team_quota",
+            status=429,
+            headers={"Retry-After": "60"},
+        )
+
+
+def task_submit(
+    *,
+    user: AbstractBaseUser,
+    instruction: object,
+    start_url: object = "",
+    rng: random.Random | None = None,
+) -> Battle:
+    """Admits a task and creates its battle in one transaction; the battle job is
+    enqueued after commit. Raises ``ApplicationError`` with the reason on refusal."""
+    task_check_admissible(user=user)
+    text = _check_instruction(instruction)
+    url = _check_start_url(start_url)
+    team = user_primary_team(user)
+    if team is None:
+        raise ApplicationError("Your account belongs to no team.", code="no_team", status=403)
+    rng = rng or _system_rng
+    with transaction.atomic():
+        arena = Arena.objects.select_for_update().get(pk=Arena.objects.public().pk)
+        _queue_check(arena=arena, team_id=team.pk)
+        eligible = list(Agent.objects.active().filter(arena=arena).values_list("id", flat=True))
+        if len(eligible) < 2:
+            raise ApplicationError(
+                "The arena has fewer than two active agents; an admin must add some.",
+                code="roster_too_small",
+                status=503,
+            )
+        side_a, side_b = draw_pair(eligible, rng)
+        task = Task.objects.create(team=team, submitter=user, instruction=text, start_url=url)
+        redundant = rng.random() < settings.ARENA["REDUNDANCY_FRACTION"]
+        battle = Battle.objects.create(
+            arena=arena,
+            task=task,
+            agent_a_id=side_a,
+            agent_b_id=side_b,
+            redundancy_target=settings.ARENA["REDUNDANCY_TARGET"] if redundant else 1,
+            submitted_at=timezone.now(),
+        )
+        for side, agent_id in (("A", side_a), ("B", side_b)):
+            Run.objects.create(
+                battle=battle,
+                side=side,
+                agent_id=agent_id,
+                step_budget=settings.ARENA["STEP_BUDGET"],
+                wall_budget_s=settings.ARENA["WALL_BUDGET_S"],
+            )
+        battle_id = battle.pk
+        transaction.on_commit(lambda: _enqueue_battle(battle_id))
+    return battle
+
+
+def _enqueue_battle(battle_id: int) -> None:
+    import django_rq
+
+    django_rq.get_queue("battles").enqueue(
+        "battles.jobs.battle_run", battle_id, job_id=f"battle-{battle_id}"
+    )
+
+
+# --- execution ------------------------------------------------------------------------
+
+
+def battle_publish(*, battle_id: int) -> None:
+    """Tells the battle's live pages that it changed (after commit)."""
+    from battles.views import render_battle_panel
+
+    def send() -> None:
+        group_send(
+            f"battle-{battle_id}", {"type": "battle.update", "html": render_battle_panel(battle_id)}
+        )
+
+    transaction.on_commit(send)
+
+
+def battle_run(*, battle_id: int) -> None:
+    """Claims a queued battle and drives both lanes to their end. Idempotent: a battle
+    that is not queued any more is left alone."""
+    now = timezone.now()
+    claimed = Battle.objects.filter(pk=battle_id, status=Battle.Status.QUEUED).update(
+        status=Battle.Status.RUNNING, dequeued_at=now
+    )
+    if not claimed:
+        logger.info("battle %s is not queued; nothing to do", battle_id)
+        return
+    battle_publish(battle_id=battle_id)
+    battle = Battle.objects.select_related("task").get(pk=battle_id)
+    runs = list(battle.runs.select_related("agent"))
+    inputs = LaneInputs(
+        instruction=battle.task.instruction,
+        start_url=battle.task.start_url,
+        step_budget=runs[0].step_budget,
+        wall_budget_s=runs[0].wall_budget_s,
+    )
+    barrier = threading.Barrier(len(runs), action=lambda: _lanes_started(battle_id))
+    try:
+        with ThreadPoolExecutor(max_workers=len(runs)) as pool:
+            for future in [pool.submit(_lane_thread, run.pk, inputs, barrier) for run in runs]:
+                future.result()
+    except Exception as exc:
+        logger.exception("battle %s failed", battle_id)
+        Battle.objects.filter(pk=battle_id).update(
+            status=Battle.Status.FAILED,
+            failure_reason=f"orchestrator error: {exc}",
+            ended_at=timezone.now(),
+        )
+        battle_publish(battle_id=battle_id)
+        return
+    Battle.objects.filter(pk=battle_id, status=Battle.Status.RUNNING).update(
+        status=Battle.Status.JUDGING, ended_at=timezone.now()
+    )
+    battle_publish(battle_id=battle_id)
+
+
+def _lanes_started(battle_id: int) -> None:
+    Battle.objects.filter(pk=battle_id).update(lanes_started_at=timezone.now())
+
+
+def _lane_thread(run_id: int, inputs: LaneInputs, barrier: threading.Barrier) -> None:
+    try:
+        run_lane(run_id=run_id, inputs=inputs, barrier=barrier)
+    finally:
+        connection.close()  # each lane thread has its own connection
+
+
+def run_lane(*, run_id: int, inputs: LaneInputs, barrier: threading.Barrier | None = None) -> Run:
+    """Provisions the run's sandbox, waits for the other lane, then lets the agent act
+    until it delivers, gives up, errs or exhausts a budget. Every step is stored."""
+    close_old_connections()
+    run = Run.objects.select_related("agent").get(pk=run_id)
+    run.input_digest = inputs.digest()
+    run.save(update_fields=["input_digest"])
+    spec = SandboxSpec(
+        run_id=run.pk,
+        shell_timeout_s=settings.ARENA["SHELL_TIMEOUT_S"],
+        output_max_bytes=settings.ARENA["SHELL_OUTPUT_MAX_BYTES"],
+        deliver_max_files=settings.ARENA["DELIVER_MAX_FILES"],
+        deliver_max_bytes=settings.ARENA["DELIVER_MAX_BYTES"],
+    )
+    try:
+        with sandbox_session(spec) as sandbox:
+            if barrier is not None:
+                barrier.wait(timeout=120)
+            _drive(run, inputs, sandbox)
+    except threading.BrokenBarrierError:
+        _end_run(run, Run.EndReason.ERROR, error="the other lane failed to start")
+    except Exception as exc:
+        if barrier is not None:
+            barrier.abort()
+        logger.exception("run %s failed", run.pk)
+        _end_run(run, Run.EndReason.ERROR, error=f"{type(exc).__name__}: {exc}")
+    return run
+
+
+def _drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> None:
+    policy = policy_for(run.agent)
+    run.status = Run.Status.RUNNING
+    run.started_at = timezone.now()
+    run.save(update_fields=["status", "started_at"])
+    battle_publish(battle_id=run.battle_id)
+    deadline = time.monotonic() + inputs.wall_budget_s
+    last_result = None
+    for index in range(inputs.step_budget):
+        seconds_left = deadline - time.monotonic()
+        if seconds_left <= 0:
+            return _end_run(run, Run.EndReason.TIME_BUDGET)
+        observation = Observation(
+            step=index,
+            instruction=inputs.instruction,
+            start_url=inputs.start_url,
+            last_result=last_result,
+            steps_left=inputs.step_budget - index,
+            seconds_left=seconds_left,
+        )
+        try:
+            decision = policy.next_action(observation)
+        except Exception as exc:
+            logger.exception("agent of run %s raised", run.pk)
+            return _end_run(run, Run.EndReason.ERROR, error=f"agent error: {type(exc).__name__}")
+        if isinstance(decision, GiveUp):
+            return _end_run(run, Run.EndReason.GAVE_UP, final_message=decision.message)
+        started = timezone.now()
+        t0 = time.monotonic()
+        result = tool_execute(run=run, sandbox=sandbox, action=decision)
+        Step.objects.create(
+            run=run,
+            index=index,
+            tool=decision.tool,
+            args=decision.args,
+            result=result.as_dict(),
+            started_at=started,
+            duration_ms=int((time.monotonic() - t0) * 1000),
+        )
+        battle_publish(battle_id=run.battle_id)
+        if decision.tool == "deliver" and result.ok:
+            return _end_run(
+                run,
+                Run.EndReason.DELIVERED,
+                final_message=str(decision.args.get("message", "")),
+                files=result.data.get("files", []),
+            )
+        last_result = result.as_dict()
+    _end_run(run, Run.EndReason.STEP_BUDGET)
+
+
+def tool_execute(*, run: Run, sandbox: Sandbox, action: Action) -> ToolResult:
+    """Runs one tool call. A refused or failing call is a result with ``ok=False``."""
+    args = action.args if isinstance(action.args, dict) else {}
+    try:
+        if action.tool == "shell":
+            command = args.get("command")
+            if not isinstance(command, str) or not command:
+                return ToolResult(ok=False, tool="shell", error="shell needs a command string")
+            timeout = args.get("timeout_s")
+            timeout = float(timeout) if isinstance(timeout, int | float) and timeout > 0 else None
+            return sandbox.shell(command, timeout)
+        if action.tool == "deliver":
+            names = args.get("files") or []
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                return ToolResult(ok=False, tool="deliver", error="files must be a list of paths")
+            dest = settings.PRIVATE_MEDIA_ROOT / "deliveries" / f"run-{run.pk}"
+            files = sandbox.collect_files(names, dest)
+            return ToolResult(
+                ok=True,
+                tool="deliver",
+                data={
+                    "files": [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in files]
+                },
+            )
+        return ToolResult(
+            ok=False, tool=action.tool, error=f"the tool {action.tool!r} is not available here"
+        )
+    except ToolError as exc:
+        return ToolResult(ok=False, tool=action.tool, error=str(exc))
+
+
+def _end_run(
+    run: Run,
+    reason: str,
+    *,
+    final_message: str = "",
+    error: str = "",
+    files: list | None = None,
+) -> None:
+    run.status = Run.Status.ENDED
+    run.end_reason = reason
+    run.final_message = final_message
+    run.error = error
+    run.delivered_files = files or []
+    run.ended_at = timezone.now()
+    run.save(
+        update_fields=[
+            "status",
+            "end_reason",
+            "final_message",
+            "error",
+            "delivered_files",
+            "ended_at",
+        ]
+    )
+    battle_publish(battle_id=run.battle_id)

@@ -1,0 +1,11 @@
+from django.urls import path
+
+from battles import views
+
+app_name = "battles"
+
+urlpatterns = [
+    path("submit/", views.submit, name="submit"),
+    path("battles/<int:battle_id>/", views.battle_page, name="detail"),
+    path("battles/<int:battle_id>/panel/", views.battle_panel, name="panel"),
+]

@@ -1,0 +1,59 @@
+"""Pages: the submit form and the live battle page."""
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.views.decorators.http import require_GET, require_http_methods
+
+from accounts.views import consent_required
+from arena_site.exceptions import ApplicationError
+from battles.models import Battle
+from battles.presenters import battle_payload
+from battles.selectors import access_battle, team_ids_of
+from battles.services import task_submit
+
+
+def render_battle_panel(battle_id: int) -> str:
+    """The blind live panel of a battle (status + both lanes), as sent over the socket."""
+    battle = Battle.objects.select_related("task").get(pk=battle_id)
+    return render_to_string(
+        "battles/_panel.html", {"battle": battle, "payload": battle_payload(battle, reveal=False)}
+    )
+
+
+@consent_required
+@require_http_methods(["GET", "POST"])
+def submit(request: HttpRequest) -> HttpResponse:
+    form = {"instruction": "", "start_url": ""}
+    if request.method == "POST":
+        form = {k: request.POST.get(k, "") for k in form}
+        try:
+            battle = task_submit(user=request.user, **form)
+        except ApplicationError as exc:
+            messages.error(request, exc.message)
+        else:
+            return redirect("battles:detail", battle_id=battle.pk)
+    recent = (
+        Battle.objects.for_teams(team_ids_of(request.user))
+        .select_related("task")
+        .order_by("-id")[:20]
+    )
+    return render(request, "battles/submit.html", {"form": form, "recent": recent})
+
+
+@consent_required
+@require_GET
+def battle_page(request: HttpRequest, battle_id: int) -> HttpResponse:
+    battle = access_battle(request.user, battle_id)
+    return render(
+        request, "battles/detail.html", {"battle": battle, "panel": render_battle_panel(battle.pk)}
+    )
+
+
+@consent_required
+@require_GET
+def battle_panel(request: HttpRequest, battle_id: int) -> HttpResponse:
+    """The same panel over HTTP, for pages re-syncing after a dropped socket."""
+    battle = access_battle(request.user, battle_id)
+    return HttpResponse(render_battle_panel(battle.pk))

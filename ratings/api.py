@@ -1,0 +1,19 @@
+"""The public leaderboard API."""
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agents.models import Arena
+from ratings.selectors import leaderboard_rows
+
+
+class LeaderboardApi(APIView):
+    permission_classes = [AllowAny]
+    authentication_classes = []
+
+    @extend_schema(responses={200: dict})
+    def get(self, request):
+        arena = Arena.objects.public()
+        return Response({"arena": arena.slug, "rows": leaderboard_rows(arena_id=arena.pk)})

@@ -1,0 +1,27 @@
+"""The leaderboard socket: public, read-only, relays re-rendered rows."""
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.template.loader import render_to_string
+
+from agents.models import Arena
+from ratings.selectors import leaderboard_rows
+from ratings.services import LEADERBOARD_GROUP
+
+
+class LeaderboardConsumer(AsyncWebsocketConsumer):
+    async def connect(self) -> None:
+        await self.channel_layer.group_add(LEADERBOARD_GROUP, self.channel_name)
+        await self.accept()
+        await self.send(text_data=await self._rows())
+
+    async def disconnect(self, code: int) -> None:
+        await self.channel_layer.group_discard(LEADERBOARD_GROUP, self.channel_name)
+
+    async def leaderboard_update(self, event: dict) -> None:
+        await self.send(text_data=event["html"])
+
+    @database_sync_to_async
+    def _rows(self) -> str:
+        rows = leaderboard_rows(arena_id=Arena.objects.public().pk)
+        return render_to_string("ratings/_leaderboard_rows.html", {"rows": rows})

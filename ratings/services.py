@@ -1,0 +1,75 @@
+"""Writes for ratings: the streaming update on every decided battle."""
+
+from django.conf import settings
+from django.db import transaction
+from django.template.loader import render_to_string
+
+from agents.models import Agent
+from arena_site.realtime import group_send
+from battles.models import Battle
+from ratings import elo
+from ratings.models import AgentRating
+
+LEADERBOARD_GROUP = "leaderboard"
+
+# Outcome → y from side A's view; both_bad enters as a half like tie (SPEC §7).
+OUTCOME_Y = {"A": 1.0, "B": 0.0, "tie": 0.5, "both_bad": 0.5}
+
+
+def elo_params() -> elo.EloParams:
+    arena = settings.ARENA
+    return elo.EloParams(k_max=arena["K_MAX"], k_min=arena["K_MIN"], n0=arena["N0"])
+
+
+def agent_rating(agent: Agent, *, lock: bool = False) -> AgentRating:
+    rows = AgentRating.objects.select_for_update() if lock else AgentRating.objects
+    rating, _ = rows.get_or_create(
+        agent=agent, defaults={"arena_id": agent.arena_id, "streaming_rating": settings.ARENA["R0"]}
+    )
+    return rating
+
+
+def rating_apply_battle(*, battle: Battle) -> None:
+    """Moves both agents' streaming ratings by the battle's outcome.
+    Precondition: called inside the transaction that decided the battle (row locked)."""
+    y = OUTCOME_Y[battle.outcome]
+    # Lock in id order so two battles sharing agents cannot deadlock.
+    first, second = sorted([battle.agent_a, battle.agent_b], key=lambda a: a.pk)
+    ratings = {first.pk: agent_rating(first, lock=True), second.pk: agent_rating(second, lock=True)}
+    ra, rb = ratings[battle.agent_a_id], ratings[battle.agent_b_id]
+    ra.streaming_rating, rb.streaming_rating = elo.update(
+        ra.streaming_rating,
+        rb.streaming_rating,
+        y,
+        ra.rated_battles,
+        rb.rated_battles,
+        elo_params(),
+    )
+    for row, score in ((ra, y), (rb, 1.0 - y)):
+        row.rated_battles += 1
+        if score == 1.0:
+            row.wins += 1
+        elif score == 0.0:
+            row.losses += 1
+        else:
+            row.draws += 1
+        row.save(
+            update_fields=[
+                "streaming_rating",
+                "rated_battles",
+                "wins",
+                "losses",
+                "draws",
+                "updated_at",
+            ]
+        )
+    transaction.on_commit(lambda: leaderboard_push(arena_id=battle.arena_id))
+
+
+def leaderboard_push(*, arena_id: int) -> None:
+    from ratings.selectors import leaderboard_rows
+
+    html = render_to_string(
+        "ratings/_leaderboard_rows.html", {"rows": leaderboard_rows(arena_id=arena_id)}
+    )
+    group_send(LEADERBOARD_GROUP, {"type": "leaderboard.update", "html": html})

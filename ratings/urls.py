@@ -1,0 +1,7 @@
+from django.urls import path
+
+from ratings import views
+
+app_name = "ratings"
+
+urlpatterns = [path("", views.leaderboard, name="leaderboard")]

@@ -1,0 +1,199 @@
+"""`make run`: the whole arena on one machine, on embedded defaults.
+
+Migrates, seeds the demo, then starts Daphne (HTTP + websockets), the RQ workers and
+RQ's cron scheduler as children, prints where to go and how to log in, and stops every
+child on Ctrl-C (or SIGTERM)."""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+HOST = os.environ.get("ARENA_HOST", "127.0.0.1")
+PORT = int(os.environ.get("ARENA_PORT", "8000"))
+
+
+def say(message: str) -> None:
+    print(f"arena: {message}", flush=True)
+
+
+def redis_answers(url: str) -> bool:
+    import redis
+
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=1).ping())
+    except Exception:
+        return False
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def ensure_redis(env: dict[str, str], children: list[subprocess.Popen]) -> None:
+    url = env.setdefault("REDIS_URL", "redis://127.0.0.1:6379/0")
+    if redis_answers(url):
+        return
+    server = shutil.which("redis-server")
+    if server is None:
+        sys.exit(
+            f"arena: no Redis answers at {url}; install it (apt-get install redis-server) "
+            "or set REDIS_URL to a running one"
+        )
+    port = free_port()
+    data = ROOT / "var" / "redis"
+    data.mkdir(parents=True, exist_ok=True)
+    say(f"no Redis at {urlsplit(url).netloc}; starting a private one on 127.0.0.1:{port}")
+    children.append(
+        subprocess.Popen(
+            [server, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
+             "--dir", str(data)],
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    )  # fmt: skip
+    env["REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
+    for _ in range(50):
+        if redis_answers(env["REDIS_URL"]):
+            return
+        time.sleep(0.1)
+    sys.exit("arena: the private Redis did not start")
+
+
+PREPARE = """
+import django
+django.setup()
+from django.core.management import call_command
+call_command("migrate", interactive=False, verbosity=0)
+call_command("collectstatic", interactive=False, verbosity=0)
+call_command("seed_demo")
+"""
+
+
+def prepare(env: dict[str, str]) -> None:
+    """Migrate, collect static files and seed the demo in one process (Django's start-up
+    costs seconds on a small machine; pay it once)."""
+    subprocess.run([PY, "-c", PREPARE], cwd=ROOT, env=env, check=True)
+
+
+def start(name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen:
+    say(f"starting {name}")
+    # Each child leads its own process group, so stopping it stops its children too.
+    return subprocess.Popen(argv, cwd=ROOT, env=env, start_new_session=True)
+
+
+def stop_all(children: list[subprocess.Popen]) -> None:
+    for child in children:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    for child in children:
+        try:
+            child.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+
+
+def logins() -> list[str]:
+    path = Path(os.environ.get("ARENA_DATA_DIR", ROOT / "var")) / "demo-logins.txt"
+    lines = []
+    for user in ("demo", "judge1", "judge2", "judge3", "admin"):
+        password = None
+        if path.exists():
+            for line in path.read_text().splitlines():
+                name, _, secret = line.partition(" ")
+                if name == user:
+                    password = secret
+        if password is None:
+            env = "ARENA_ADMIN_PASSWORD" if user == "admin" else "ARENA_DEMO_PASSWORD"
+            password = "(from $" + env + ")"
+        lines.append(f"    {user:<7} {password}")
+    return lines
+
+
+def main() -> None:
+    env = dict(os.environ)
+    env.setdefault("DJANGO_SETTINGS_MODULE", "arena_site.settings")
+    children: list[subprocess.Popen] = []
+
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        ensure_redis(env, children)
+        say(
+            "database: " + ("DATABASE_URL" if env.get("DATABASE_URL") else "SQLite file under var/")
+        )
+        prepare(env)
+        slots = int(env.get("ARENA_BATTLE_SLOTS", "4"))
+        children.append(
+            start(
+                "web (Daphne)",
+                [PY, "-m", "daphne", "-b", HOST, "-p", str(PORT), "arena_site.asgi:application"],
+                env,
+            )
+        )
+        for slot in range(slots):
+            children.append(
+                start(
+                    f"battle worker {slot + 1}/{slots}",
+                    [PY, "manage.py", "rqworker", "battles"],
+                    env,
+                )
+            )
+        children.append(
+            start(
+                "judging/ratings worker",
+                [PY, "manage.py", "rqworker", "judging", "ratings", "default",
+                 "--worker-class", "rq.worker.SimpleWorker"],
+                env,
+            )
+        )  # fmt: skip
+        children.append(start("scheduler", [PY, "manage.py", "rqcron", "arena_site.cron"], env))
+        base = f"http://{HOST}:{PORT}"
+        print(
+            "\n".join(
+                [
+                    "",
+                    "Agent Arena is running:",
+                    f"    leaderboard  {base}/",
+                    f"    submit       {base}/submit/",
+                    f"    judge        {base}/judge/",
+                    f"    admin        {base}/admin/",
+                    f"    API schema   {base}/api/schema/",
+                    "  demo logins (user password):",
+                    *logins(),
+                    "Press Ctrl-C to stop.",
+                    "",
+                ]
+            ),
+            flush=True,
+        )
+        while True:
+            for child in children:
+                if child.poll() is not None:
+                    say(f"a child exited with code {child.returncode} ({child.args[:4]}); stopping")
+                    raise KeyboardInterrupt
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        say("stopping")
+    except subprocess.CalledProcessError as exc:
+        say(f"preparing the arena failed (exit code {exc.returncode}); see the error above")
+        stop_all(children)
+        sys.exit(1)
+    stop_all(children)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Installs what the arena needs, idempotently: the Debian packages (only the missing
+# ones, only when we may install them) and the locked Python dependencies into .venv,
+# built on a Python >= 3.12 found on this machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEBIAN_PACKAGES=(bubblewrap chromium xvfb xdotool socat)
+
+say() { printf 'setup: %s\n' "$*"; }
+
+install_debian_packages() {
+    command -v dpkg-query >/dev/null 2>&1 || { say "not a Debian system; install ${DEBIAN_PACKAGES[*]} yourself"; return 0; }
+    local missing=()
+    for pkg in "${DEBIAN_PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    if [ "$(id -u)" -ne 0 ]; then
+        say "missing Debian packages: ${missing[*]} (run: sudo apt-get install ${missing[*]})"
+        return 0
+    fi
+    say "installing Debian packages: ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+python_ok() { "$1" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null; }
+
+find_python() {
+    local candidates=()
+    [ -n "${ARENA_PYTHON:-}" ] && candidates+=("$ARENA_PYTHON")
+    candidates+=(python3.13 python3.12 python3)
+    local root="${PYENV_ROOT:-$HOME/.pyenv}"
+    if [ -d "$root/versions" ]; then
+        # newest first
+        while IFS= read -r dir; do candidates+=("$dir/bin/python3"); done \
+            < <(ls -d "$root"/versions/3.* 2>/dev/null | sort -V -r)
+    fi
+    for c in "${candidates[@]}"; do
+        local path
+        path=$(command -v "$c" 2>/dev/null || true)
+        [ -n "$path" ] && python_ok "$path" && { echo "$path"; return 0; }
+    done
+    return 1
+}
+
+install_python_env() {
+    if [ -x .venv/bin/python ] && ! python_ok .venv/bin/python; then
+        say ".venv has an old Python; recreating it"
+        rm -rf .venv
+    fi
+    if [ ! -x .venv/bin/python ]; then
+        local py
+        py=$(find_python) || { say "no Python >= 3.12 found (install python3.12 or set ARENA_PYTHON)"; exit 1; }
+        say "creating .venv with $py"
+        "$py" -m venv .venv
+    fi
+    local want_uv
+    want_uv=$(sed -n 's/^uv==\([^ ]*\).*/\1/p' requirements.lock)
+    if ! .venv/bin/uv --version 2>/dev/null | grep -q " $want_uv"; then
+        .venv/bin/python -m pip install -q --disable-pip-version-check "uv==$want_uv"
+    fi
+    # A stamp of the lock's hash skips the sync when nothing changed.
+    local stamp=.venv/.requirements.lock.sha256
+    local sum
+    sum=$(sha256sum requirements.lock | cut -d' ' -f1)
+    if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$sum" ]; then
+        say "installing locked Python dependencies"
+        VIRTUAL_ENV=.venv .venv/bin/uv pip sync -q --python .venv/bin/python requirements.lock
+        echo "$sum" > "$stamp"
+    fi
+}
+
+install_debian_packages
+install_python_env

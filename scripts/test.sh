@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The whole suite against real PostgreSQL and Redis. Exits non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export DATABASE_URL="${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/arena}"
+# A Redis database of its own, so tests never touch a running arena's queues.
+export REDIS_URL="${TEST_REDIS_URL:-redis://127.0.0.1:6379/14}"
+export ARENA_CHANNEL_PREFIX=arena-test ARENA_CACHE_PREFIX=arena-test
+export ARENA_DATA_DIR="${ARENA_DATA_DIR:-$PWD/var/test}"
+export PYTHONDONTWRITEBYTECODE=1
+
+py=.venv/bin/python
+$py - <<'PY'
+import os, sys
+import psycopg, redis
+try:
+    psycopg.connect(os.environ["DATABASE_URL"].replace("/arena", "/postgres"), connect_timeout=3).close()
+except Exception as exc:
+    sys.exit(f"test: PostgreSQL is not reachable at {os.environ['DATABASE_URL']}: {exc}")
+try:
+    redis.Redis.from_url(os.environ["REDIS_URL"], socket_connect_timeout=3).ping()
+except Exception as exc:
+    sys.exit(f"test: Redis is not reachable at {os.environ['REDIS_URL']}: {exc}")
+PY
+
+echo "== lint"
+$py -m ruff check --quiet .
+echo "== migrations are complete"
+$py manage.py makemigrations --check --dry-run >/dev/null
+echo "== OpenAPI schema validates"
+$py manage.py spectacular --validate --fail-on-warn --file /dev/null
+echo "== pytest"
+set +e
+$py -m pytest -p no:cacheprovider "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+    echo "test: pytest collected no tests" >&2
+fi
+exit "$rc"

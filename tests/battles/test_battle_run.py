@@ -1,0 +1,91 @@
+"""A battle's two lanes run for real: bubblewrap sandboxes, built-in agents, stored steps."""
+
+import random
+
+import pytest
+
+from agents.models import Agent
+from battles.models import Battle, Run, Step
+from battles.services import battle_run, task_submit
+
+pytestmark = pytest.mark.django_db(transaction=True)  # lanes run in threads with own connections
+
+
+def submit_between(user, instruction, slug_a, slug_b) -> Battle:
+    battle = task_submit(user=user, instruction=instruction, rng=random.Random(0))
+    a, b = Agent.objects.get(slug=slug_a), Agent.objects.get(slug=slug_b)
+    Battle.objects.filter(pk=battle.pk).update(agent_a=a, agent_b=b)
+    Run.objects.filter(battle=battle, side="A").update(agent=a)
+    Run.objects.filter(battle=battle, side="B").update(agent=b)
+    return battle
+
+
+def test_both_lanes_run_and_every_step_is_stored(alice, roster):
+    battle = submit_between(
+        alice, "Create a file named notes.txt containing hello arena", "rulebook", "idle"
+    )
+
+    battle_run(battle_id=battle.pk)
+
+    battle.refresh_from_db()
+    assert battle.status == "judging"
+    assert battle.dequeued_at <= battle.lanes_started_at <= battle.ended_at
+    a, b = battle.runs.order_by("side")
+    assert (a.end_reason, b.end_reason) == ("delivered", "gave_up")
+    assert a.final_message == "Created notes.txt containing: hello arena"
+    assert a.delivered_files[0]["name"] == "notes.txt" and a.delivered_files[0]["size"] == 12
+    assert list(a.steps.values_list("tool", flat=True)) == ["shell", "shell", "deliver"]
+    assert a.steps.get(index=1).result["stdout"] == "hello arena\n"
+    assert b.final_message == "I was unable to complete this task."
+    assert Step.objects.filter(run=b).count() == 1
+
+
+def test_lanes_receive_identical_inputs(alice, roster):
+    battle = submit_between(alice, "what is 6*7", "rulebook", "surveyor")
+    battle_run(battle_id=battle.pk)
+    digests = list(battle.runs.values_list("input_digest", flat=True))
+    assert len(digests) == 2 and digests[0] and digests[0] == digests[1]
+
+
+def test_competence_differs_visibly(alice, roster):
+    battle = submit_between(alice, "what is 6*7", "rulebook", "surveyor")
+    battle_run(battle_id=battle.pk)
+    a, b = battle.runs.order_by("side")
+    assert a.final_message == "6*7 = 42"
+    assert b.final_message.startswith("I looked around instead of doing the task.")
+
+
+def test_running_a_battle_twice_is_a_no_op(alice, roster):
+    battle = submit_between(alice, "list the files", "rulebook", "idle")
+    battle_run(battle_id=battle.pk)
+    steps = Step.objects.filter(run__battle=battle).count()
+
+    battle_run(battle_id=battle.pk)
+
+    assert Step.objects.filter(run__battle=battle).count() == steps
+
+
+def test_sandboxes_are_destroyed_and_slots_released(alice, roster, settings):
+    from sandboxes.models import SandboxLease
+
+    battle = submit_between(alice, "list the files", "rulebook", "surveyor")
+    battle_run(battle_id=battle.pk)
+    root = settings.ARENA["SANDBOX_ROOT"]
+    assert list(root.iterdir()) == []
+    assert SandboxLease.objects.filter(released_at=None).count() == 0
+    assert SandboxLease.objects.count() == 2
+
+
+def test_a_broken_agent_is_a_recorded_error_not_a_crashed_battle(alice, roster, monkeypatch):
+    from agents import policies
+
+    def explode(self, observation):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(policies.IdlePolicy, "next_action", explode)
+    battle = submit_between(alice, "list the files", "rulebook", "idle")
+    battle_run(battle_id=battle.pk)
+    battle.refresh_from_db()
+    assert battle.status == "judging"
+    b = battle.runs.get(side="B")
+    assert b.end_reason == "error" and b.error == "agent error: RuntimeError"

@@ -1,0 +1,133 @@
+import pytest
+
+from battles.models import Battle, Run, Task
+
+
+def test_submit_creates_task_battle_and_two_runs(
+    api, alice, roster, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = api(alice).post(
+            "/api/tasks/",
+            {
+                "instruction": "Create a file named a.txt containing hi",
+                "start_url": "https://example.com/",
+            },
+            format="json",
+        )
+    assert response.status_code == 201
+    body = response.json()
+    assert set(body) == {"task", "battle", "status"} and body["status"] == "queued"
+    battle = Battle.objects.get(pk=body["battle"])
+    assert battle.task_id == body["task"]
+    assert battle.agent_a_id != battle.agent_b_id
+    assert sorted(Run.objects.filter(battle=battle).values_list("side", flat=True)) == ["A", "B"]
+    assert battle.task.team.name == "Acme"
+    assert len(callbacks) == 1  # the battle job is enqueued only after commit
+
+
+def test_job_is_enqueued_on_the_battles_queue(
+    api, alice, roster, django_capture_on_commit_callbacks
+):
+    import django_rq
+
+    with django_capture_on_commit_callbacks(execute=True):
+        battle_id = (
+            api(alice)
+            .post("/api/tasks/", {"instruction": "list the files"}, format="json")
+            .json()["battle"]
+        )
+    queue = django_rq.get_queue("battles")
+    assert queue.job_ids == [f"battle-{battle_id}"]
+    assert queue.fetch_job(f"battle-{battle_id}").args == (battle_id,)
+
+
+@pytest.mark.parametrize(
+    ("payload", "status", "code"),
+    [
+        ({}, 400, "invalid"),
+        ({"instruction": ""}, 400, "empty_instruction"),
+        ({"instruction": "   \n "}, 400, "empty_instruction"),
+        ({"instruction": "x" * 20_001}, 413, "instruction_too_long"),
+        ({"instruction": "bad \x07 bell"}, 400, "invalid_instruction"),
+        ({"instruction": "do it", "start_url": "file:///etc/passwd"}, 400, "invalid_start_url"),
+        ({"instruction": "do it", "start_url": "ftp://example.com/"}, 400, "invalid_start_url"),
+        ({"instruction": "do it", "start_url": "http://10.0.0.1/"}, 400, "start_url_not_public"),
+        (
+            {"instruction": "do it", "start_url": "http://127.0.0.1:8000/"},
+            400,
+            "start_url_not_public",
+        ),
+        ({"instruction": "do it", "start_url": "http://[::1]/"}, 400, "start_url_not_public"),
+        (
+            {"instruction": "do it", "start_url": "http://169.254.169.254/"},
+            400,
+            "start_url_not_public",
+        ),
+        ({"instruction": "do it", "start_url": "http://localhost/"}, 400, "start_url_not_public"),
+    ],
+)
+def test_bad_input_gets_a_clear_error_and_creates_nothing(
+    api, alice, roster, payload, status, code
+):
+    response = api(alice).post("/api/tasks/", payload, format="json")
+    assert response.status_code == status
+    error = response.json()["error"]
+    assert error["code"] == code
+    assert error["message"]
+    assert Task.objects.count() == 0 and Battle.objects.count() == 0
+
+
+def test_null_byte_instruction_is_refused(api, alice, roster):
+    response = api(alice).post("/api/tasks/", {"instruction": "a\x00b"}, format="json")
+    assert response.status_code == 400
+    assert "Null characters" in response.json()["error"]["message"]
+
+
+def test_roster_of_one_is_503(api, alice, roster):
+    for agent in roster[1:]:
+        agent.is_paused = True
+        agent.save()
+    response = api(alice).post("/api/tasks/", {"instruction": "list the files"}, format="json")
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "roster_too_small"
+
+
+def test_queue_bound_answers_429_with_retry_after(api, alice, roster, settings):
+    settings.ARENA = {**settings.ARENA, "QUEUE_MAX": 2}
+    client = api(alice)
+    for i in range(2):
+        assert (
+            client.post("/api/tasks/", {"instruction": f"task {i}"}, format="json").status_code
+            == 201
+        )
+    response = client.post("/api/tasks/", {"instruction": "one more"}, format="json")
+    assert response.status_code == 429
+    assert response["Retry-After"] == "60"
+    assert response.json()["error"]["code"] == "queue_full"
+    assert Task.objects.count() == 2
+
+
+def test_team_quota_answers_429(api, alice, charlie, roster, settings):
+    settings.ARENA = {**settings.ARENA, "TEAM_QUEUE_QUOTA": 1}
+    assert api(alice).post("/api/tasks/", {"instruction": "one"}, format="json").status_code == 201
+    response = api(alice).post("/api/tasks/", {"instruction": "two"}, format="json")
+    assert response.status_code == 429 and response.json()["error"]["code"] == "team_quota"
+    # another team is not held back by Acme's queue
+    assert (
+        api(charlie).post("/api/tasks/", {"instruction": "three"}, format="json").status_code == 201
+    )
+
+
+def test_submit_form_redirects_to_the_live_battle_page(client, alice, roster):
+    client.force_login(alice)
+    response = client.post("/submit/", {"instruction": "list the files", "start_url": ""})
+    battle = Battle.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/battles/{battle.pk}/"
+
+
+def test_submit_form_shows_the_error_message(client, alice, roster):
+    client.force_login(alice)
+    response = client.post("/submit/", {"instruction": "", "start_url": ""})
+    assert response.status_code == 200
+    assert "The instruction is empty" in response.content.decode()

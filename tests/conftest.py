@@ -1,0 +1,105 @@
+"""Shared fixtures. Real PostgreSQL and Redis (scripts/test.sh points at them); the
+people in every test: alice and bob on team Acme, charlie the outsider on team Umbrella,
+and judge the crowd judge on a team of his own."""
+
+import random
+import shutil
+import tempfile
+from pathlib import Path
+
+import django_rq
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
+from accounts.services import consent_accept, consent_terms_publish, team_create
+from agents.models import Arena
+from agents.services import roster_install_builtins
+
+User = get_user_model()
+
+
+@pytest.fixture
+def sandbox_root():
+    """A sandbox root the slot uids can traverse (pytest's own tmp dirs are 0700)."""
+    path = Path(tempfile.mkdtemp(prefix="arena-test-sandboxes-", dir="/var/tmp"))
+    path.chmod(0o711)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _private_dirs(settings, tmp_path, sandbox_root):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed only
+    settings.PRIVATE_MEDIA_ROOT = tmp_path / "private"
+    settings.ARENA = {**settings.ARENA, "SANDBOX_ROOT": sandbox_root}
+
+
+@pytest.fixture(autouse=True)
+def _clean_redis():
+    """Each test starts with empty queues in the test Redis database."""
+    connection = django_rq.get_connection("default")
+    connection.flushdb()
+    yield
+    connection.flushdb()
+
+
+@pytest.fixture
+def terms(db):
+    return consent_terms_publish(text="You agree to publication.")
+
+
+def make_person(username: str, team_name: str | None, terms) -> User:
+    user = User.objects.create_user(username=username, password="correct horse battery")
+    if team_name:
+        from accounts.models import Membership, Team
+
+        team = Team.objects.filter(name=team_name).first()
+        if team is None:
+            team_create(name=team_name, owner=user)
+        else:
+            Membership.objects.create(team=team, user=user)
+    if terms is not None:
+        consent_accept(user=user, terms=terms)
+    return user
+
+
+@pytest.fixture
+def alice(terms):
+    return make_person("alice", "Acme", terms)
+
+
+@pytest.fixture
+def bob(terms, alice):
+    return make_person("bob", "Acme", terms)
+
+
+@pytest.fixture
+def charlie(terms):
+    return make_person("charlie", "Umbrella", terms)
+
+
+@pytest.fixture
+def judge(terms):
+    return make_person("judge", "judge-team", terms)
+
+
+@pytest.fixture
+def roster(db):
+    return roster_install_builtins(arena=Arena.objects.public())
+
+
+@pytest.fixture
+def rng():
+    return random.Random(7)
+
+
+def api_client_for(user) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+@pytest.fixture
+def api():
+    return api_client_for
