@@ -1,4 +1,8 @@
-"""Periodic jobs for `manage.py rqcron arena_site.cron` (RQ's own cron scheduler).
-The skeleton has none that must run yet; refit and janitor jobs register here."""
+"""Periodic jobs, run by `manage.py rqcron arena_site.cron` (RQ's own cron scheduler)."""
 
-from rq import cron  # noqa: F401  (jobs register with cron.register(...))
+from rq import cron
+
+from sandboxes.jobs import sandbox_janitor
+
+# Sandboxes left behind by a worker that died are reaped within a minute.
+cron.register(sandbox_janitor, queue_name="default", interval=60)

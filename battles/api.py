@@ -1,6 +1,7 @@
 """The battles API: submit a task, read tasks and battles (tenant-scoped)."""
 
 from django.db.models import Q, QuerySet
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.response import Response
@@ -79,7 +80,7 @@ class BattleScopedMixin(TenantScopedApiMixin):
 
 
 class BattleListApi(BattleScopedMixin, APIView):
-    @extend_schema(responses={200: dict})
+    @extend_schema(operation_id="battles_list", responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
         battles = self.get_queryset().order_by("-id")[:100]
         rows = [
@@ -90,7 +91,11 @@ class BattleListApi(BattleScopedMixin, APIView):
 
 
 class BattleDetailApi(BattleScopedMixin, APIView):
-    @extend_schema(responses={200: dict})
+    @extend_schema(
+        operation_id="battles_retrieve",
+        responses={200: OpenApiTypes.OBJECT},
+        description="The battle, blind (sides A and B) unless you voted on it or are staff.",
+    )
     def get(self, request, pk: int):
         battle = generics.get_object_or_404(self.get_queryset(), pk=pk)
         return Response(

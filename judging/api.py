@@ -1,6 +1,7 @@
 """The judging API: the next blind battle, and votes."""
 
 from django.conf import settings
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -13,7 +14,7 @@ from judging.services import judge_next, reading_time_s, vote_cast
 
 
 class JudgeNextApi(APIView):
-    @extend_schema(responses={200: dict, 204: None})
+    @extend_schema(responses={200: OpenApiTypes.OBJECT, 204: None})
     def get(self, request):
         battle = judge_next(judge=request.user)
         if battle is None:
@@ -31,7 +32,7 @@ class VoteInput(serializers.Serializer):
 
 
 class VoteCreateApi(APIView):
-    @extend_schema(request=VoteInput, responses={201: dict})
+    @extend_schema(request=VoteInput, responses={201: OpenApiTypes.OBJECT})
     def post(self, request, pk: int):
         task_check_admissible(user=request.user)
         data = VoteInput(data=request.data)

@@ -12,6 +12,7 @@ from django.utils import timezone
 from arena_site.exceptions import ApplicationError
 from battles.models import Battle
 from judging.models import Assignment, JudgeProfile, Vote
+from judging.selectors import dangerously_battles_open_for_judging
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ def judge_next(*, judge: AbstractBaseUser) -> Battle | None:
     battles they did not submit first, then those short of their target, oldest first.
     Serving it records ``served_at`` once (re-serving keeps the first time)."""
     candidates = (
-        Battle.objects.filter(status=Battle.Status.JUDGING)
+        dangerously_battles_open_for_judging()
         .exclude(votes__judge=judge, votes__retracted=False)
         .annotate(
             own=Count("pk", filter=Q(task__submitter=judge)),

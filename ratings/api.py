@@ -1,5 +1,6 @@
 """The public leaderboard API."""
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
@@ -13,7 +14,7 @@ class LeaderboardApi(APIView):
     permission_classes = [AllowAny]
     authentication_classes = []
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
         arena = Arena.objects.public()
         return Response({"arena": arena.slug, "rows": leaderboard_rows(arena_id=arena.pk)})

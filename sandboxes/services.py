@@ -1,7 +1,9 @@
 """Provisioning and tearing down sandboxes, with a slot lease per live sandbox."""
 
 import os
+import shutil
 import socket
+import subprocess
 from contextlib import contextmanager
 
 from django.conf import settings
@@ -55,3 +57,31 @@ def sandbox_session(spec: SandboxSpec):
         if sandbox is not None:
             sandbox.destroy()
         lease_release(lease=lease)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sandbox_janitor() -> int:
+    """Reaps sandboxes whose worker died on this host: kills what still runs under the
+    slot's uid, removes the run dir and frees the slot. Returns how many it reaped."""
+    host = socket.gethostname()
+    reaped = 0
+    for lease in SandboxLease.objects.filter(host=host, released_at=None):
+        if _pid_alive(lease.worker_pid):
+            continue
+        if os.geteuid() == 0:
+            uid = settings.ARENA["SANDBOX_UID_BASE"] + lease.slot
+            subprocess.run(["pkill", "-KILL", "-U", str(uid)], check=False)
+        if lease.path:
+            shutil.rmtree(lease.path, ignore_errors=True)
+        lease_release(lease=lease)
+        reaped += 1
+    return reaped
