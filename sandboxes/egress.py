@@ -1,0 +1,744 @@
+"""The egress proxy: a sandbox's only way out (SPEC §4, DESIGN "egress proxy").
+
+Each sandbox gets its own listener, a unix socket bound into its work dir (MACHINE-NOTES
+"Controlled egress": a forwarder inside the sandbox points Chromium's ``--proxy-server``
+and the shell's ``http_proxy`` at it). The proxy speaks two things:
+
+- ``CONNECT host:port``: check the destination, dial exactly the checked address, then
+  relay bytes both ways (TLS, WebSockets).
+- Absolute-form plain HTTP (``GET http://host/path``): check, dial the checked address,
+  forward the request in origin form with ``Host`` set from the URL, relay the response.
+
+Every request is checked through :mod:`sandboxes.netpolicy` after resolution, and the
+dialer receives only the addresses the check saw, never a name, so a resolver that
+answers differently the second time (DNS rebinding) gains nothing. The proxy does not
+follow redirects: the browser sends each hop as a new proxied request, and each is a new
+check. Refusals answer 403 (policy), 429 (per-sandbox connection or rate limit) or 400
+(malformed), and each one is logged and reported with the sandbox's run id.
+
+Stdlib asyncio only. One proxy runs on one event loop; sync callers (the battle
+orchestrator) use :meth:`EgressProxy.run_in_thread`.
+"""
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import re
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Self
+
+from sandboxes.netpolicy import (
+    DEFAULT_ALLOWED_PORTS,
+    UNRESOLVABLE,
+    CheckedTarget,
+    EgressRefused,
+    IPAddress,
+    Resolver,
+    address_refusal,
+    check_destination,
+    check_url,
+    default_resolver,
+    split_authority,
+)
+
+logger = logging.getLogger(__name__)
+
+Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+# (checked address, port) -> open streams. Must connect to exactly that address.
+Dialer = Callable[[IPAddress, int], Awaitable[Streams]]
+# (run id, target as the sandbox asked for it, reason). Called on the proxy's event-loop
+# thread: it must be quick and must not touch the ORM (hand off to a queue instead).
+RefusalCallback = Callable[[int, str, str], None]
+
+# Reasons for refusals that are not about the destination.
+CONNECTION_LIMIT = "connection_limit"
+RATE_LIMIT = "rate_limit"
+MALFORMED = "malformed"
+LENGTH_REQUIRED = "length_required"
+
+_STATUS_TEXT = {
+    400: "Bad Request",
+    403: "Forbidden",
+    408: "Request Timeout",
+    411: "Length Required",
+    429: "Too Many Requests",
+    502: "Bad Gateway",
+    504: "Gateway Timeout",
+}
+_TOKEN_RE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+# Hop-by-hop headers (RFC 9110 §7.6.1) plus the proxy's own: never forwarded upstream.
+# Upgrade is dropped because a plain-HTTP upgrade would turn the forwarded request into
+# an unframed tunnel; Chromium tunnels WebSockets through CONNECT anyway.
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "proxy-connection",
+        "keep-alive",
+        "proxy-authorization",
+        "proxy-authenticate",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",  # replaced from the URL (RFC 9112 §3.2.2)
+    }
+)
+_CHUNK = 64 * 1024
+_LINGER_S = 0.5
+_LINGER_MAX_BYTES = 256 * 1024
+
+
+async def dial_checked(address: IPAddress, port: int) -> Streams:
+    """The production dialer: a TCP connection to exactly ``address``.
+
+    Precondition: ``address`` came out of a netpolicy check. The policy is asked again
+    anyway (the dialer is the last line), and ``AI_NUMERICHOST`` guarantees the address
+    text is never looked up as a name.
+    """
+    reason = address_refusal(address)
+    if reason is not None:
+        raise EgressRefused(reason, str(address))
+    return await asyncio.open_connection(
+        str(address), port, flags=socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
+    )
+
+
+class _BadRequest(Exception):
+    pass
+
+
+class _Respond(Exception):
+    """Stop handling this connection and answer with ``status``; a refusal if
+    ``reason`` is set (reported through on_refusal), a plain error otherwise."""
+
+    def __init__(
+        self, status: int, text: str, reason: str | None = None, headers: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(text)
+        self.status = status
+        self.text = text
+        self.reason = reason
+        self.headers = headers
+
+
+@dataclass(frozen=True)
+class _RequestHead:
+    method: str
+    target: str
+    version: str
+    headers: tuple[tuple[str, str], ...]
+
+    def values(self, name: str) -> list[str]:
+        return [value for key, value in self.headers if key.lower() == name]
+
+
+def _parse_head(data: bytes) -> _RequestHead:
+    """Parse a request head that ends in CRLF CRLF; strict, because the head is
+    re-serialised for the upstream and any leniency is a smuggling seam."""
+    lines = data[:-4].split(b"\r\n")
+    if any(b"\r" in line or b"\n" in line or b"\0" in line for line in lines):
+        raise _BadRequest("bare CR, LF or NUL")
+    try:
+        request_line = lines[0].decode("ascii")
+    except UnicodeDecodeError as exc:
+        raise _BadRequest("non-ASCII request line") from exc
+    parts = request_line.split(" ")
+    if len(parts) != 3 or not _TOKEN_RE.fullmatch(parts[0]) or not parts[1]:
+        raise _BadRequest("bad request line")
+    method, target, version = parts
+    if version not in ("HTTP/1.1", "HTTP/1.0"):
+        raise _BadRequest("unsupported HTTP version")
+    headers = []
+    for raw in lines[1:]:
+        if raw[:1] in (b" ", b"\t"):
+            raise _BadRequest("obsolete line folding")
+        # Latin-1 keeps obs-text bytes in values intact for the round trip.
+        name, colon, value = raw.decode("latin-1").partition(":")
+        if not colon or not _TOKEN_RE.fullmatch(name):
+            raise _BadRequest("bad header line")
+        headers.append((name, value.strip(" \t")))
+    return _RequestHead(method, target, version, tuple(headers))
+
+
+class _TokenBucket:
+    """``rate`` tokens a second up to ``burst``; one token a request."""
+
+    def __init__(self, rate: float, burst: int, clock: Callable[[], float]) -> None:
+        self.rate = rate
+        self.burst = float(burst)
+        self.clock = clock
+        self.tokens = float(burst)
+        self.stamp = clock()
+
+    def take(self) -> float:
+        """0.0 when a token was taken, else the seconds until one will be there."""
+        now = self.clock()
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return 0.0
+        return (1.0 - self.tokens) / self.rate
+
+
+@dataclass
+class _Sandbox:
+    """Per-sandbox state. Touched only on the proxy's loop, so no lock."""
+
+    run_id: int
+    bucket: _TokenBucket
+    active: int = 0
+    servers: list[asyncio.Server] = field(default_factory=list)
+    socket_paths: list[str] = field(default_factory=list)
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+
+class _Activity:
+    """Last time bytes moved in either direction of a relay."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.loop = asyncio.get_running_loop()
+        self.last = self.loop.time()
+
+    def remaining(self) -> float:
+        return self.last + self.timeout - self.loop.time()
+
+    def touch(self) -> None:
+        self.last = self.loop.time()
+
+
+async def _pump(
+    src: asyncio.StreamReader,
+    dst: asyncio.StreamWriter,
+    activity: _Activity,
+    *,
+    limit: int | None = None,
+    half_close: bool = False,
+) -> str:
+    """Copy src to dst until EOF, ``limit`` bytes, or both directions idle past the
+    timeout. Returns why it stopped: "eof", "limit", "short" (EOF before the limit),
+    "idle" or "error". Cancel-safe: StreamReader.read keeps unread data on cancel."""
+    remaining = limit
+    while remaining is None or remaining > 0:
+        size = _CHUNK if remaining is None else min(_CHUNK, remaining)
+        try:
+            while True:
+                wait = activity.remaining()
+                if wait <= 0:
+                    return "idle"
+                try:
+                    chunk = await asyncio.wait_for(src.read(size), wait)
+                    break
+                except TimeoutError:
+                    continue  # the other direction may have moved meanwhile
+            if not chunk:
+                if limit is not None:
+                    return "short"
+                if half_close and dst.can_write_eof():
+                    dst.write_eof()
+                return "eof"
+            activity.touch()
+            dst.write(chunk)
+            await asyncio.wait_for(dst.drain(), activity.timeout)
+        except TimeoutError:
+            return "idle"  # the receiver stopped reading
+        except OSError:
+            return "error"
+        if remaining is not None:
+            remaining -= len(chunk)
+    return "limit"
+
+
+async def _relay(
+    client: Streams, upstream: Streams, idle_timeout: float, *, upload_limit: int | None
+) -> None:
+    """Relay until the upstream is done; the client side may half-close first.
+
+    ``upload_limit`` None is a tunnel (client bytes flow until EOF, then half-close the
+    upstream); a number is an HTTP request body of that many bytes, after which nothing
+    more from the client is read (no pipelining to a destination nobody checked).
+    """
+    activity = _Activity(idle_timeout)
+    up = asyncio.create_task(
+        _pump(client[0], upstream[1], activity, limit=upload_limit, half_close=upload_limit is None)
+    )
+    down = asyncio.create_task(_pump(upstream[0], client[1], activity))
+    try:
+        done, _ = await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
+        if up in done and down not in done and up.result() in ("eof", "limit"):
+            await down  # the request is fully sent; the response decides the end
+    finally:
+        for task in (up, down):
+            task.cancel()
+        await asyncio.gather(up, down, return_exceptions=True)
+
+
+async def _close(writer: asyncio.StreamWriter) -> None:
+    writer.close()
+    with contextlib.suppress(OSError, TimeoutError):
+        await asyncio.wait_for(writer.wait_closed(), 1.0)
+
+
+async def _linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """After an error answer: send FIN, then swallow what the client still sends for a
+    moment. Closing a socket with unread input makes the kernel send RST, which can
+    destroy the answer before the client has read it (an over-long head, a body)."""
+    with contextlib.suppress(OSError):
+        if writer.can_write_eof():
+            writer.write_eof()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _LINGER_S
+    swallowed = 0
+    with contextlib.suppress(OSError, TimeoutError):
+        while swallowed < _LINGER_MAX_BYTES:
+            chunk = await asyncio.wait_for(reader.read(_CHUNK), max(0.0, deadline - loop.time()))
+            if not chunk:
+                break
+            swallowed += len(chunk)
+
+
+def _printable(text: str, limit: int = 200) -> str:
+    """Targets come from the sandbox: keep log lines one line and bounded."""
+    return "".join(c if c.isprintable() else "?" for c in text[:limit])
+
+
+class EgressProxy:
+    """A filtering HTTP/CONNECT proxy serving one listener per sandbox.
+
+    ``resolver`` (blocking, run in a worker thread) and ``dialer`` are injectable so tests
+    never touch the network. Limits apply per sandbox (per run id, across that run's
+    listeners): at most ``max_connections`` open client connections, and a token bucket
+    of ``rate_per_s`` requests a second with bursts of ``burst``. ``clock`` feeds the
+    bucket only, so tests can move time without sleeping.
+
+    Preconditions: all coroutine methods run on one event loop (use
+    :meth:`run_in_thread` from sync code); ``on_refusal`` must be quick and thread-agnostic.
+    """
+
+    def __init__(
+        self,
+        *,
+        resolver: Resolver = default_resolver,
+        dialer: Dialer = dial_checked,
+        on_refusal: RefusalCallback | None = None,
+        max_connections: int = 32,
+        rate_per_s: float = 10.0,
+        burst: int = 50,
+        allowed_ports: frozenset[int] = DEFAULT_ALLOWED_PORTS,
+        header_timeout_s: float = 10.0,
+        idle_timeout_s: float = 60.0,
+        connect_timeout_s: float = 10.0,
+        resolve_timeout_s: float = 5.0,
+        max_header_bytes: int = 32 * 1024,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if max_connections < 1 or rate_per_s <= 0 or burst < 1:
+            raise ValueError("limits must be positive")
+        self.resolver = resolver
+        self.dialer = dialer
+        self.on_refusal = on_refusal
+        self.max_connections = max_connections
+        self.rate_per_s = rate_per_s
+        self.burst = burst
+        self.allowed_ports = allowed_ports
+        self.header_timeout_s = header_timeout_s
+        self.idle_timeout_s = idle_timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self.resolve_timeout_s = resolve_timeout_s
+        self.max_header_bytes = max_header_bytes
+        self.clock = clock
+        self._sandboxes: dict[int, _Sandbox] = {}
+
+    # --- listeners ------------------------------------------------------------------
+
+    def _sandbox(self, run_id: int) -> _Sandbox:
+        sandbox = self._sandboxes.get(run_id)
+        if sandbox is None:
+            bucket = _TokenBucket(self.rate_per_s, self.burst, self.clock)
+            sandbox = self._sandboxes[run_id] = _Sandbox(run_id, bucket)
+        return sandbox
+
+    def _client_callback(
+        self, sandbox: _Sandbox
+    ) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
+        async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            sandbox.tasks.add(task)
+            try:
+                await self._serve_client(sandbox, reader, writer)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("egress proxy error run=%s", sandbox.run_id)
+            finally:
+                sandbox.tasks.discard(task)
+                await _close(writer)
+
+        return on_client
+
+    async def serve_unix(
+        self,
+        path: str | os.PathLike[str],
+        run_id: int,
+        *,
+        mode: int = 0o600,
+        owner_uid: int | None = None,
+    ) -> str:
+        """Listen for ``run_id``'s sandbox on a unix socket at ``path``; returns the path.
+
+        Preconditions: ``path`` is in a directory only that sandbox can reach (its work
+        dir), and the sandbox has not started yet (chmod/chown follow symlinks); a stale
+        socket file there is replaced, any other file makes this raise OSError.
+        ``owner_uid`` chowns the socket to the sandbox's uid (needs root), ``mode`` sets
+        who may connect.
+        """
+        path = os.fspath(path)
+        sandbox = self._sandbox(run_id)
+        server = await asyncio.start_unix_server(
+            self._client_callback(sandbox), path=path, limit=self.max_header_bytes
+        )
+        os.chmod(path, mode)
+        if owner_uid is not None:
+            os.chown(path, owner_uid, owner_uid)
+        sandbox.servers.append(server)
+        sandbox.socket_paths.append(path)
+        return path
+
+    async def serve_tcp(self, run_id: int, host: str = "127.0.0.1", port: int = 0) -> int:
+        """Listen for ``run_id`` on loopback TCP (tests, forwarders); returns the port.
+
+        Refuses any non-loopback bind: the proxy must never be reachable off the host.
+        """
+        if host not in ("127.0.0.1", "::1"):
+            raise ValueError(f"the egress proxy binds loopback only, not {host!r}")
+        sandbox = self._sandbox(run_id)
+        server = await asyncio.start_server(
+            self._client_callback(sandbox), host=host, port=port, limit=self.max_header_bytes
+        )
+        sandbox.servers.append(server)
+        return int(server.sockets[0].getsockname()[1])
+
+    def active_connections(self, run_id: int) -> int:
+        """Client connections currently admitted for ``run_id`` (0 if unknown)."""
+        sandbox = self._sandboxes.get(run_id)
+        return sandbox.active if sandbox else 0
+
+    async def release(self, run_id: int) -> None:
+        """Stop serving ``run_id``: close its listeners, cut its live connections and
+        remove its socket files. Idempotent."""
+        sandbox = self._sandboxes.pop(run_id, None)
+        if sandbox is None:
+            return
+        for server in sandbox.servers:
+            server.close()
+        tasks = list(sandbox.tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for server in sandbox.servers:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(server.wait_closed(), 2.0)
+        for path in sandbox.socket_paths:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
+    async def close(self) -> None:
+        """Release every sandbox."""
+        for run_id in list(self._sandboxes):
+            await self.release(run_id)
+
+    def run_in_thread(self) -> "EgressProxyThread":
+        """Start this proxy on its own event loop in a daemon thread (for sync code)."""
+        return EgressProxyThread(self).start()
+
+    # --- one client connection ------------------------------------------------------
+
+    async def _serve_client(
+        self, sandbox: _Sandbox, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        # Over the limit the head is still read (briefly) so the refusal names its
+        # target and the client sees a 429 rather than a reset.
+        admitted = sandbox.active < self.max_connections
+        if admitted:
+            sandbox.active += 1
+        target = "-"
+        try:
+            head_timeout = self.header_timeout_s if admitted else min(self.header_timeout_s, 1.0)
+            head = await self._read_head(reader, head_timeout)
+            if isinstance(head, _RequestHead):
+                target = _printable(head.target)
+            if not admitted:
+                raise _Respond(429, "too many connections", CONNECTION_LIMIT)
+            if head is None:
+                await self._send(writer, 408, "request timeout")
+                await _linger(reader, writer)
+                return
+            if not isinstance(head, _RequestHead):
+                raise _Respond(400, f"malformed request: {head}", MALFORMED)
+            if head.method == "CONNECT":
+                await self._tunnel(sandbox, head, reader, writer)
+            else:
+                await self._forward(sandbox, head, reader, writer)
+        except _Respond as answer:
+            if answer.reason is not None:
+                self._report(sandbox.run_id, target, answer.reason)
+            await self._send(writer, answer.status, answer.text, answer.headers)
+            await _linger(reader, writer)
+        finally:
+            # Before the caller closes the socket: a client that sees EOF may count on
+            # its slot being free again.
+            if admitted:
+                sandbox.active -= 1
+
+    async def _read_head(
+        self, reader: asyncio.StreamReader, timeout: float
+    ) -> _RequestHead | str | None:
+        """The parsed head, a malformation description, or None on timeout / early EOF."""
+        try:
+            data = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout)
+        except TimeoutError:
+            return None
+        except asyncio.LimitOverrunError:
+            return "head too large"
+        except asyncio.IncompleteReadError as exc:
+            return "incomplete head" if exc.partial.strip() else None
+        try:
+            return _parse_head(data)
+        except _BadRequest as exc:
+            return str(exc)
+
+    def _report(self, run_id: int, target: str, reason: str) -> None:
+        logger.warning("egress refused run=%s target=%s reason=%s", run_id, target, reason)
+        if self.on_refusal is not None:
+            try:
+                self.on_refusal(run_id, target, reason)
+            except Exception:
+                logger.exception("egress on_refusal callback failed run=%s", run_id)
+
+    async def _send(
+        self, writer: asyncio.StreamWriter, status: int, text: str, headers: tuple[str, ...] = ()
+    ) -> None:
+        body = f"{text}\n".encode()
+        head = "".join(
+            [
+                f"HTTP/1.1 {status} {_STATUS_TEXT[status]}\r\n",
+                "Content-Type: text/plain; charset=utf-8\r\n",
+                f"Content-Length: {len(body)}\r\n",
+                "Connection: close\r\n",
+                *(f"{line}\r\n" for line in headers),
+                "\r\n",
+            ]
+        )
+        with contextlib.suppress(OSError, TimeoutError):
+            writer.write(head.encode("ascii") + body)
+            await asyncio.wait_for(writer.drain(), 2.0)
+
+    def _take_token(self, sandbox: _Sandbox) -> None:
+        wait = sandbox.bucket.take()
+        if wait > 0:
+            retry = f"Retry-After: {max(1, math.ceil(wait))}"
+            raise _Respond(429, "rate limited", RATE_LIMIT, (retry,))
+
+    async def _check(self, check: Callable[[], CheckedTarget]) -> CheckedTarget:
+        """Run a netpolicy check (it may resolve, which blocks) off the loop."""
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(check), self.resolve_timeout_s)
+        except TimeoutError as exc:
+            raise _Respond(502, f"egress refused: {UNRESOLVABLE}", UNRESOLVABLE) from exc
+        except EgressRefused as refused:
+            status = 502 if refused.reason == UNRESOLVABLE else 403
+            raise _Respond(status, f"egress refused: {refused.reason}", refused.reason) from None
+        except Exception as exc:
+            # A broken resolver is the host's fault, not the sandbox's: no refusal report.
+            logger.exception("egress check failed")
+            raise _Respond(502, "resolver error") from exc
+
+    async def _dial(self, target: CheckedTarget) -> Streams:
+        """Connect to the first reachable checked address; never to anything else."""
+        for address in target.addresses:
+            try:
+                return await asyncio.wait_for(
+                    self.dialer(address, target.port), self.connect_timeout_s
+                )
+            except (OSError, TimeoutError) as exc:
+                logger.info("egress dial failed %s:%s: %r", address, target.port, exc)
+        raise _Respond(502, "upstream unreachable")
+
+    async def _tunnel(
+        self,
+        sandbox: _Sandbox,
+        head: _RequestHead,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        try:
+            host, port = split_authority(head.target)
+        except EgressRefused:
+            raise _Respond(400, "malformed request: CONNECT needs host:port", MALFORMED) from None
+        if port is None:
+            raise _Respond(400, "malformed request: CONNECT needs host:port", MALFORMED)
+        self._take_token(sandbox)
+        target = await self._check(
+            lambda: check_destination(host, port, self.resolver, allowed_ports=self.allowed_ports)
+        )
+        upstream = await self._dial(target)
+        try:
+            writer.write(f"{head.version} 200 Connection Established\r\n\r\n".encode("ascii"))
+            await asyncio.wait_for(writer.drain(), self.idle_timeout_s)
+            await _relay((reader, writer), upstream, self.idle_timeout_s, upload_limit=None)
+        finally:
+            await _close(upstream[1])
+
+    async def _forward(
+        self,
+        sandbox: _Sandbox,
+        head: _RequestHead,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        scheme = head.target.partition(":")[0].lower()
+        if scheme == "https":
+            raise _Respond(400, "malformed request: use CONNECT for https", MALFORMED)
+        if head.target[:7].lower() != "http://":
+            raise _Respond(400, "malformed request: absolute-form http URL required", MALFORMED)
+        if head.values("transfer-encoding"):
+            # Relaying a chunked body means parsing it; browsers send Content-Length.
+            raise _Respond(411, "chunked request bodies are not supported", LENGTH_REQUIRED)
+        lengths = head.values("content-length")
+        # One value, ASCII digits only: int() would take "+5", " 5" or full-width digits,
+        # and two lengths are the classic smuggling seam.
+        if len(lengths) > 1 or (lengths and not (lengths[0].isascii() and lengths[0].isdigit())):
+            raise _Respond(400, "malformed request: Content-Length", MALFORMED)
+        body_length = int(lengths[0]) if lengths else 0
+        self._take_token(sandbox)
+        url = head.target
+        target = await self._check(
+            lambda: check_url(url, self.resolver, allowed_ports=self.allowed_ports)
+        )
+        upstream = await self._dial(target)
+        try:
+            upstream[1].write(self._upstream_head(head, target))
+            await asyncio.wait_for(upstream[1].drain(), self.idle_timeout_s)
+            await _relay((reader, writer), upstream, self.idle_timeout_s, upload_limit=body_length)
+        finally:
+            await _close(upstream[1])
+
+    @staticmethod
+    def _upstream_head(head: _RequestHead, target: CheckedTarget) -> bytes:
+        """Origin-form request for the upstream. ``Connection: close`` makes the
+        upstream end the response with EOF, so the proxy never parses responses."""
+        named_in_connection = {
+            token.strip().lower()
+            for value in head.values("connection")
+            for token in value.split(",")
+        }
+        lines = [f"{head.method} {target.request_target} HTTP/1.1", f"Host: {target.authority}"]
+        for name, value in head.headers:
+            lowered = name.lower()
+            if lowered in _HOP_BY_HOP or lowered in named_in_connection:
+                continue
+            lines.append(f"{name}: {value}")
+        lines.append("Connection: close")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+class EgressProxyThread:
+    """An :class:`EgressProxy` on its own event loop in a daemon thread.
+
+    Every method blocks until the loop has done the work (bounded by ``timeout``), so a
+    sync caller can ``serve_unix`` a sandbox's socket before starting the sandbox, and
+    ``release`` it after. Use as a context manager or call :meth:`close`.
+    """
+
+    def __init__(self, proxy: EgressProxy, *, timeout: float = 10.0) -> None:
+        self.proxy = proxy
+        self.timeout = timeout
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> Self:
+        if self._thread is not None:
+            raise RuntimeError("already started")
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._run, args=(self._loop,), name="egress-proxy", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    @staticmethod
+    def _run(loop: asyncio.AbstractEventLoop) -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_forever()
+        finally:
+            # A resolver stuck in getaddrinfo must not hold up shutdown for long.
+            loop.run_until_complete(loop.shutdown_default_executor(timeout=1.0))
+            loop.close()
+
+    def _call[T](self, coro: Awaitable[T]) -> T:
+        if self._loop is None:
+            raise RuntimeError("not started")
+
+        async def wrapper() -> T:
+            return await coro
+
+        return asyncio.run_coroutine_threadsafe(wrapper(), self._loop).result(self.timeout)
+
+    def serve_unix(
+        self,
+        path: str | os.PathLike[str],
+        run_id: int,
+        *,
+        mode: int = 0o600,
+        owner_uid: int | None = None,
+    ) -> str:
+        """See :meth:`EgressProxy.serve_unix`; returns the socket path."""
+        return self._call(self.proxy.serve_unix(path, run_id, mode=mode, owner_uid=owner_uid))
+
+    def serve_tcp(self, run_id: int, host: str = "127.0.0.1", port: int = 0) -> int:
+        """See :meth:`EgressProxy.serve_tcp`; returns the bound port."""
+        return self._call(self.proxy.serve_tcp(run_id, host, port))
+
+    def active_connections(self, run_id: int) -> int:
+        async def read() -> int:
+            return self.proxy.active_connections(run_id)
+
+        return self._call(read())
+
+    def release(self, run_id: int) -> None:
+        """See :meth:`EgressProxy.release`."""
+        self._call(self.proxy.release(run_id))
+
+    def close(self) -> None:
+        """Release every sandbox, stop the loop and join the thread. Idempotent."""
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None or loop.is_closed():
+            return
+        try:
+            self._call(self.proxy.close())
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(self.timeout)
+
+    def __enter__(self) -> Self:
+        if self._thread is None:
+            self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
