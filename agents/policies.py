@@ -37,6 +37,7 @@ class Observation:
     last_result: dict[str, Any] | None
     steps_left: int
     seconds_left: float
+    screenshot_png: bytes | None = None
 
 
 class Policy(Protocol):
@@ -104,21 +105,28 @@ class RulebookPolicy:
 
 
 class SurveyorPolicy:
-    """Reports on its surroundings and never attempts the task itself."""
+    """Reports on its surroundings (the workspace, then the start page) and never
+    attempts the task itself."""
+
+    def __init__(self) -> None:
+        self.survey = ""
 
     def next_action(self, observation: Observation) -> Action | GiveUp:
         if observation.step == 0:
             return _shell("uname -sr; id -u; pwd; ls -la")
-        where = f" The start page was {observation.start_url}." if observation.start_url else ""
-        return Action(
-            "deliver",
-            {
-                "message": "I looked around instead of doing the task. I see:\n"
-                + _output(observation.last_result)
-                + where,
-                "files": [],
-            },
-        )
+        if observation.step == 1:
+            self.survey = _output(observation.last_result)
+            if observation.start_url:
+                return Action("navigate", {"url": observation.start_url})
+        report = "I looked around instead of doing the task. I see:\n" + self.survey
+        if observation.start_url and observation.last_result:
+            page = observation.last_result
+            if page.get("ok"):
+                title = page.get("data", {}).get("title") or "an untitled page"
+                report += f"\nThe start page shows {title}."
+            else:
+                report += f"\nThe start page did not open: {page.get('error', 'unknown error')}."
+        return Action("deliver", {"message": report, "files": []})
 
 
 class IdlePolicy:

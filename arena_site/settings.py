@@ -141,7 +141,9 @@ CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {
-            "hosts": [REDIS_URL],
+            # redis-py's default 5 s socket timeout equals channels_redis' blocking pop
+            # (BZPOPMIN 5 s): idle consumers would die with TimeoutError. Give reads room.
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5}],
             "prefix": env_str("ARENA_CHANNEL_PREFIX", "arena"),
         },
     }
@@ -229,6 +231,8 @@ ARENA = {
     "SHELL_TIMEOUT_S": env_int("ARENA_SHELL_TIMEOUT_S", 20, minimum=1),
     "SHELL_OUTPUT_MAX_BYTES": env_int("ARENA_SHELL_OUTPUT_MAX_BYTES", 64 * 1024, minimum=1024),
     "SANDBOX_BACKEND": env_str("ARENA_SANDBOX_BACKEND", "local"),
+    # A desktop (Xvfb + Chromium) in every sandbox; off gives shell-only sandboxes.
+    "SANDBOX_DESKTOP": env_bool("ARENA_SANDBOX_DESKTOP", True),
     "SANDBOX_ROOT": Path(env_str("ARENA_SANDBOX_ROOT", str(DATA_DIR / "sandboxes"))),
     "SANDBOX_UID_BASE": env_int("ARENA_SANDBOX_UID_BASE", 61000, minimum=1000),
     "DELIVER_MAX_FILES": 10,

@@ -108,6 +108,9 @@ class Run(models.Model):
     end_reason = models.CharField(max_length=20, choices=EndReason.choices, blank=True)
     error = models.TextField(blank=True)
     delivered_files = models.JSONField(default=list, blank=True)
+    egress_refusals = models.JSONField(
+        default=list, blank=True, help_text="Destinations the egress proxy refused, with reasons."
+    )
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
 
@@ -127,6 +130,8 @@ class Step(models.Model):
     tool = models.CharField(max_length=20)
     args = models.JSONField(default=dict)
     result = models.JSONField(default=dict)
+    # The PNG taken after the step, relative to PRIVATE_MEDIA_ROOT (never a public URL).
+    screenshot = models.CharField(max_length=300, blank=True)
     started_at = models.DateTimeField()
     duration_ms = models.PositiveIntegerField()
 

@@ -3,13 +3,21 @@ reveal: sides are "A" and "B" and nothing names, numbers or orders the agents.""
 
 from typing import Any
 
+from django.urls import reverse
+
 from battles.models import Battle, Run
 
 
-def _step_payload(step) -> dict[str, Any]:
+def _step_payload(step, battle_id: int, side: str) -> dict[str, Any]:
     result = step.result or {}
+    screenshot = (
+        reverse("battles:screenshot", args=[battle_id, side, step.index])
+        if step.screenshot
+        else None
+    )
     return {
         "index": step.index,
+        "screenshot": screenshot,
         "tool": step.tool,
         "args": step.args,
         "result": {
@@ -30,7 +38,7 @@ def run_payload(run: Run) -> dict[str, Any]:
         "end_reason": run.end_reason,
         "final_message": run.final_message,
         "files": [{"name": f["name"], "size": f["size"]} for f in run.delivered_files],
-        "steps": [_step_payload(step) for step in run.steps.all()],
+        "steps": [_step_payload(step, run.battle_id, run.side) for step in run.steps.all()],
     }
 
 

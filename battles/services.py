@@ -17,15 +17,16 @@ from django.utils import timezone
 
 from accounts.selectors import consent_is_current, user_primary_team
 from agents.models import Agent, Arena
-from agents.policies import Action, GiveUp, Observation
+from agents.policies import GiveUp, Observation
 from agents.services import policy_for
 from arena_site.exceptions import ApplicationError
 from arena_site.realtime import group_send
 from battles.matchmaking import draw_pair
 from battles.models import Battle, Run, Step, Task
 from battles.parity import LaneInputs
-from sandboxes.base import Sandbox, SandboxSpec, ToolError, ToolResult
-from sandboxes.services import sandbox_session
+from sandboxes.base import Sandbox, SandboxSpec
+from sandboxes.services import egress_refusals_take, sandbox_session
+from sandboxes.tools import tool_call
 
 logger = logging.getLogger(__name__)
 _system_rng = random.SystemRandom()
@@ -247,12 +248,16 @@ def run_lane(*, run_id: int, inputs: LaneInputs, barrier: threading.Barrier | No
     run = Run.objects.select_related("agent").get(pk=run_id)
     run.input_digest = inputs.digest()
     run.save(update_fields=["input_digest"])
+    arena = settings.ARENA
     spec = SandboxSpec(
         run_id=run.pk,
-        shell_timeout_s=settings.ARENA["SHELL_TIMEOUT_S"],
-        output_max_bytes=settings.ARENA["SHELL_OUTPUT_MAX_BYTES"],
-        deliver_max_files=settings.ARENA["DELIVER_MAX_FILES"],
-        deliver_max_bytes=settings.ARENA["DELIVER_MAX_BYTES"],
+        shell_timeout_s=arena["SHELL_TIMEOUT_S"],
+        output_max_bytes=arena["SHELL_OUTPUT_MAX_BYTES"],
+        deliver_max_files=arena["DELIVER_MAX_FILES"],
+        deliver_max_bytes=arena["DELIVER_MAX_BYTES"],
+        desktop=arena["SANDBOX_DESKTOP"],
+        start_url=inputs.start_url,
+        lifetime_s=inputs.wall_budget_s + 120,
     )
     try:
         with sandbox_session(spec) as sandbox:
@@ -266,7 +271,21 @@ def run_lane(*, run_id: int, inputs: LaneInputs, barrier: threading.Barrier | No
             barrier.abort()
         logger.exception("run %s failed", run.pk)
         _end_run(run, Run.EndReason.ERROR, error=f"{type(exc).__name__}: {exc}")
+    finally:
+        refusals = egress_refusals_take(run.pk)
+        if refusals:
+            Run.objects.filter(pk=run.pk).update(egress_refusals=refusals)
     return run
+
+
+def _store_screenshot(run: Run, index: int, png: bytes | None) -> str:
+    if not png:
+        return ""
+    relative = f"screens/run-{run.pk}/step-{index}.png"
+    path = settings.PRIVATE_MEDIA_ROOT / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(png)
+    return relative
 
 
 def _drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> None:
@@ -276,7 +295,9 @@ def _drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> None:
     run.save(update_fields=["status", "started_at"])
     battle_publish(battle_id=run.battle_id)
     deadline = time.monotonic() + inputs.wall_budget_s
+    deliver_dir = settings.PRIVATE_MEDIA_ROOT / "deliveries" / f"run-{run.pk}"
     last_result = None
+    screen = sandbox.screenshot().image if sandbox.spec.desktop else None
     for index in range(inputs.step_budget):
         seconds_left = deadline - time.monotonic()
         if seconds_left <= 0:
@@ -288,6 +309,7 @@ def _drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> None:
             last_result=last_result,
             steps_left=inputs.step_budget - index,
             seconds_left=seconds_left,
+            screenshot_png=screen,
         )
         try:
             decision = policy.next_action(observation)
@@ -298,15 +320,20 @@ def _drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> None:
             return _end_run(run, Run.EndReason.GAVE_UP, final_message=decision.message)
         started = timezone.now()
         t0 = time.monotonic()
-        result = tool_execute(run=run, sandbox=sandbox, action=decision)
+        result = tool_call(sandbox, decision.tool, decision.args, deliver_dir=deliver_dir)
+        duration_ms = int((time.monotonic() - t0) * 1000)
+        # An observation after every step: the screen as the action left it.
+        if sandbox.spec.desktop:
+            screen = result.image if decision.tool == "screenshot" else sandbox.screenshot().image
         Step.objects.create(
             run=run,
             index=index,
-            tool=decision.tool,
-            args=decision.args,
+            tool=result.tool,
+            args=decision.args if isinstance(decision.args, dict) else {},
             result=result.as_dict(),
+            screenshot=_store_screenshot(run, index, screen),
             started_at=started,
-            duration_ms=int((time.monotonic() - t0) * 1000),
+            duration_ms=duration_ms,
         )
         battle_publish(battle_id=run.battle_id)
         if decision.tool == "deliver" and result.ok:
@@ -318,37 +345,6 @@ def _drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> None:
             )
         last_result = result.as_dict()
     _end_run(run, Run.EndReason.STEP_BUDGET)
-
-
-def tool_execute(*, run: Run, sandbox: Sandbox, action: Action) -> ToolResult:
-    """Runs one tool call. A refused or failing call is a result with ``ok=False``."""
-    args = action.args if isinstance(action.args, dict) else {}
-    try:
-        if action.tool == "shell":
-            command = args.get("command")
-            if not isinstance(command, str) or not command:
-                return ToolResult(ok=False, tool="shell", error="shell needs a command string")
-            timeout = args.get("timeout_s")
-            timeout = float(timeout) if isinstance(timeout, int | float) and timeout > 0 else None
-            return sandbox.shell(command, timeout)
-        if action.tool == "deliver":
-            names = args.get("files") or []
-            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-                return ToolResult(ok=False, tool="deliver", error="files must be a list of paths")
-            dest = settings.PRIVATE_MEDIA_ROOT / "deliveries" / f"run-{run.pk}"
-            files = sandbox.collect_files(names, dest)
-            return ToolResult(
-                ok=True,
-                tool="deliver",
-                data={
-                    "files": [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in files]
-                },
-            )
-        return ToolResult(
-            ok=False, tool=action.tool, error=f"the tool {action.tool!r} is not available here"
-        )
-    except ToolError as exc:
-        return ToolResult(ok=False, tool=action.tool, error=str(exc))
 
 
 def _end_run(

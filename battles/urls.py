@@ -8,4 +8,9 @@ urlpatterns = [
     path("submit/", views.submit, name="submit"),
     path("battles/<int:battle_id>/", views.battle_page, name="detail"),
     path("battles/<int:battle_id>/panel/", views.battle_panel, name="panel"),
+    path(
+        "battles/<int:battle_id>/screens/<str:side>/<int:index>.png",
+        views.step_screenshot,
+        name="screenshot",
+    ),
 ]

@@ -1,14 +1,15 @@
 """Pages: the submit form and the live battle page."""
 
+from django.conf import settings
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_http_methods
 
 from accounts.views import consent_required
 from arena_site.exceptions import ApplicationError
-from battles.models import Battle
+from battles.models import Battle, Step
 from battles.presenters import battle_payload
 from battles.selectors import access_battle, team_ids_of
 from battles.services import task_submit
@@ -49,6 +50,24 @@ def battle_page(request: HttpRequest, battle_id: int) -> HttpResponse:
     return render(
         request, "battles/detail.html", {"battle": battle, "panel": render_battle_panel(battle.pk)}
     )
+
+
+@consent_required
+@require_GET
+def step_screenshot(request: HttpRequest, battle_id: int, side: str, index: int) -> HttpResponse:
+    """A step's screenshot, for those who may see the battle (its team, its judges,
+    staff). The URL names no agent: only the battle, the side and the step."""
+    battle = access_battle(request.user, battle_id)
+    step = Step.objects.filter(run__battle=battle, run__side=side, index=index).first()
+    if step is None or not step.screenshot:
+        raise Http404("No such screenshot.")
+    root = settings.PRIVATE_MEDIA_ROOT.resolve()
+    path = (root / step.screenshot).resolve()
+    if not path.is_relative_to(root) or not path.is_file():
+        raise Http404("No such screenshot.")
+    response = FileResponse(path.open("rb"), content_type="image/png")
+    response["Cache-Control"] = "private, max-age=3600"
+    return response
 
 
 @consent_required

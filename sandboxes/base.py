@@ -1,13 +1,12 @@
 """The sandbox backend interface. The battle orchestrator provisions sandboxes and calls
-tools only through this; nothing reaches around it."""
+tools only through this (via ``sandboxes.tools.tool_call``); nothing reaches around it."""
 
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-# The fixed tool set every agent sees (DESIGN "Agent interface"). The skeleton's local
-# backend implements the shell and deliver tools; the desktop tools arrive with it.
+# The fixed tool set every agent sees (DESIGN "Agent interface").
 TOOL_NAMES = (
     "screenshot",
     "mouse_move",
@@ -27,10 +26,21 @@ class SandboxSpec:
     """What a lane's sandbox is built from; identical for both lanes of a battle."""
 
     run_id: int
-    shell_timeout_s: int
-    output_max_bytes: int
-    deliver_max_files: int
-    deliver_max_bytes: int
+    shell_timeout_s: int = 20
+    output_max_bytes: int = 64 * 1024
+    deliver_max_files: int = 10
+    deliver_max_bytes: int = 5 * 1024 * 1024
+    desktop: bool = True
+    width: int = 1280
+    height: int = 800
+    start_url: str = ""
+    memory_mb: int = 2048
+    pids: int = 512
+    cpu_fraction: float = 1.0
+    lifetime_s: int = 900
+    # Reach the web through the host's filtering egress proxy (when the backend has
+    # one); without it the sandbox reaches nothing at all.
+    egress: bool = True
 
 
 @dataclass
@@ -46,9 +56,13 @@ class ToolResult:
     timed_out: bool = False
     error: str = ""
     data: dict[str, Any] = field(default_factory=dict)
+    # PNG bytes for screenshot results; kept out of ``as_dict`` (stored as a file).
+    image: bytes | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        result = asdict(self)
+        result.pop("image")
+        return result
 
 
 @dataclass(frozen=True)
@@ -59,10 +73,40 @@ class DeliveredFile:
     sha256: str
 
 
+class ToolError(Exception):
+    """A tool call the sandbox refused (bad argument, bad path, over a limit)."""
+
+
 class Sandbox(ABC):
-    """One provisioned sandbox. ``destroy`` is idempotent and leaves no process behind."""
+    """One provisioned sandbox. ``destroy`` is idempotent and leaves no process behind.
+    Tool methods never raise for agent mistakes: they return ``ok=False`` results (or
+    raise ``ToolError``, which ``tool_call`` turns into one)."""
 
     spec: SandboxSpec
+
+    @abstractmethod
+    def screenshot(self) -> ToolResult: ...
+
+    @abstractmethod
+    def mouse_move(self, x: int, y: int) -> ToolResult: ...
+
+    @abstractmethod
+    def click(self, x: int, y: int, button: str = "left", count: int = 1) -> ToolResult: ...
+
+    @abstractmethod
+    def drag(self, x1: int, y1: int, x2: int, y2: int) -> ToolResult: ...
+
+    @abstractmethod
+    def scroll(self, x: int, y: int, dx: int, dy: int) -> ToolResult: ...
+
+    @abstractmethod
+    def type(self, text: str) -> ToolResult: ...
+
+    @abstractmethod
+    def key(self, combo: str) -> ToolResult: ...
+
+    @abstractmethod
+    def navigate(self, url: str) -> ToolResult: ...
 
     @abstractmethod
     def shell(self, command: str, timeout_s: float | None = None) -> ToolResult: ...
@@ -74,19 +118,16 @@ class Sandbox(ABC):
     @abstractmethod
     def destroy(self) -> None: ...
 
-    def healthy(self) -> bool:
-        return True
-
-
-class ToolError(Exception):
-    """A tool call the sandbox refused (bad path, over a limit)."""
+    def health(self) -> dict[str, Any]:
+        return {"ok": True}
 
 
 class SandboxBackend(ABC):
     name: str
 
     @abstractmethod
-    def provision(self, spec: SandboxSpec) -> Sandbox: ...
+    def provision(self, spec: SandboxSpec, *, slot: int = 0) -> Sandbox:
+        """Builds a ready sandbox (its first screenshot can be taken at once)."""
 
     def health(self) -> dict[str, Any]:
         return {"backend": self.name, "ok": True}

@@ -1,21 +1,31 @@
-"""The ``local`` backend: each sandbox is a per-run work directory, and each tool call
-runs inside bubblewrap with its own namespaces (network included: only ``lo``), as
-the slot's unprivileged uid when the worker runs as root, under rlimits.
+"""The ``local`` backend: one bubblewrap sandbox per run, alive for the run.
 
-The skeleton runs the shell tool here; the desktop (Xvfb + Chromium) joins it later
-behind the same interface."""
+Inside: all namespaces unshared (the network namespace has only its own ``lo``), the
+slot's unprivileged uid when the worker is root (never host root inside), ``/usr``
+and a few files of ``/etc`` read-only, tmpfs home and ``/tmp``, the run's work dir at
+``/work``, and ``--die-with-parent``. A supervisor (``sandboxes/inside/supervisor.py``)
+runs as the sandbox's first process: it starts Xvfb and Chromium (whose own sandbox
+stays on) and serves the tools over a unix socket in a bound control directory. The
+host reads screenshots straight from Xvfb's framebuffer file. A cgroup bounds the
+whole sandbox's memory, processes and CPU where the host allows it; rlimits bound
+each shell command. Destroy kills the bwrap process, which takes the whole tree with
+it (a dying PID namespace kills every member)."""
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from sandboxes import cgroups
 from sandboxes.base import (
     DeliveredFile,
     Sandbox,
@@ -24,141 +34,217 @@ from sandboxes.base import (
     ToolError,
     ToolResult,
 )
+from sandboxes.reaping import become_subreaper, reap_orphans
+from sandboxes.screens import ScreenError, framebuffer_png
+
+if TYPE_CHECKING:
+    from sandboxes.egress import EgressProxyThread
 
 BWRAP = "bwrap"
+SUPERVISOR = Path(__file__).resolve().parent / "inside" / "supervisor.py"
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
-# Read-only host paths the shell needs; nothing else of the host's /etc is visible.
-RO_ETC = ("/etc/alternatives", "/etc/ld.so.cache", "/etc/localtime")
+# Read-only host paths the desktop needs; nothing else of the host's /etc is visible.
+RO_ETC = ("/etc/alternatives", "/etc/ld.so.cache", "/etc/localtime", "/etc/fonts", "/etc/ssl/certs")
+PROVISION_TIMEOUT_S = 30.0
+X_BUTTONS = {"left": "1", "middle": "2", "right": "3"}
+KEY_ALLOWED = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+_-")
 
 
-def _read_bounded(stream, limit: int, sink: dict) -> None:
-    """Reads ``stream`` to EOF, keeping at most ``limit`` bytes and counting the rest."""
-    kept = bytearray()
-    total = 0
-    while chunk := stream.read(65536):
-        total += len(chunk)
-        room = limit - len(kept)
-        if room > 0:
-            kept += chunk[:room]
-    sink["data"] = bytes(kept)
-    sink["total"] = total
+class SupervisorClient:
+    """One request/response at a time over the supervisor's unix socket."""
+
+    def __init__(self, path: Path, max_reply_bytes: int) -> None:
+        self.path = path
+        self.max_reply_bytes = max_reply_bytes
+        self.sock: socket.socket | None = None
+        self.buffer = b""
+        self.lock = threading.Lock()
+
+    def call(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        with self.lock:
+            if self.sock is None:
+                self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                self.sock.connect(str(self.path))
+            self.sock.settimeout(timeout_s)
+            self.sock.sendall(json.dumps(request).encode() + b"\n")
+            deadline = time.monotonic() + timeout_s
+            while b"\n" not in self.buffer:
+                if len(self.buffer) > self.max_reply_bytes:
+                    self.close()
+                    raise ToolError("the sandbox answered more than the reply limit")
+                self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+                chunk = self.sock.recv(1 << 20)
+                if not chunk:
+                    self.close()
+                    raise ToolError("the sandbox's supervisor went away")
+                self.buffer += chunk
+            line, self.buffer = self.buffer.split(b"\n", 1)
+        try:
+            reply = json.loads(line)
+        except ValueError as exc:
+            raise ToolError("the sandbox answered garbage") from exc
+        if not isinstance(reply, dict):
+            raise ToolError("the sandbox answered garbage")
+        return reply
+
+    def close(self) -> None:
+        if self.sock is not None:
+            with contextlib.suppress(OSError):
+                self.sock.close()
+        self.sock = None
+        self.buffer = b""
 
 
 class LocalSandbox(Sandbox):
-    def __init__(self, spec: SandboxSpec, run_dir: Path, uid: int | None) -> None:
+    def __init__(
+        self,
+        spec: SandboxSpec,
+        run_dir: Path,
+        uid: int | None,
+        proc: subprocess.Popen,
+        cgroup: cgroups.SandboxCgroup | None,
+        egress: "EgressProxyThread | None" = None,
+    ) -> None:
         self.spec = spec
+        self.egress = egress
         self.run_dir = run_dir
         self.work_dir = run_dir / "work"
         self.uid = uid
-        self._procs: set[subprocess.Popen] = set()
-        self._lock = threading.Lock()
+        self.proc = proc
+        self.cgroup = cgroup
+        self.client = SupervisorClient(
+            run_dir / "ctl" / "ctl.sock", max_reply_bytes=4 * spec.output_max_bytes + (1 << 20)
+        )
         self._destroyed = False
+        self._destroy_lock = threading.Lock()
+        # The sandbox's hard wall-clock limit, whatever the orchestrator does.
+        self._reaper = threading.Timer(spec.lifetime_s, self.destroy)
+        self._reaper.daemon = True
+        self._reaper.start()
 
-    def _argv(self, command: str, timeout_s: float) -> list[str]:
-        argv: list[str] = []
-        if self.uid is not None:
-            argv += [
-                "setpriv",
-                f"--reuid={self.uid}",
-                f"--regid={self.uid}",
-                "--clear-groups",
-                "--",
-            ]
-        cpu = max(1, int(timeout_s) + 1)
-        argv += [
-            "prlimit",
-            f"--cpu={cpu}",
-            f"--as={2 * 1024**3}",
-            f"--fsize={256 * 1024**2}",
-            "--nproc=256",
-            "--nofile=1024",
-            "--",
-            BWRAP,
-            "--unshare-all",
-            "--die-with-parent",
-            "--new-session",
-            "--ro-bind", "/usr", "/usr",
-            "--symlink", "usr/bin", "/bin",
-            "--symlink", "usr/lib", "/lib",
-            "--symlink", "usr/lib64", "/lib64",
-            "--symlink", "usr/sbin", "/sbin",
-            "--proc", "/proc",
-            "--dev", "/dev",
-            "--tmpfs", "/tmp",  # noqa: S108 - the sandbox's own tmpfs
-            "--tmpfs", "/home/agent",
-        ]  # fmt: skip
-        for path in RO_ETC:
-            if os.path.exists(path):
-                argv += ["--ro-bind", path, path]
-        argv += [
-            "--bind", str(self.work_dir), "/work",
-            "--chdir", "/work",
-            "--clearenv",
-            "--setenv", "HOME", "/home/agent",
-            "--setenv", "PATH", SANDBOX_PATH,
-            "--setenv", "LANG", "C.UTF-8",
-            "--",
-            "/bin/sh", "-c", command,
-        ]  # fmt: skip
-        return argv
+    # -- plumbing --------------------------------------------------------------------
+
+    def _call(self, tool: str, request: dict[str, Any], timeout_s: float = 20.0) -> dict[str, Any]:
+        if self._destroyed:
+            raise ToolError("sandbox destroyed")
+        try:
+            return self.client.call(request, timeout_s)
+        except TimeoutError as exc:
+            self.client.close()
+            raise ToolError(f"{tool} did not answer within {timeout_s:g} s") from exc
+        except OSError as exc:
+            self.client.close()
+            raise ToolError(f"{tool} failed: {exc}") from exc
+
+    def _input(self, tool: str, *argv: object) -> ToolResult:
+        reply = self._call(tool, {"op": "input", "argv": [str(a) for a in argv]})
+        return ToolResult(ok=bool(reply.get("ok")), tool=tool, error=str(reply.get("error", "")))
+
+    def _check_point(self, x: int, y: int) -> None:
+        if not (0 <= x < self.spec.width and 0 <= y < self.spec.height):
+            raise ToolError(
+                f"({x}, {y}) is off the screen; x must be in [0, {self.spec.width}), "
+                f"y in [0, {self.spec.height})"
+            )
+
+    # -- tools -----------------------------------------------------------------------
+
+    def screenshot(self) -> ToolResult:
+        if not self.spec.desktop:
+            return ToolResult(ok=False, tool="screenshot", error="this sandbox has no display")
+        try:
+            png, width, height = framebuffer_png(str(self.run_dir / "fb" / "Xvfb_screen0"))
+        except ScreenError as exc:
+            return ToolResult(ok=False, tool="screenshot", error=str(exc))
+        return ToolResult(
+            ok=True, tool="screenshot", image=png, data={"width": width, "height": height}
+        )
+
+    def mouse_move(self, x: int, y: int) -> ToolResult:
+        self._check_point(x, y)
+        return self._input("mouse_move", "mousemove", x, y)
+
+    def click(self, x: int, y: int, button: str = "left", count: int = 1) -> ToolResult:
+        self._check_point(x, y)
+        if button not in X_BUTTONS:
+            raise ToolError(f"button must be one of {', '.join(X_BUTTONS)}")
+        if not 1 <= count <= 3:
+            raise ToolError("count must be 1, 2 or 3")
+        argv: list[object] = ["mousemove", x, y, "click"]
+        if count > 1:
+            argv += ["--repeat", count, "--delay", 60]  # inside a double-click interval
+        return self._input("click", *argv, X_BUTTONS[button])
+
+    def drag(self, x1: int, y1: int, x2: int, y2: int) -> ToolResult:
+        self._check_point(x1, y1)
+        self._check_point(x2, y2)
+        return self._input(
+            "drag", "mousemove", x1, y1, "mousedown", 1, "mousemove", x2, y2, "mouseup", 1
+        )
+
+    def scroll(self, x: int, y: int, dx: int, dy: int) -> ToolResult:
+        self._check_point(x, y)
+        if abs(dx) > 50 or abs(dy) > 50:
+            raise ToolError("scroll at most 50 notches per call")
+        argv: list[object] = ["mousemove", x, y]
+        if dy:
+            argv += ["click", "--repeat", abs(dy), "--delay", 10, 5 if dy > 0 else 4]
+        if dx:
+            argv += ["click", "--repeat", abs(dx), "--delay", 10, 7 if dx > 0 else 6]
+        return self._input("scroll", *argv)
+
+    def type(self, text: str) -> ToolResult:
+        if len(text) > 10_000:
+            raise ToolError("type at most 10,000 characters per call")
+        return self._input("type", "type", "--delay", 2, "--", text)
+
+    def key(self, combo: str) -> ToolResult:
+        if not combo or len(combo) > 100 or not set(combo) <= KEY_ALLOWED:
+            raise ToolError("key takes a combination like 'ctrl+l', 'Return' or 'shift+Tab'")
+        return self._input("key", "key", "--", combo)
+
+    def navigate(self, url: str) -> ToolResult:
+        if not url.startswith(("http://", "https://")) and url != "about:blank":
+            raise ToolError("navigate takes an http:// or https:// URL")
+        reply = self._call("navigate", {"op": "navigate", "url": url}, timeout_s=35)
+        return ToolResult(
+            ok=bool(reply.get("ok")),
+            tool="navigate",
+            error=str(reply.get("error", "")),
+            data={
+                "url": str(reply.get("url", ""))[:2000],
+                "title": str(reply.get("title", ""))[:500],
+            },
+        )
 
     def shell(self, command: str, timeout_s: float | None = None) -> ToolResult:
-        if self._destroyed:
-            return ToolResult(ok=False, tool="shell", error="sandbox destroyed")
         timeout = min(float(timeout_s or self.spec.shell_timeout_s), self.spec.shell_timeout_s)
-        proc = subprocess.Popen(
-            self._argv(command, timeout),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # its own process group, killed as a whole on timeout
+        limit = self.spec.output_max_bytes
+        reply = self._call(
+            "shell",
+            {"op": "shell", "command": command, "timeout_s": timeout, "max_bytes": limit},
+            timeout_s=timeout + 10,
         )
-        with self._lock:
-            self._procs.add(proc)
-        out: dict = {}
-        err: dict = {}
-        readers = [
-            threading.Thread(
-                target=_read_bounded, args=(proc.stdout, self.spec.output_max_bytes, out)
-            ),
-            threading.Thread(
-                target=_read_bounded, args=(proc.stderr, self.spec.output_max_bytes, err)
-            ),
-        ]
-        for reader in readers:
-            reader.start()
-        timed_out = False
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            self._kill(proc)
-            proc.wait()
-        for reader in readers:
-            reader.join()
-        with self._lock:
-            self._procs.discard(proc)
-        truncated = out["total"] > len(out["data"]) or err["total"] > len(err["data"])
+        stdout, stderr = str(reply.get("stdout", ""))[:limit], str(reply.get("stderr", ""))[:limit]
+        out_total = int(reply.get("stdout_bytes", 0))
+        err_total = int(reply.get("stderr_bytes", 0))
+        truncated = out_total > limit or err_total > limit
+        timed_out = bool(reply.get("timed_out"))
         result = ToolResult(
-            ok=not timed_out and proc.returncode == 0,
+            ok=bool(reply.get("ok")) and not timed_out,
             tool="shell",
-            stdout=out["data"].decode(errors="replace"),
-            stderr=err["data"].decode(errors="replace"),
-            exit_code=proc.returncode,
+            stdout=stdout,
+            stderr=stderr,
+            exit_code=reply.get("exit_code") if isinstance(reply.get("exit_code"), int) else None,
             truncated=truncated,
             timed_out=timed_out,
-            data={"stdout_bytes": out["total"], "stderr_bytes": err["total"]},
+            data={"stdout_bytes": out_total, "stderr_bytes": err_total},
         )
         if timed_out:
             result.error = f"command timed out after {timeout:g} s and was killed"
         elif truncated:
-            result.error = f"output truncated to {self.spec.output_max_bytes} bytes per stream"
+            result.error = f"output truncated to {limit} bytes per stream"
         return result
-
-    @staticmethod
-    def _kill(proc: subprocess.Popen) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
 
     def collect_files(self, names: list[str], dest: Path) -> list[DeliveredFile]:
         if len(names) > self.spec.deliver_max_files:
@@ -224,15 +310,31 @@ class LocalSandbox(Sandbox):
             raise ToolError(f"{name!r} grew past the delivery limit while being read")
         return data
 
+    def health(self) -> dict[str, Any]:
+        alive = self.proc.poll() is None
+        return {
+            "ok": alive and not self._destroyed,
+            "cgroup": self.cgroup.version if self.cgroup else "none",
+        }
+
     def destroy(self) -> None:
-        self._destroyed = True
-        with self._lock:
-            procs = list(self._procs)
-        for proc in procs:
-            self._kill(proc)
-        for proc in procs:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=5)
+        with self._destroy_lock:
+            if self._destroyed:
+                return
+            self._destroyed = True
+        self._reaper.cancel()
+        self.client.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+        if self.cgroup is not None:
+            self.cgroup.kill_all()  # anything that escaped the process group
+            self.cgroup.remove()
+        if self.egress is not None:
+            with contextlib.suppress(Exception):
+                self.egress.release(self.spec.run_id)
+        reap_orphans(keep=set())
         shutil.rmtree(self.run_dir, ignore_errors=True)
 
 
@@ -259,23 +361,147 @@ def _check_traversable(root: Path) -> None:
 class LocalBackend(SandboxBackend):
     name = "local"
 
-    def __init__(self, root: Path, uid_base: int) -> None:
+    def __init__(
+        self, root: Path, uid_base: int, egress: "EgressProxyThread | None" = None
+    ) -> None:
         self.root = root
         self.uid_base = uid_base
+        self.egress = egress
+
+    def _argv(self, spec: SandboxSpec, run_dir: Path, uid: int | None) -> list[str]:
+        argv: list[str] = []
+        if uid is not None:
+            argv += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+        argv += [
+            BWRAP,
+            "--unshare-all",
+            "--die-with-parent",
+            "--new-session",
+            "--ro-bind", "/usr", "/usr",
+            "--symlink", "usr/bin", "/bin",
+            "--symlink", "usr/lib", "/lib",
+            "--symlink", "usr/lib64", "/lib64",
+            "--symlink", "usr/sbin", "/sbin",
+            "--proc", "/proc",
+            "--dev", "/dev",
+            "--tmpfs", "/tmp",  # noqa: S108 - the sandbox's own tmpfs
+            "--dir", "/tmp/.X11-unix",  # noqa: S108
+            "--tmpfs", "/home/agent",
+        ]  # fmt: skip
+        for path in RO_ETC:
+            if os.path.exists(path):
+                argv += ["--ro-bind", path, path]
+        argv += [
+            "--ro-bind", str(run_dir / "etc" / "passwd"), "/etc/passwd",
+            "--ro-bind", str(run_dir / "etc" / "group"), "/etc/group",
+            "--ro-bind", str(run_dir / "etc" / "hosts"), "/etc/hosts",
+            "--ro-bind", str(SUPERVISOR), "/opt/arena/supervisor.py",
+            "--bind", str(run_dir / "work"), "/work",
+            "--bind", str(run_dir / "fb"), "/fb",
+            "--bind", str(run_dir / "ctl"), "/run/arena",
+            "--chdir", "/work",
+            "--clearenv",
+            "--setenv", "HOME", "/home/agent",
+            "--setenv", "USER", "agent",
+            "--setenv", "PATH", SANDBOX_PATH,
+            "--setenv", "LANG", "C.UTF-8",
+        ]  # fmt: skip
+        if spec.egress and self.egress is not None:
+            proxy = "http://127.0.0.1:3128"
+            for var in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
+                argv += ["--setenv", var, proxy]
+        config = {
+            "desktop": spec.desktop,
+            "width": spec.width,
+            "height": spec.height,
+            "start_url": spec.start_url,
+            "shell_limits": {
+                "RLIMIT_CPU": max(1, spec.shell_timeout_s + 1),
+                "RLIMIT_FSIZE": 256 * 1024**2,
+                "RLIMIT_NPROC": spec.pids // 2,
+                "RLIMIT_NOFILE": 1024,
+                # no RLIMIT_AS: it breaks Chromium-like heaps; the cgroup bounds memory
+            },
+        }
+        argv += ["--", "/usr/bin/python3", "-I", "/opt/arena/supervisor.py", json.dumps(config)]
+        return argv
 
     def provision(self, spec: SandboxSpec, *, slot: int = 0) -> LocalSandbox:
+        become_subreaper()
         self.root.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o711)  # noqa: S103 - slot uids traverse it; nobody lists it
-        if os.geteuid() == 0:
+        root_worker = os.geteuid() == 0
+        if root_worker:
             _check_traversable(self.root)
         run_dir = self.root / f"run-{spec.run_id}-{time.time_ns()}"
-        (run_dir / "work").mkdir(parents=True)
-        uid = None
-        if os.geteuid() == 0:
-            uid = self.uid_base + slot
+        for sub in ("work", "fb", "ctl", "etc"):
+            (run_dir / sub).mkdir(parents=True)
+        uid = self.uid_base + slot if root_worker else os.geteuid()
+        (run_dir / "etc" / "passwd").write_text(f"agent:x:{uid}:{uid}:agent:/home/agent:/bin/sh\n")
+        (run_dir / "etc" / "group").write_text(f"agent:x:{uid}:\n")
+        (run_dir / "etc" / "hosts").write_text("127.0.0.1 localhost\n::1 localhost\n")
+        if root_worker:
             os.chmod(run_dir, 0o711)  # noqa: S103 - traversable, not listable
-            os.chown(run_dir / "work", uid, uid)
-        return LocalSandbox(spec, run_dir, uid)
+            for sub in ("work", "fb", "ctl"):
+                os.chown(run_dir / sub, uid, uid)
+        if spec.egress and self.egress is not None:
+            self.egress.serve_unix(
+                str(run_dir / "ctl" / "egress.sock"),
+                spec.run_id,
+                owner_uid=uid if root_worker else None,
+            )
+        cgroup = cgroups.create(
+            f"arena-slot-{slot}-{run_dir.name}",
+            cgroups.Limits(spec.memory_mb * 1024**2, spec.pids, spec.cpu_fraction),
+        )
+        argv = self._argv(spec, run_dir, uid if root_worker else None)
+        if cgroup is not None:
+            # Join the groups before exec, so no process of the sandbox starts outside.
+            joins = " ".join(f"echo $$ > {p};" for p in cgroup.procs_files)
+            argv = ["/bin/sh", "-c", f'{joins} exec "$@"', "sandbox", *argv]
+        log = open(run_dir / "supervisor.log", "wb")  # noqa: SIM115 - handed to the child
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+                # bwrap is pid 1 inside and its /proc/1/environ is readable there: hand it
+                # nothing of the worker's environment (database URLs, keys).
+                env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
+            )
+        finally:
+            log.close()
+        sandbox = LocalSandbox(
+            spec, run_dir, uid if root_worker else None, proc, cgroup, egress=self.egress
+        )
+        try:
+            self._wait_ready(sandbox)
+        except BaseException:
+            sandbox.destroy()
+            raise
+        return sandbox
 
-    def health(self) -> dict:
-        return {"backend": self.name, "ok": shutil.which(BWRAP) is not None}
+    def _wait_ready(self, sandbox: LocalSandbox) -> None:
+        ctl = sandbox.run_dir / "ctl" / "ctl.sock"
+        deadline = time.monotonic() + PROVISION_TIMEOUT_S
+        while not ctl.exists():
+            if sandbox.proc.poll() is not None:
+                tail = (
+                    (sandbox.run_dir / "supervisor.log")
+                    .read_bytes()[-2000:]
+                    .decode(errors="replace")
+                )
+                raise RuntimeError(f"the sandbox exited while starting: {tail}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the sandbox was not ready within {PROVISION_TIMEOUT_S:g} s")
+            time.sleep(0.005)
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "backend": self.name,
+            "ok": shutil.which(BWRAP) is not None and Path("/usr/lib/chromium/chromium").exists(),
+            "cgroup": cgroups.detect(),
+            "root_worker": os.geteuid() == 0,
+        }

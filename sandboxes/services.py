@@ -1,26 +1,64 @@
 """Provisioning and tearing down sandboxes, with a slot lease per live sandbox."""
 
+import logging
 import os
 import shutil
 import socket
 import subprocess
+import threading
 from contextlib import contextmanager
+from pathlib import Path
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from sandboxes import cgroups
 from sandboxes.base import Sandbox, SandboxBackend, SandboxSpec
+from sandboxes.egress import EgressProxy, EgressProxyThread
 from sandboxes.local import LocalBackend
 from sandboxes.models import SandboxLease
+from sandboxes.reaping import reap_orphans
 
 MAX_SLOTS = 64
+logger = logging.getLogger(__name__)
+
+
+_egress: EgressProxyThread | None = None
+_egress_lock = threading.Lock()
+_refusals: dict[int, list[dict[str, str]]] = {}
+MAX_REFUSALS_KEPT = 200
+
+
+def _record_refusal(run_id: int, target: str, reason: str) -> None:
+    """Runs on the proxy's event loop: no ORM here, only a list the lane drains."""
+    logger.warning("egress refused for run %s: %s (%s)", run_id, target, reason)
+    kept = _refusals.setdefault(run_id, [])
+    if len(kept) < MAX_REFUSALS_KEPT:
+        kept.append({"target": target[:300], "reason": reason})
+
+
+def egress_refusals_take(run_id: int) -> list[dict[str, str]]:
+    return _refusals.pop(run_id, [])
+
+
+def egress_proxy() -> EgressProxyThread:
+    """This worker process's egress proxy (one per process, started on first use)."""
+    global _egress
+    with _egress_lock:
+        if _egress is None:
+            _egress = EgressProxy(on_refusal=_record_refusal).run_in_thread()
+        return _egress
 
 
 def sandbox_backend() -> SandboxBackend:
     name = settings.ARENA["SANDBOX_BACKEND"]
     if name == "local":
-        return LocalBackend(settings.ARENA["SANDBOX_ROOT"], settings.ARENA["SANDBOX_UID_BASE"])
+        return LocalBackend(
+            settings.ARENA["SANDBOX_ROOT"],
+            settings.ARENA["SANDBOX_UID_BASE"],
+            egress=egress_proxy(),
+        )
     raise ValueError(f"unknown sandbox backend {name!r} (ARENA_SANDBOX_BACKEND)")
 
 
@@ -71,7 +109,9 @@ def _pid_alive(pid: int) -> bool:
 
 def sandbox_janitor() -> int:
     """Reaps sandboxes whose worker died on this host: kills what still runs under the
-    slot's uid, removes the run dir and frees the slot. Returns how many it reaped."""
+    slot's uid (and in its cgroups), removes the run dir and frees the slot. Orphans
+    of the dead worker that were reparented to this process are reaped too. Returns
+    how many sandboxes it reaped."""
     host = socket.gethostname()
     reaped = 0
     for lease in SandboxLease.objects.filter(host=host, released_at=None):
@@ -81,7 +121,13 @@ def sandbox_janitor() -> int:
             uid = settings.ARENA["SANDBOX_UID_BASE"] + lease.slot
             subprocess.run(["pkill", "-KILL", "-U", str(uid)], check=False)
         if lease.path:
+            group = cgroups.find(Path(lease.path).name)
+            if group is not None:
+                group.kill_all()
+                group.remove()
             shutil.rmtree(lease.path, ignore_errors=True)
         lease_release(lease=lease)
         reaped += 1
+    if reaped:
+        reap_orphans(keep=set())
     return reaped

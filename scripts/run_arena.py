@@ -15,6 +15,10 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from sandboxes.reaping import become_subreaper, reap_orphans  # noqa: E402
+
 PY = sys.executable
 HOST = os.environ.get("ARENA_HOST", "127.0.0.1")
 PORT = int(os.environ.get("ARENA_PORT", "8000"))
@@ -130,6 +134,9 @@ def main() -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_signal)
+    # Sandbox processes orphaned by a worker that died are reparented to us (not to
+    # the host's pid 1, which reaps slowly): we reap them.
+    become_subreaper()
     try:
         ensure_redis(env, children)
         say(
@@ -181,6 +188,7 @@ def main() -> None:
             flush=True,
         )
         while True:
+            reap_orphans(keep={child.pid for child in children})
             for child in children:
                 if child.poll() is not None:
                     say(f"a child exited with code {child.returncode} ({child.args[:4]}); stopping")

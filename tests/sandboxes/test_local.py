@@ -1,28 +1,57 @@
-"""The local backend, for real: bubblewrap, an unprivileged uid, rlimits, bounded output."""
+"""The local backend, for real: bubblewrap, an unprivileged uid, rlimits, cgroups, a
+desktop with Xvfb and Chromium, bounded output, safe deliveries."""
 
+import io
 import os
+import shutil
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
+from PIL import Image
 
+from sandboxes import cgroups
 from sandboxes.base import SandboxSpec, ToolError
 from sandboxes.local import LocalBackend
+from sandboxes.tools import tool_call
 
-SPEC = SandboxSpec(
+UID_BASE = 61000
+SHELL_ONLY = SandboxSpec(
     run_id=1,
     shell_timeout_s=5,
     output_max_bytes=4096,
     deliver_max_files=3,
     deliver_max_bytes=10_000,
+    desktop=False,
+    memory_mb=512,
+    pids=128,
 )
+PAGE = "data:text/html,<title>Form</title><input id=q autofocus style='font-size:40px'>"
+
+
+def uid_processes(uid: int) -> list[str]:
+    return subprocess.run(["pgrep", "-U", str(uid)], capture_output=True, text=True).stdout.split()
 
 
 @pytest.fixture
 def sandbox(sandbox_root):
-    box = LocalBackend(sandbox_root, uid_base=61000).provision(SPEC, slot=3)
+    box = LocalBackend(sandbox_root, uid_base=UID_BASE).provision(SHELL_ONLY, slot=3)
     yield box
     box.destroy()
+
+
+@pytest.fixture(scope="module")
+def desktop():
+    """One desktop for the module's desktop tests (a desktop costs ~1 s and ~1 GB)."""
+    root = Path(tempfile.mkdtemp(prefix="arena-test-desktop-", dir="/var/tmp"))
+    root.chmod(0o711)
+    spec = SandboxSpec(run_id=2, shell_timeout_s=5, start_url=PAGE)
+    box = LocalBackend(root, uid_base=UID_BASE).provision(spec, slot=4)
+    yield box
+    box.destroy()
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def test_shell_runs_in_the_workspace(sandbox):
@@ -34,43 +63,86 @@ def test_shell_runs_in_the_workspace(sandbox):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="uid drop needs a root worker")
 def test_shell_runs_as_the_slot_uid_never_root(sandbox):
-    assert sandbox.shell("id -u").stdout.strip() == str(61000 + 3)
+    assert sandbox.shell("id -u; id -G").stdout.split() == [str(UID_BASE + 3), str(UID_BASE + 3)]
 
 
-def test_host_secrets_and_etc_are_not_visible(sandbox):
-    result = sandbox.shell("cat /etc/shadow; cat /etc/passwd; ls /root; ls /etc")
-    assert "root:" not in result.stdout
-    assert sorted(result.stdout.split()) == ["alternatives", "ld.so.cache", "localtime"]
+def test_only_the_needed_host_paths_are_visible(sandbox):
+    result = sandbox.shell("ls /; ls /etc; cat /etc/shadow 2>&1; ls /root 2>&1")
+    listing = result.stdout.split()
+    assert "shadow" not in listing and "root:" not in result.stdout
+    assert {"passwd", "group", "hosts", "alternatives", "ld.so.cache"} <= set(listing)
+    assert "agent:x:" in sandbox.shell("cat /etc/passwd").stdout
 
 
-def test_no_network_but_loopback(sandbox):
-    # the host's Redis/PostgreSQL listen on 127.0.0.1: the sandbox's loopback is its own
-    probe = (
-        'python3 -c "import socket; s = socket.socket(); s.settimeout(2); '
-        "print(s.connect_ex(('127.0.0.1', 6379)))\""
-    )
+def test_host_secrets_are_not_readable(sandbox):
+    # the worker's own files (settings, database, keys) live outside the sandbox's view
+    probe = "cat /work/../../root/.bashrc /proc/1/environ 2>&1; ls /var /opt/arena 2>&1"
     result = sandbox.shell(probe)
-    assert result.stdout.strip() == "111"  # ECONNREFUSED: nothing listens on its own lo
-    routes = sandbox.shell("cat /proc/net/route | wc -l; ls /sys/class/net 2>/dev/null || true")
-    assert routes.stdout.split()[0] == "1"  # header only: no routes at all
+    assert "ARENA_SECRET_KEY" not in result.stdout and "DATABASE_URL" not in result.stdout
+
+
+def test_host_loopback_and_private_ranges_are_unreachable(sandbox):
+    # Redis and PostgreSQL listen on the host's 127.0.0.1: the sandbox's lo is its own.
+    # connect() to a private or metadata address fails in the namespace with no route:
+    # no packet leaves it.
+    probe = (
+        'python3 -c "import socket\n'
+        "for host, port in (('127.0.0.1', 6379), ('127.0.0.1', 5432), ('10.0.0.1', 80),"
+        " ('169.254.169.254', 80), ('192.168.1.1', 80)):\n"
+        '    s = socket.socket(); s.settimeout(2); print(s.connect_ex((host, port)))"'
+    )
+    codes = sandbox.shell(probe).stdout.split()
+    assert codes == ["111", "111", "101", "101", "101"]  # ECONNREFUSED, ENETUNREACH
+    assert sandbox.shell("cat /proc/net/route | wc -l").stdout.strip() == "1"  # no routes
 
 
 def test_timeout_kills_the_whole_tree(sandbox):
     started = time.monotonic()
-    result = sandbox.shell("(sleep 100 &) ; setsid sleep 100 & sleep 100", timeout_s=1)
+    result = sandbox.shell("(sleep 100 &) ; sh -c 'sleep 100 & sleep 100' & sleep 100", timeout_s=1)
     assert result.timed_out and not result.ok
     assert "timed out" in result.error
     assert time.monotonic() - started < 5
-    leftover = subprocess.run(["pgrep", "-f", "sleep 100"], capture_output=True, text=True)
-    assert leftover.stdout.split() == []
+    assert "sleep" not in sandbox.shell("ps -eo comm").stdout
 
 
 def test_output_is_bounded_and_truncation_is_flagged(sandbox):
     result = sandbox.shell("head -c 1000000 /dev/zero | tr '\\0' x")
     assert result.truncated
-    assert len(result.stdout) == SPEC.output_max_bytes
+    assert len(result.stdout) == SHELL_ONLY.output_max_bytes
     assert result.data["stdout_bytes"] == 1_000_000
     assert "truncated" in result.error
+
+
+def test_a_gigabyte_of_output_costs_nothing_but_time(sandbox):
+    result = sandbox.shell("head -c 1000000000 /dev/zero", timeout_s=5)
+    assert result.truncated
+    assert len(result.stdout) == SHELL_ONLY.output_max_bytes
+    assert result.data["stdout_bytes"] == 1_000_000_000 or result.timed_out
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="RLIMIT_NPROC is not enforced for root")
+def test_fork_bomb_is_contained(sandbox):
+    result = sandbox.shell("bomb() { bomb | bomb & }; bomb; sleep 2; echo survived", timeout_s=4)
+    assert not result.ok or "survived" in result.stdout
+    # the sandbox still answers, and the host was never short of processes
+    assert sandbox.shell("echo alive").stdout == "alive\n"
+
+
+@pytest.mark.skipif(cgroups.detect() == "none", reason="no cgroup memory control on this host")
+def test_memory_hog_is_killed_by_the_sandbox_cgroup(sandbox):
+    hog = "python3 -c \"x = bytearray(1024 * 1024 * 1024); print('allocated')\""
+    result = sandbox.shell(hog, timeout_s=5)
+    assert "allocated" not in result.stdout
+    assert not result.ok
+
+
+def test_disk_fill_stops_at_the_file_size_limit(sandbox):
+    result = sandbox.shell("head -c 300000000 /dev/zero > big; ls -l big | awk '{print $5}'")
+    assert (
+        "File size limit exceeded" in result.stderr
+        or int(result.stdout.split()[-1]) <= 256 * 1024**2
+    )
+    (sandbox.work_dir / "big").unlink(missing_ok=True)
 
 
 def test_deliver_copies_files_out(sandbox, tmp_path):
@@ -81,7 +153,7 @@ def test_deliver_copies_files_out(sandbox, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "setup,name",
+    ("setup", "name"),
     [
         ("ln -s /etc/hostname link", "link"),
         ("mkdir d && ln -s /etc d/escape", "d/escape/hostname"),
@@ -108,16 +180,91 @@ def test_deliver_limits_size_and_count(sandbox, tmp_path):
         sandbox.collect_files(["a", "b", "c", "d"], tmp_path / "dest")
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="only a root worker drops to slot uids")
-def test_unreachable_root_is_a_clear_error(tmp_path):
-    with pytest.raises(RuntimeError, match="not reachable by the sandbox uids"):
-        LocalBackend(tmp_path / "sb", uid_base=61000).provision(SPEC)
+@pytest.mark.parametrize(
+    ("tool", "args", "error"),
+    [
+        ("click", {"x": 5000, "y": 1}, "off the screen"),
+        ("click", {"x": 1}, "needs y"),
+        ("click", {"x": "1", "y": 1}, "must be an integer"),
+        ("click", {"x": 1, "y": 1, "button": "side"}, "must be one of"),
+        ("key", {"combo": "ctrl+l; rm -rf /"}, "key takes"),
+        ("navigate", {"url": "file:///etc/passwd"}, "http"),
+        ("shell", {"command": 5}, "must be a string"),
+        ("warp", {}, "there is no tool"),
+    ],
+)
+def test_bad_tool_arguments_are_recorded_errors(sandbox, tmp_path, tool, args, error):
+    result = tool_call(sandbox, tool, args, deliver_dir=tmp_path)
+    assert not result.ok
+    assert error in result.error
 
 
-def test_destroy_removes_everything_and_is_idempotent(sandbox_root):
-    box = LocalBackend(sandbox_root, uid_base=61000).provision(SPEC, slot=4)
-    box.shell("echo x > f")
+def test_destroy_leaves_no_process_dir_or_cgroup(sandbox_root):
+    box = LocalBackend(sandbox_root, uid_base=UID_BASE).provision(SHELL_ONLY, slot=6)
+    box.shell("sleep 300 > /dev/null 2>&1 & setsid sleep 300 > /dev/null 2>&1 &")
+    groups = list(box.cgroup.directories) if box.cgroup else []
     box.destroy()
     box.destroy()
     assert not box.run_dir.exists()
-    assert box.shell("true").error == "sandbox destroyed"
+    assert all(not g.exists() for g in groups)
+    if os.geteuid() == 0:
+        assert uid_processes(UID_BASE + 6) == []
+    with pytest.raises(ToolError, match="destroyed"):
+        box.shell("true")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root worker drops to slot uids")
+def test_unreachable_root_is_a_clear_error(tmp_path):
+    with pytest.raises(RuntimeError, match="not reachable by the sandbox uids"):
+        LocalBackend(tmp_path / "sb", uid_base=UID_BASE).provision(SHELL_ONLY)
+
+
+# --- the desktop -------------------------------------------------------------------
+
+
+def test_desktop_screenshot_is_a_png_of_the_screen(desktop):
+    result = desktop.screenshot()
+    assert result.ok and result.data == {"width": 1280, "height": 800}
+    image = Image.open(io.BytesIO(result.image))
+    assert image.format == "PNG" and image.size == (1280, 800)
+    assert (
+        len(image.getcolors(maxcolors=100_000) or []) > 10
+    )  # a browser window, not a blank screen
+
+
+def test_desktop_typing_reaches_the_page(desktop):
+    desktop.click(100, 150)
+    desktop.type("hello arena")
+    desktop.key("Return")
+    value = desktop._call("t", {"op": "state"})
+    assert value["title"] == "Form"
+    assert desktop.navigate("about:blank").ok
+
+
+def test_desktop_chromium_keeps_its_own_sandbox(desktop):
+    listing = desktop.shell("ps -eo args").stdout
+    assert "/usr/lib/chromium/chromium" in listing
+    assert "--no-sandbox" not in listing
+    assert "--type=zygote" in listing
+
+
+def test_navigate_without_egress_reaches_nothing(desktop):
+    result = desktop.navigate("https://example.com/")
+    assert not result.ok
+    assert "ERR_" in result.error
+
+
+def test_desktop_framebuffer_symlink_is_refused(desktop):
+    fb = desktop.run_dir / "fb"
+    desktop.shell("true")
+    # the sandbox owns /fb: swapping the framebuffer for a link to a host file fails safe
+    original = fb / "Xvfb_screen0"
+    moved = fb / "moved"
+    os.rename(original, moved)
+    os.symlink("/etc/hostname", original)
+    try:
+        result = desktop.screenshot()
+        assert not result.ok and "framebuffer" in result.error
+    finally:
+        os.unlink(original)
+        os.rename(moved, original)

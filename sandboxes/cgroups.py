@@ -1,0 +1,167 @@
+"""Resource limits for a whole sandbox (desktop included) through cgroups.
+
+rlimits cannot bound the desktop: an address-space limit breaks Chromium's heap
+reservation, and RLIMIT_NPROC counts per uid. A cgroup bounds the sandbox's memory,
+process count and CPU together. This host kind mounts cgroup v1 controllers; v2 is
+used where its controllers are enabled. Each sandbox's group is created under the
+worker's own group (so the worker's limits still contain it) and removed on destroy.
+"""
+
+import contextlib
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory_bytes: int
+    pids: int
+    cpu_fraction: float  # of one core
+
+
+def _own_path(controller: str) -> str | None:
+    """This process's group in a v1 controller's hierarchy ("/" at the root)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controller in controllers.split(","):
+            return path
+    return None
+
+
+def _writable(path: Path) -> bool:
+    return path.is_dir() and os.access(path, os.W_OK)
+
+
+@dataclass
+class SandboxCgroup:
+    """The groups one sandbox runs in; ``procs_files`` get the sandbox's first pid."""
+
+    version: str
+    directories: list[Path] = field(default_factory=list)
+
+    @property
+    def procs_files(self) -> list[Path]:
+        return [d / "cgroup.procs" for d in self.directories]
+
+    def remove(self, timeout_s: float = 2.0) -> None:
+        """Removes the groups once their processes are gone (kill them first)."""
+        deadline = time.monotonic() + timeout_s
+        for directory in reversed(self.directories):
+            while directory.exists():
+                try:
+                    directory.rmdir()
+                except OSError:
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.01)
+
+    def kill_all(self) -> None:
+        for pid in self.pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    def pids(self) -> list[int]:
+        found: set[int] = set()
+        for procs in self.procs_files:
+            with contextlib.suppress(OSError):
+                found.update(int(p) for p in procs.read_text().split())
+        return sorted(found)
+
+
+def detect() -> str:
+    """ "v1", "v2" or "none": what this host lets the worker use for sandboxes."""
+    if (CGROUP_ROOT / "cgroup.controllers").exists():
+        controllers = (CGROUP_ROOT / "cgroup.controllers").read_text().split()
+        return (
+            "v2"
+            if {"memory", "pids"} <= set(controllers) and os.access(CGROUP_ROOT, os.W_OK)
+            else "none"
+        )
+    memory = _own_path("memory")
+    pids = _own_path("pids")
+    if memory is None or pids is None:
+        return "none"
+    ok = _writable(CGROUP_ROOT / "memory" / memory.lstrip("/")) and _writable(
+        CGROUP_ROOT / "pids" / pids.lstrip("/")
+    )
+    return "v1" if ok else "none"
+
+
+def find(run_name: str) -> SandboxCgroup | None:
+    """The groups of a sandbox whose run dir is named ``run_name`` (for the janitor)."""
+    version = detect()
+    found = SandboxCgroup(version=version)
+    if version == "v1":
+        for controller in ("memory", "pids", "cpu"):
+            parent = _own_path(controller)
+            if parent is None:
+                continue
+            base = CGROUP_ROOT / controller / parent.lstrip("/")
+            found.directories += sorted(base.glob(f"arena-slot-*-{run_name}"))
+    elif version == "v2":
+        found.directories += sorted(
+            (CGROUP_ROOT / "arena-sandboxes").glob(f"arena-slot-*-{run_name}")
+        )
+    return found if found.directories else None
+
+
+def create(name: str, limits: Limits) -> SandboxCgroup | None:
+    """Creates the sandbox's groups with ``limits``; None where the host allows none."""
+    version = detect()
+    if version == "v1":
+        return _create_v1(name, limits)
+    if version == "v2":
+        return _create_v2(name, limits)
+    return None
+
+
+def _create_v1(name: str, limits: Limits) -> SandboxCgroup:
+    group = SandboxCgroup(version="v1")
+    settings = {
+        "memory": {
+            "memory.limit_in_bytes": str(limits.memory_bytes),
+            # no swap beyond the memory limit where the knob exists
+            "memory.memsw.limit_in_bytes": str(limits.memory_bytes),
+        },
+        "pids": {"pids.max": str(limits.pids)},
+        "cpu": {
+            "cpu.cfs_period_us": "100000",
+            "cpu.cfs_quota_us": str(max(1000, int(100000 * limits.cpu_fraction))),
+        },
+    }
+    for controller, knobs in settings.items():
+        parent = _own_path(controller)
+        if parent is None:
+            continue
+        base = CGROUP_ROOT / controller / parent.lstrip("/")
+        if not _writable(base):
+            continue
+        directory = base / name
+        directory.mkdir(exist_ok=True)
+        for knob, value in knobs.items():
+            with contextlib.suppress(OSError):  # memsw may be absent
+                (directory / knob).write_text(value)
+        group.directories.append(directory)
+    return group
+
+
+def _create_v2(name: str, limits: Limits) -> SandboxCgroup:
+    directory = CGROUP_ROOT / "arena-sandboxes" / name
+    directory.parent.mkdir(exist_ok=True)
+    with contextlib.suppress(OSError):
+        (directory.parent / "cgroup.subtree_control").write_text("+memory +pids +cpu")
+    directory.mkdir(exist_ok=True)
+    (directory / "memory.max").write_text(str(limits.memory_bytes))
+    (directory / "pids.max").write_text(str(limits.pids))
+    with contextlib.suppress(OSError):
+        (directory / "cpu.max").write_text(f"{max(1000, int(100000 * limits.cpu_fraction))} 100000")
+    return SandboxCgroup(version="v2", directories=[directory])
