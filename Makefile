@@ -17,3 +17,6 @@ lint: setup
 
 bench: setup
 	@for f in tests/bench/bench_*.py; do .venv/bin/python "$$f"; done
+
+doctor: setup
+	@.venv/bin/python manage.py sandbox_doctor --json

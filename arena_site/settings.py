@@ -234,6 +234,10 @@ ARENA = {
     # A desktop (Xvfb + Chromium) in every sandbox; off gives shell-only sandboxes.
     "SANDBOX_DESKTOP": env_bool("ARENA_SANDBOX_DESKTOP", True),
     "SANDBOX_ROOT": Path(env_str("ARENA_SANDBOX_ROOT", str(DATA_DIR / "sandboxes"))),
+    # Resolve sandbox egress destinations through the host's DNS. Off: only literal
+    # addresses pass the policy, and no DNS query ever leaves the host (the test suite
+    # runs this way: no traffic but loopback).
+    "EGRESS_RESOLVE": env_bool("ARENA_EGRESS_RESOLVE", True),
     "SANDBOX_UID_BASE": env_int("ARENA_SANDBOX_UID_BASE", 61000, minimum=1000),
     "DELIVER_MAX_FILES": 10,
     "DELIVER_MAX_BYTES": 5 * 1024 * 1024,

@@ -18,6 +18,7 @@ from sandboxes.base import Sandbox, SandboxBackend, SandboxSpec
 from sandboxes.egress import EgressProxy, EgressProxyThread
 from sandboxes.local import LocalBackend
 from sandboxes.models import SandboxLease
+from sandboxes.netpolicy import default_resolver
 from sandboxes.reaping import reap_orphans
 
 MAX_SLOTS = 64
@@ -42,12 +43,18 @@ def egress_refusals_take(run_id: int) -> list[dict[str, str]]:
     return _refusals.pop(run_id, [])
 
 
+def no_dns_resolver(host: str, port: int) -> list:
+    """Resolves nothing: with ARENA_EGRESS_RESOLVE off, names are unresolvable."""
+    return []
+
+
 def egress_proxy() -> EgressProxyThread:
     """This worker process's egress proxy (one per process, started on first use)."""
     global _egress
     with _egress_lock:
         if _egress is None:
-            _egress = EgressProxy(on_refusal=_record_refusal).run_in_thread()
+            resolver = default_resolver if settings.ARENA["EGRESS_RESOLVE"] else no_dns_resolver
+            _egress = EgressProxy(resolver=resolver, on_refusal=_record_refusal).run_in_thread()
         return _egress
 
 

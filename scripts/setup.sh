@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DEBIAN_PACKAGES=(bubblewrap chromium xvfb xdotool socat)
+DEBIAN_PACKAGES=(bubblewrap chromium xvfb xdotool python3 curl procps fonts-dejavu-core)
 
 say() { printf 'setup: %s\n' "$*"; }
 

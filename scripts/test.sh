@@ -9,6 +9,8 @@ export REDIS_URL="${TEST_REDIS_URL:-redis://127.0.0.1:6379/14}"
 export ARENA_CHANNEL_PREFIX=arena-test ARENA_CACHE_PREFIX=arena-test
 export ARENA_DATA_DIR="${ARENA_DATA_DIR:-$PWD/var/test}"
 export PYTHONDONTWRITEBYTECODE=1
+# No DNS from the suite: sandbox egress resolves nothing, "public" hosts are simulated.
+export ARENA_EGRESS_RESOLVE=false
 
 py=.venv/bin/python
 $py - <<'PY'

@@ -3,6 +3,7 @@
 import random
 
 import pytest
+from django.utils import timezone
 
 from agents.models import Agent
 from battles.models import Battle, Run, Step
@@ -89,3 +90,30 @@ def test_a_broken_agent_is_a_recorded_error_not_a_crashed_battle(alice, roster, 
     assert battle.status == "judging"
     b = battle.runs.get(side="B")
     assert b.end_reason == "error" and b.error == "agent error: RuntimeError"
+
+
+def test_every_step_has_a_screenshot_served_only_to_those_who_may_see(
+    alice, bob, charlie, judge, roster, client
+):
+    from judging.models import Assignment
+
+    battle = submit_between(alice, "what is 6*7", "rulebook", "surveyor")
+    battle_run(battle_id=battle.pk)
+    steps = Step.objects.filter(run__battle=battle)
+    assert steps.count() >= 4 and all(step.screenshot for step in steps)
+    url = f"/battles/{battle.pk}/screens/A/0.png"
+
+    client.force_login(bob)  # a teammate
+    response = client.get(url)
+    assert response.status_code == 200 and response["Content-Type"] == "image/png"
+    assert b"".join(response.streaming_content).startswith(b"\x89PNG")
+
+    client.force_login(charlie)  # an outsider
+    assert client.get(url).status_code == 404
+
+    client.force_login(judge)  # a judge, only once served the battle
+    assert client.get(url).status_code == 404
+    Assignment.objects.create(judge=judge, battle=battle, served_at=timezone.now())
+    assert client.get(url).status_code == 200
+    assert client.get(f"/battles/{battle.pk}/screens/A/99.png").status_code == 404
+    assert client.get(f"/battles/{battle.pk}/screens/C/0.png").status_code == 404
