@@ -8,6 +8,7 @@ export DATABASE_URL="${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/are
 export REDIS_URL="${TEST_REDIS_URL:-redis://127.0.0.1:6379/14}"
 export ARENA_CHANNEL_PREFIX=arena-test ARENA_CACHE_PREFIX=arena-test
 export ARENA_DATA_DIR="${ARENA_DATA_DIR:-$PWD/var/test}"
+mkdir -p "$ARENA_DATA_DIR/staticfiles"  # WhiteNoise warns on every request without it
 export PYTHONDONTWRITEBYTECODE=1
 # No DNS from the suite: sandbox egress resolves nothing, "public" hosts are simulated.
 export ARENA_EGRESS_RESOLVE=false
@@ -29,7 +30,8 @@ PY
 echo "== lint"
 $py -m ruff check --quiet .
 echo "== migrations are complete"
-$py manage.py makemigrations --check --dry-run >/dev/null
+# (on a scratch SQLite: the check needs no server, and no "arena" database must exist)
+DATABASE_URL= ARENA_DATA_DIR="$(mktemp -d)" $py manage.py makemigrations --check --dry-run >/dev/null
 echo "== OpenAPI schema validates"
 $py manage.py spectacular --validate --fail-on-warn --file /dev/null
 echo "== pytest"
