@@ -170,9 +170,10 @@ class LocalSandbox(Sandbox):
             raise ToolError(f"button must be one of {', '.join(X_BUTTONS)}")
         if not 1 <= count <= 3:
             raise ToolError("count must be 1, 2 or 3")
-        argv: list[object] = ["mousemove", x, y, "click"]
-        if count > 1:
-            argv += ["--repeat", count, "--delay", 60]  # inside a double-click interval
+        # xdotool sleeps --delay after every click (100 ms by default): none for a single
+        # click, and one inside the double-click interval between repeats.
+        delay = 60 if count > 1 else 0
+        argv: list[object] = ["mousemove", x, y, "click", "--repeat", count, "--delay", delay]
         return self._input("click", *argv, X_BUTTONS[button])
 
     def drag(self, x1: int, y1: int, x2: int, y2: int) -> ToolResult:
