@@ -50,8 +50,28 @@ class Agent(models.Model):
         max_length=40, blank=True, help_text="For built-in agents: the policy's registry name."
     )
     system_prompt = models.TextField(blank=True)
-    step_budget = models.PositiveIntegerField(null=True, blank=True)
-    params = models.JSONField(default=dict, blank=True)
+    tool_set = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Tool names this agent is offered; empty means the whole fixed set.",
+    )
+    step_budget = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Empty: the arena default. Both sides of a battle get the same.",
+    )
+    wall_budget_s = models.PositiveIntegerField(null=True, blank=True)
+    params = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Provider parameters (max_tokens, temperature, base_url, api_key_env, "
+        "keep_screenshots) or, for remote agents, {'endpoint': URL}. Never a key itself.",
+    )
+    remote_secret = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="HMAC secret the arena signs remote requests with (write-only in the admin).",
+    )
     team = models.ForeignKey(
         "accounts.Team",
         null=True,

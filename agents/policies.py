@@ -19,7 +19,9 @@ class Action:
     """One call of the fixed tool set: ``tool`` is its name, ``args`` its arguments."""
 
     tool: str
-    args: dict[str, Any] = field(default_factory=dict)
+    # An object for a well-formed call; a model's malformed arguments stay as they came
+    # (a string), and the dispatcher answers them with an error the agent sees.
+    args: dict[str, Any] | str = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

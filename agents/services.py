@@ -1,9 +1,10 @@
 """Writes for the roster."""
 
+from django.conf import settings
 from django.db import transaction
 
 from agents.models import Agent, Arena
-from agents.policies import BUILTIN_POLICIES, BUILTIN_ROSTER
+from agents.policies import BUILTIN_POLICIES, BUILTIN_ROSTER, Policy
 
 
 @transaction.atomic
@@ -26,8 +27,73 @@ def roster_install_builtins(*, arena: Arena) -> list[Agent]:
     return agents
 
 
-def policy_for(agent: Agent):
-    """The policy object that drives one lane for ``agent``."""
+class AgentFailure(Exception):
+    """The agent could not produce an action (provider or entrant unreachable after
+    retries, a protocol violation). The run ends with end reason "error"."""
+
+
+def policy_for(agent: Agent, *, tools: tuple[str, ...], session: str) -> Policy:
+    """The policy that drives one lane for ``agent``, offered ``tools``. ``session`` is
+    an opaque per-run token (remote entrants see it; it names nobody)."""
     if agent.kind == Agent.Kind.BUILTIN:
         return BUILTIN_POLICIES[agent.builtin_policy]()
-    raise NotImplementedError(f"agents of kind {agent.kind!r} are not runnable yet")
+    params = agent.params or {}
+    if agent.kind == Agent.Kind.SCAFFOLD:
+        from agents.providers.base import ProviderError
+        from agents.providers.registry import client_for
+        from agents.scaffold import ScaffoldPolicy
+
+        try:
+            client = client_for(
+                agent.provider, agent.model_id, params=params, settings_arena=settings.ARENA
+            )
+        except ProviderError as exc:
+            raise AgentFailure(str(exc)) from exc
+        return _Failing(
+            ScaffoldPolicy(
+                client=client,
+                system_prompt=agent.system_prompt,
+                tool_names=tools,
+                max_tokens=int(params.get("max_tokens", 1024)),
+                keep_screenshots=int(params.get("keep_screenshots", 3)),
+                params={k: params[k] for k in ("temperature", "top_p") if k in params},
+            ),
+            failures=(ProviderError,),
+        )
+    if agent.kind == Agent.Kind.REMOTE:
+        from agents.protocol import ProtocolError
+        from agents.remote import RemoteAgentError, RemotePolicy
+
+        endpoint = params.get("endpoint", "")
+        if not endpoint:
+            raise AgentFailure("this remote agent has no endpoint (params.endpoint)")
+        return _Failing(
+            RemotePolicy(
+                endpoint,
+                agent.remote_secret,
+                session=session,
+                timeout_s=float(params.get("timeout_s", 30)),
+                tools=tools,
+            ),
+            failures=(RemoteAgentError, ProtocolError),
+        )
+    raise AgentFailure(f"agents of kind {agent.kind!r} cannot run")
+
+
+class _Failing:
+    """Turns a policy's own failure exceptions into ``AgentFailure`` and exposes its
+    recorded spans."""
+
+    def __init__(self, policy, failures: tuple[type[Exception], ...]) -> None:
+        self.policy = policy
+        self.failures = failures
+
+    @property
+    def spans(self):
+        return getattr(self.policy, "spans", None)
+
+    def next_action(self, observation):
+        try:
+            return self.policy.next_action(observation)
+        except self.failures as exc:
+            raise AgentFailure(str(exc)) from exc

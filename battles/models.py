@@ -143,3 +143,32 @@ class Step(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run} step {self.index}"
+
+
+class Span(models.Model):
+    """One timed operation of a run: a model call, a tool call or a remote exchange."""
+
+    class Kind(models.TextChoices):
+        MODEL = "model"
+        TOOL = "tool"
+        REMOTE = "remote"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="spans")
+    step_index = models.PositiveIntegerField(null=True, blank=True)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    name = models.CharField(max_length=200)
+    input = models.JSONField(default=dict, blank=True)
+    output = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField()
+    latency_ms = models.PositiveIntegerField()
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+
+    class Meta:
+        ordering = ["started_at", "pk"]
+        indexes = [models.Index(fields=["run", "started_at"], name="span_run_time")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name} ({self.latency_ms} ms)"

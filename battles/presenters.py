@@ -72,3 +72,39 @@ def battle_payload(battle: Battle, *, reveal: bool) -> dict[str, Any]:
 
 def battle_reveal(battle: Battle) -> dict[str, Any]:
     return {side: agent_identity(battle.agent_for(side)) for side in ("A", "B")}
+
+
+def waterfall(run: Run) -> dict[str, Any]:
+    """The run's spans laid out on its time axis: per span, offset and width in percent
+    of the run's duration, plus totals of tokens, cost and time per kind."""
+    spans = list(run.spans.all())
+    steps = {step.index: step for step in run.steps.all()}
+    if not spans:
+        return {"rows": [], "totals": {}, "duration_ms": 0}
+    start = min(s.started_at for s in spans)
+    end = max(s.started_at.timestamp() * 1000 + s.latency_ms for s in spans)
+    duration = max(1.0, end - start.timestamp() * 1000)
+    rows = []
+    for span in spans:
+        offset = (span.started_at - start).total_seconds() * 1000
+        step = steps.get(span.step_index) if span.step_index is not None else None
+        rows.append(
+            {
+                "span": span,
+                "offset_pct": round(100 * offset / duration, 2),
+                "width_pct": max(0.3, round(100 * span.latency_ms / duration, 2)),
+                "screenshot": reverse(
+                    "battles:screenshot", args=[run.battle_id, run.side, step.index]
+                )
+                if step is not None and step.screenshot and span.kind == "tool"
+                else None,
+            }
+        )
+    totals: dict[str, Any] = {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+    for span in spans:
+        totals["input_tokens"] += span.input_tokens
+        totals["output_tokens"] += span.output_tokens
+        totals["cost_usd"] += float(span.cost_usd)
+        key = f"{span.kind}_ms"
+        totals[key] = totals.get(key, 0) + span.latency_ms
+    return {"rows": rows, "totals": totals, "duration_ms": int(duration)}

@@ -4,9 +4,12 @@ and the execution of a battle's two lanes."""
 import ipaddress
 import logging
 import random
+import secrets
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from decimal import Decimal
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -18,13 +21,13 @@ from django.utils import timezone
 from accounts.selectors import consent_is_current, user_primary_team
 from agents.models import Agent, Arena
 from agents.policies import GiveUp, Observation
-from agents.services import policy_for
+from agents.services import AgentFailure, policy_for
 from arena_site.exceptions import ApplicationError
 from arena_site.realtime import group_send
 from battles.matchmaking import draw_pair
-from battles.models import Battle, Run, Step, Task
-from battles.parity import LaneInputs
-from sandboxes.base import Sandbox, SandboxSpec
+from battles.models import Battle, Run, Span, Step, Task
+from battles.parity import LaneInputs, shared_tools
+from sandboxes.base import TOOL_NAMES, Sandbox, SandboxSpec, ToolResult
 from sandboxes.services import egress_refusals_take, sandbox_session
 from sandboxes.tools import tool_call
 
@@ -155,13 +158,17 @@ def task_submit(
             redundancy_target=settings.ARENA["REDUNDANCY_TARGET"] if redundant else 1,
             submitted_at=timezone.now(),
         )
+        # Parity: both sides run under the same budgets, the tighter of the two agents'.
+        pair = list(Agent.objects.filter(pk__in=(side_a, side_b)))
+        step_budget = min(a.step_budget or settings.ARENA["STEP_BUDGET"] for a in pair)
+        wall_budget = min(a.wall_budget_s or settings.ARENA["WALL_BUDGET_S"] for a in pair)
         for side, agent_id in (("A", side_a), ("B", side_b)):
             Run.objects.create(
                 battle=battle,
                 side=side,
                 agent_id=agent_id,
-                step_budget=settings.ARENA["STEP_BUDGET"],
-                wall_budget_s=settings.ARENA["WALL_BUDGET_S"],
+                step_budget=step_budget,
+                wall_budget_s=wall_budget,
             )
         battle_id = battle.pk
         transaction.on_commit(lambda: _enqueue_battle(battle_id))
@@ -209,6 +216,7 @@ def battle_run(*, battle_id: int) -> None:
         start_url=battle.task.start_url,
         step_budget=runs[0].step_budget,
         wall_budget_s=runs[0].wall_budget_s,
+        tools=shared_tools([run.agent for run in runs]),
     )
     barrier = threading.Barrier(len(runs), action=lambda: _lanes_started(battle_id))
     try:
@@ -288,8 +296,33 @@ def _store_screenshot(run: Run, index: int, png: bytes | None) -> str:
     return relative
 
 
+def _store_spans(run: Run, index: int, policy: object) -> None:
+    """Moves the spans a policy recorded (model calls, remote exchanges) to the run."""
+    records = getattr(policy, "spans", None)
+    if not records:
+        return
+    Span.objects.bulk_create(
+        Span(
+            run=run,
+            step_index=index,
+            kind=r.kind,
+            name=r.name[:200],
+            input=r.input,
+            output=r.output,
+            error=r.error[:2000],
+            started_at=datetime.fromtimestamp(r.started, tz=UTC),
+            latency_ms=r.latency_ms,
+            input_tokens=r.input_tokens,
+            output_tokens=r.output_tokens,
+            cost_usd=Decimal(str(round(r.cost_usd, 6))),
+        )
+        for r in records
+    )
+    records.clear()
+
+
 def _drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> None:
-    policy = policy_for(run.agent)
+    policy = policy_for(run.agent, tools=inputs.tools, session=secrets.token_urlsafe(16))
     run.status = Run.Status.RUNNING
     run.started_at = timezone.now()
     run.save(update_fields=["status", "started_at"])
@@ -313,15 +346,37 @@ def _drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> None:
         )
         try:
             decision = policy.next_action(observation)
+        except AgentFailure as exc:
+            _store_spans(run, index, policy)
+            return _end_run(run, Run.EndReason.ERROR, error=f"agent error: {exc}"[:2000])
         except Exception as exc:
+            _store_spans(run, index, policy)
             logger.exception("agent of run %s raised", run.pk)
             return _end_run(run, Run.EndReason.ERROR, error=f"agent error: {type(exc).__name__}")
+        _store_spans(run, index, policy)
         if isinstance(decision, GiveUp):
             return _end_run(run, Run.EndReason.GAVE_UP, final_message=decision.message)
         started = timezone.now()
         t0 = time.monotonic()
-        result = tool_call(sandbox, decision.tool, decision.args, deliver_dir=deliver_dir)
+        if decision.tool in TOOL_NAMES and decision.tool not in inputs.tools:
+            result = ToolResult(
+                ok=False, tool=decision.tool, error=f"{decision.tool} is not offered in this battle"
+            )
+        else:
+            result = tool_call(sandbox, decision.tool, decision.args, deliver_dir=deliver_dir)
         duration_ms = int((time.monotonic() - t0) * 1000)
+        args = decision.args if isinstance(decision.args, dict) else {"raw": decision.args[:2000]}
+        Span.objects.create(
+            run=run,
+            step_index=index,
+            kind=Span.Kind.TOOL,
+            name=result.tool,
+            input=args,
+            output={"ok": result.ok, "error": result.error, "exit_code": result.exit_code},
+            error=result.error[:2000],
+            started_at=started,
+            latency_ms=duration_ms,
+        )
         # An observation after every step: the screen as the action left it.
         if sandbox.spec.desktop:
             screen = result.image if decision.tool == "screenshot" else sandbox.screenshot().image
@@ -329,7 +384,7 @@ def _drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> None:
             run=run,
             index=index,
             tool=result.tool,
-            args=decision.args if isinstance(decision.args, dict) else {},
+            args=args,
             result=result.as_dict(),
             screenshot=_store_screenshot(run, index, screen),
             started_at=started,
@@ -340,7 +395,7 @@ def _drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> None:
             return _end_run(
                 run,
                 Run.EndReason.DELIVERED,
-                final_message=str(decision.args.get("message", "")),
+                final_message=str(args.get("message", "")),
                 files=result.data.get("files", []),
             )
         last_result = result.as_dict()

@@ -10,8 +10,8 @@ from django.views.decorators.http import require_GET, require_http_methods
 from accounts.views import consent_required
 from arena_site.exceptions import ApplicationError
 from battles.models import Battle, Step
-from battles.presenters import battle_payload
-from battles.selectors import access_battle, team_ids_of
+from battles.presenters import battle_payload, waterfall
+from battles.selectors import access_battle, team_ids_of, user_may_see_identities
 from battles.services import task_submit
 
 
@@ -68,6 +68,20 @@ def step_screenshot(request: HttpRequest, battle_id: int, side: str, index: int)
     response = FileResponse(path.open("rb"), content_type="image/png")
     response["Cache-Control"] = "private, max-age=3600"
     return response
+
+
+@consent_required
+@require_GET
+def run_page(request: HttpRequest, battle_id: int, side: str) -> HttpResponse:
+    """One run's spans as a waterfall beside its screenshots. Spans name the model, so
+    only those who may see identities (staff, or after their vote) get the page."""
+    battle = access_battle(request.user, battle_id)
+    if not user_may_see_identities(request.user, battle):
+        raise Http404("No such run.")
+    run = battle.runs.select_related("agent").filter(side=side).first()
+    if run is None:
+        raise Http404("No such run.")
+    return render(request, "battles/run.html", {"battle": battle, "run": run, **waterfall(run)})
 
 
 @consent_required

@@ -118,7 +118,7 @@ def _check_args(tool: str, args: Any) -> dict[str, Any]:
     """A small validator for the schemas above (flat objects of ints, numbers,
     strings, string arrays); messages say what to fix."""
     if not isinstance(args, dict):
-        raise ToolError(f"{tool} takes an object of arguments")
+        raise ToolError(f"{tool} takes a JSON object of arguments; got {str(args)[:200]!r}")
     schema = TOOL_SCHEMAS[tool]["parameters"]
     properties = schema["properties"]
     unknown = sorted(set(args) - set(properties))
