@@ -3,6 +3,7 @@ and the execution of a battle's two lanes."""
 
 import ipaddress
 import logging
+import math
 import random
 import secrets
 import threading
@@ -24,7 +25,7 @@ from agents.policies import GiveUp, Observation
 from agents.services import AgentFailure, policy_for
 from arena_site.exceptions import ApplicationError
 from arena_site.realtime import group_send
-from battles.matchmaking import draw_pair
+from battles.matchmaking import Candidate, draw_pair
 from battles.models import Battle, Run, Span, Step, Task
 from battles.parity import LaneInputs, shared_tools
 from sandboxes.base import TOOL_NAMES, Sandbox, SandboxSpec, ToolResult
@@ -121,6 +122,20 @@ def _queue_check(*, arena: Arena, team_id: int) -> None:
         )
 
 
+def matchmaking_candidates(arena: Arena) -> list[Candidate]:
+    """Active agents with their rated-battle counts and current strengths (θ from the
+    streaming rating; none before an agent's first rated battle)."""
+    r0 = settings.ARENA["R0"]
+    rows = Agent.objects.active().filter(arena=arena).select_related("rating").order_by("pk")
+    candidates = []
+    for agent in rows:
+        rating = getattr(agent, "rating", None)
+        n = rating.rated_battles if rating else 0
+        theta = (rating.streaming_rating - r0) * math.log(10) / 400 if rating and n else None
+        candidates.append(Candidate(agent.pk, n, theta))
+    return candidates
+
+
 def task_submit(
     *,
     user: AbstractBaseUser,
@@ -140,7 +155,7 @@ def task_submit(
     with transaction.atomic():
         arena = Arena.objects.select_for_update().get(pk=Arena.objects.public().pk)
         _queue_check(arena=arena, team_id=team.pk)
-        eligible = list(Agent.objects.active().filter(arena=arena).values_list("id", flat=True))
+        eligible = matchmaking_candidates(arena)
         if len(eligible) < 2:
             raise ApplicationError(
                 "The arena has fewer than two active agents; an admin must add some.",
