@@ -11,7 +11,7 @@ from accounts.tenancy import TenantScopedApiMixin
 from battles.models import Battle, Task
 from battles.presenters import battle_payload
 from battles.selectors import user_may_see_identities
-from battles.services import task_submit
+from battles.services import Conversation, task_submit
 
 
 class TaskSubmitInput(serializers.Serializer):
@@ -47,15 +47,25 @@ class TaskListCreateApi(TenantScopedApiMixin, generics.ListAPIView):
     def scoped_queryset(self, team_ids: list[int]) -> QuerySet:
         return Task.objects.filter(team_id__in=team_ids).prefetch_related("battles").order_by("-id")
 
-    @extend_schema(request=TaskSubmitInput, responses={201: TaskSubmitOutput})
+    @extend_schema(
+        request=TaskSubmitInput,
+        responses={201: TaskSubmitOutput, 200: OpenApiTypes.OBJECT},
+        description="Admits a task and starts a battle (201), or, when the text is "
+        'conversation rather than a task, answers {"status": "conversation", "reply"} '
+        "(200) and starts nothing.",
+    )
     def post(self, request):
         data = TaskSubmitInput(data=request.data)
         data.is_valid(raise_exception=True)
-        battle = task_submit(
-            user=request.user,
-            instruction=data.validated_data["instruction"],
-            start_url=data.validated_data.get("start_url", ""),
-        )
+        try:
+            battle = task_submit(
+                user=request.user,
+                instruction=data.validated_data["instruction"],
+                start_url=data.validated_data.get("start_url", ""),
+            )
+        except Conversation as talk:
+            # Nothing was created: a reply, not a task.
+            return Response({"status": "conversation", "reply": talk.reply})
         body = {"task": battle.task_id, "battle": battle.pk, "status": battle.status}
         return Response(body, status=status.HTTP_201_CREATED)
 

@@ -9,7 +9,7 @@ import secrets
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from urllib.parse import urlsplit
 
@@ -25,9 +25,11 @@ from agents.policies import GiveUp, Observation
 from agents.services import AgentFailure, policy_for
 from arena_site.exceptions import ApplicationError
 from arena_site.realtime import group_send
+from battles.classify import classify
 from battles.matchmaking import Candidate, draw_pair
 from battles.models import Battle, Run, Span, Step, Task
 from battles.parity import LaneInputs, shared_tools
+from battles.similarity import most_similar
 from sandboxes.base import TOOL_NAMES, Sandbox, SandboxSpec, ToolResult
 from sandboxes.services import egress_refusals_take, sandbox_session
 from sandboxes.tools import tool_call
@@ -91,6 +93,37 @@ def _check_start_url(start_url: object) -> str:
     return start_url.strip()
 
 
+class Conversation(Exception):
+    """The submission was conversation, not a task: answer ``reply``, start nothing."""
+
+    def __init__(self, reply: str) -> None:
+        super().__init__(reply)
+        self.reply = reply
+
+
+def _near_duplicate_check(*, user: AbstractBaseUser, text: str) -> None:
+    """SPEC §2: refuse when J ≥ θ against any of the submitter's tasks of the window
+    (at most the newest DUP_MAX_TASKS)."""
+    arena = settings.ARENA
+    since = timezone.now() - timedelta(days=arena["DUP_WINDOW_DAYS"])
+    recent = (
+        Task.objects.filter(submitter=user, created_at__gte=since)
+        .order_by("-created_at")
+        .values_list("id", "instruction", "created_at")[: arena["DUP_MAX_TASKS"]]
+    )
+    when = {task_id: created for task_id, _, created in recent}
+    earlier, score = most_similar(text, ((task_id, body) for task_id, body, _ in recent))
+    if earlier is not None and score >= arena["DUP_THETA"]:
+        raise ApplicationError(
+            f"This task is nearly the same as your task #{earlier} of "
+            f"{when[earlier]:%Y-%m-%d %H:%M} UTC (similarity {score:.2f} ≥ "
+            f"{arena['DUP_THETA']}); change it to submit a new one.",
+            code="near_duplicate",
+            status=409,
+            extra={"earlier_task": earlier, "similarity": round(score, 4)},
+        )
+
+
 def task_check_admissible(*, user: AbstractBaseUser) -> None:
     """Authorisation half of admission: the rules that do not depend on the task."""
     if not consent_is_current(user):
@@ -147,7 +180,11 @@ def task_submit(
     enqueued after commit. Raises ``ApplicationError`` with the reason on refusal."""
     task_check_admissible(user=user)
     text = _check_instruction(instruction)
+    verdict = classify(text)
+    if not verdict.is_task:
+        raise Conversation(verdict.reply)
     url = _check_start_url(start_url)
+    _near_duplicate_check(user=user, text=text)
     team = user_primary_team(user)
     if team is None:
         raise ApplicationError("Your account belongs to no team.", code="no_team", status=403)

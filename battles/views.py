@@ -12,7 +12,7 @@ from arena_site.exceptions import ApplicationError
 from battles.models import Battle, Step
 from battles.presenters import battle_payload, waterfall
 from battles.selectors import access_battle, team_ids_of, user_may_see_identities
-from battles.services import task_submit
+from battles.services import Conversation, task_submit
 
 
 def render_battle_panel(battle_id: int) -> str:
@@ -31,6 +31,8 @@ def submit(request: HttpRequest) -> HttpResponse:
         form = {k: request.POST.get(k, "") for k in form}
         try:
             battle = task_submit(user=request.user, **form)
+        except Conversation as talk:
+            messages.info(request, talk.reply)
         except ApplicationError as exc:
             messages.error(request, exc.message)
         else:

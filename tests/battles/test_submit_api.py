@@ -131,3 +131,63 @@ def test_submit_form_shows_the_error_message(client, alice, roster):
     response = client.post("/submit/", {"instruction": "", "start_url": ""})
     assert response.status_code == 200
     assert "The instruction is empty" in response.content.decode()
+
+
+@pytest.mark.parametrize("text", ["hi", "thanks!", "who are you?"])
+def test_conversation_gets_a_reply_and_boots_nothing(api, alice, roster, text):
+    response = api(alice).post("/api/tasks/", {"instruction": text}, format="json")
+    assert response.status_code == 200
+    assert response.json()["status"] == "conversation"
+    assert "no agents were started" in response.json()["reply"]
+    assert Task.objects.count() == 0 and Battle.objects.count() == 0
+
+
+def test_near_duplicate_is_409_naming_the_earlier_task(api, alice, roster):
+    client = api(alice)
+    first = client.post(
+        "/api/tasks/",
+        {"instruction": "Create a file named a.txt containing hello world"},
+        format="json",
+    ).json()
+    response = client.post(
+        "/api/tasks/",
+        {"instruction": "create a file named a.txt containing hello world!"},
+        format="json",
+    )
+    assert response.status_code == 409
+    error = response.json()["error"]
+    assert error["code"] == "near_duplicate" and error["earlier_task"] == first["task"]
+    assert f"#{first['task']}" in error["message"]
+    assert Task.objects.count() == 1
+
+
+def test_near_duplicates_count_only_the_submitters_own_recent_tasks(api, alice, bob, roster):
+    text = {"instruction": "Create a file named a.txt containing hello world"}
+    assert api(alice).post("/api/tasks/", text, format="json").status_code == 201
+    assert api(bob).post("/api/tasks/", text, format="json").status_code == 201  # bob's own
+
+
+def test_a_hundredfold_near_duplicate_flood_admits_one(api, alice, roster):
+    client = api(alice)
+    codes = [
+        client.post(
+            "/api/tasks/",
+            {"instruction": f"Open https://example.com and report the page title please {'!' * i}"},
+            format="json",
+        ).status_code
+        for i in range(100)
+    ]
+    assert codes.count(201) == 1 and codes.count(409) == 99
+    assert Task.objects.count() == 1
+
+
+def test_near_duplicate_window_is_seven_days(api, alice, roster):
+    import datetime as dt
+
+    import time_machine
+
+    text = {"instruction": "Create a file named a.txt containing hello world"}
+    with time_machine.travel(dt.datetime(2026, 11, 1, tzinfo=dt.UTC)):
+        assert api(alice).post("/api/tasks/", text, format="json").status_code == 201
+    with time_machine.travel(dt.datetime(2026, 11, 9, tzinfo=dt.UTC)):
+        assert api(alice).post("/api/tasks/", text, format="json").status_code == 201
