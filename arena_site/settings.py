@@ -225,12 +225,16 @@ ARENA = {
     "MATCH_KAPPA": 4.0,
     "MATCH_EPSILON": 0.05,
     # execution
+    # A running battle without a lane heartbeat for this long is failed by the janitor.
+    "STUCK_AFTER_S": env_int("ARENA_STUCK_AFTER_S", 300, minimum=10),
     "BATTLE_SLOTS": env_int("ARENA_BATTLE_SLOTS", 4, minimum=1),
     "STEP_BUDGET": env_int("ARENA_STEP_BUDGET", 20, minimum=1),
     "WALL_BUDGET_S": env_int("ARENA_WALL_BUDGET_S", 300, minimum=1),
     "SHELL_TIMEOUT_S": env_int("ARENA_SHELL_TIMEOUT_S", 20, minimum=1),
     "SHELL_OUTPUT_MAX_BYTES": env_int("ARENA_SHELL_OUTPUT_MAX_BYTES", 64 * 1024, minimum=1024),
     "SANDBOX_BACKEND": env_str("ARENA_SANDBOX_BACKEND", "local"),
+    # The desktop image of the docker backend (sandboxes/docker/Dockerfile).
+    "DOCKER_IMAGE": env_str("ARENA_DOCKER_IMAGE", "agent-arena-desktop"),
     # A desktop (Xvfb + Chromium) in every sandbox; off gives shell-only sandboxes.
     "SANDBOX_DESKTOP": env_bool("ARENA_SANDBOX_DESKTOP", True),
     "SANDBOX_ROOT": Path(env_str("ARENA_SANDBOX_ROOT", str(DATA_DIR / "sandboxes"))),

@@ -50,6 +50,44 @@ X_BUTTONS = {"left": "1", "middle": "2", "right": "3"}
 KEY_ALLOWED = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+_-")
 
 
+def connect_nofollow(path: Path, timeout_s: float) -> socket.socket:
+    """Connects to the unix socket at ``path`` unless it is a symlink (or not a socket).
+    The sandbox owns its control dir and could point ``ctl.sock`` at a host socket for
+    the worker to dial as root; ``connect`` follows symlinks and has no O_NOFOLLOW, so
+    the socket is pinned with an O_PATH descriptor and dialled through /proc/self/fd."""
+    fd = os.open(path, os.O_PATH | os.O_NOFOLLOW)
+    try:
+        if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+            raise ToolError("the sandbox's control socket was replaced by something else")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout_s)
+            sock.connect(f"/proc/self/fd/{fd}")
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+    finally:
+        os.close(fd)
+
+
+def supervisor_config(spec: SandboxSpec) -> dict[str, Any]:
+    """What the in-sandbox supervisor is told (the same under every backend)."""
+    return {
+        "desktop": spec.desktop,
+        "width": spec.width,
+        "height": spec.height,
+        "start_url": spec.start_url,
+        "shell_limits": {
+            "RLIMIT_CPU": max(1, spec.shell_timeout_s + 1),
+            "RLIMIT_FSIZE": 256 * 1024**2,
+            "RLIMIT_NPROC": spec.pids // 2,
+            "RLIMIT_NOFILE": 1024,
+            # no RLIMIT_AS: it breaks Chromium's heap reservation; the cgroup bounds memory
+        },
+    }
+
+
 class SupervisorClient:
     """One request/response at a time over the supervisor's unix socket."""
 
@@ -63,8 +101,7 @@ class SupervisorClient:
     def call(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         with self.lock:
             if self.sock is None:
-                self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                self.sock.connect(str(self.path))
+                self.sock = connect_nofollow(self.path, timeout_s)
             self.sock.settimeout(timeout_s)
             self.sock.sendall(json.dumps(request).encode() + b"\n")
             deadline = time.monotonic() + timeout_s
@@ -411,20 +448,13 @@ class LocalBackend(SandboxBackend):
             proxy = "http://127.0.0.1:3128"
             for var in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
                 argv += ["--setenv", var, proxy]
-        config = {
-            "desktop": spec.desktop,
-            "width": spec.width,
-            "height": spec.height,
-            "start_url": spec.start_url,
-            "shell_limits": {
-                "RLIMIT_CPU": max(1, spec.shell_timeout_s + 1),
-                "RLIMIT_FSIZE": 256 * 1024**2,
-                "RLIMIT_NPROC": spec.pids // 2,
-                "RLIMIT_NOFILE": 1024,
-                # no RLIMIT_AS: it breaks Chromium-like heaps; the cgroup bounds memory
-            },
-        }
-        argv += ["--", "/usr/bin/python3", "-I", "/opt/arena/supervisor.py", json.dumps(config)]
+        argv += [
+            "--",
+            "/usr/bin/python3",
+            "-I",
+            "/opt/arena/supervisor.py",
+            json.dumps(supervisor_config(spec)),
+        ]
         return argv
 
     def provision(self, spec: SandboxSpec, *, slot: int = 0) -> LocalSandbox:

@@ -58,15 +58,33 @@ def egress_proxy() -> EgressProxyThread:
         return _egress
 
 
+_backend: SandboxBackend | None = None
+
+
 def sandbox_backend() -> SandboxBackend:
-    name = settings.ARENA["SANDBOX_BACKEND"]
+    """This process's backend (one per process: the Docker one holds an engine client)."""
+    global _backend
+    arena = settings.ARENA
+    with _egress_lock:
+        if _backend is not None and getattr(_backend, "root", None) == arena["SANDBOX_ROOT"]:
+            return _backend
+    name = arena["SANDBOX_BACKEND"]
     if name == "local":
-        return LocalBackend(
-            settings.ARENA["SANDBOX_ROOT"],
-            settings.ARENA["SANDBOX_UID_BASE"],
-            egress=egress_proxy(),
+        backend: SandboxBackend = LocalBackend(
+            arena["SANDBOX_ROOT"], arena["SANDBOX_UID_BASE"], egress=egress_proxy()
         )
-    raise ValueError(f"unknown sandbox backend {name!r} (ARENA_SANDBOX_BACKEND)")
+    elif name == "docker":
+        from sandboxes.docker_backend import DockerBackend
+
+        backend = DockerBackend(
+            arena["DOCKER_IMAGE"], arena["SANDBOX_ROOT"], arena["SANDBOX_UID_BASE"],
+            egress=egress_proxy(),
+        )  # fmt: skip
+    else:
+        raise ValueError(f"unknown sandbox backend {name!r} (ARENA_SANDBOX_BACKEND)")
+    with _egress_lock:
+        _backend = backend
+    return backend
 
 
 def lease_acquire(*, backend: str, run_id: int | None) -> SandboxLease:
@@ -137,4 +155,24 @@ def sandbox_janitor() -> int:
         reaped += 1
     if reaped:
         reap_orphans(keep=set())
+    if settings.ARENA["SANDBOX_BACKEND"] == "docker":
+        reaped += _docker_janitor(host)
     return reaped
+
+
+def _docker_janitor(host: str) -> int:
+    """Removes containers of this host whose run holds no live lease."""
+    from sandboxes.docker_backend import janitor
+
+    live_runs = {
+        lease.run_id
+        for lease in SandboxLease.objects.filter(host=host, released_at=None)
+        if _pid_alive(lease.worker_pid)
+    }
+    backend = sandbox_backend()
+    return janitor(
+        backend.client(),
+        host,
+        lambda run_id: run_id in live_runs,
+        root=settings.ARENA["SANDBOX_ROOT"],
+    )

@@ -268,3 +268,24 @@ def test_desktop_framebuffer_symlink_is_refused(desktop):
     finally:
         os.unlink(original)
         os.rename(moved, original)
+
+
+def test_a_control_socket_swapped_for_a_link_is_never_dialled(sandbox, tmp_path):
+    """The sandbox owns its control dir: it could point ctl.sock at a host socket for
+    the worker (root) to dial. The client refuses links."""
+    import socket as sockets
+
+    host_socket = tmp_path / "host.sock"
+    server = sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM)
+    server.bind(str(host_socket))
+    server.listen(1)
+    server.setblocking(False)
+    ctl = sandbox.run_dir / "ctl" / "ctl.sock"
+    sandbox.client.close()
+    os.rename(ctl, ctl.with_name("real.sock"))
+    os.symlink(host_socket, ctl)
+    with pytest.raises(ToolError):
+        sandbox.shell("true")
+    with pytest.raises(BlockingIOError):
+        server.accept()  # nobody connected to the host socket
+    server.close()
