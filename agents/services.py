@@ -1,5 +1,7 @@
 """Writes for the roster."""
 
+import time
+
 from django.conf import settings
 from django.db import transaction
 
@@ -81,19 +83,44 @@ def policy_for(agent: Agent, *, tools: tuple[str, ...], session: str) -> Policy:
 
 
 class _Failing:
-    """Turns a policy's own failure exceptions into ``AgentFailure`` and exposes its
-    recorded spans."""
+    """Turns a policy's own failure exceptions into ``AgentFailure`` and collects its
+    spans: a scaffold records its model calls itself; a remote exchange becomes one."""
 
     def __init__(self, policy, failures: tuple[type[Exception], ...]) -> None:
         self.policy = policy
         self.failures = failures
-
-    @property
-    def spans(self):
-        return getattr(self.policy, "spans", None)
+        own = getattr(policy, "spans", None)
+        self.spans = own if own is not None else []
 
     def next_action(self, observation):
+        started = time.time()
         try:
             return self.policy.next_action(observation)
         except self.failures as exc:
             raise AgentFailure(str(exc)) from exc
+        finally:
+            self._record_exchange(started)
+
+    def _record_exchange(self, started: float) -> None:
+        exchange = getattr(self.policy, "last_exchange", None)
+        if exchange is None:
+            return
+        from agents.scaffold import SpanRecord
+
+        self.spans.append(
+            SpanRecord(
+                kind="remote",
+                name="remote agent",
+                input={"request_id": exchange.request_id, "bytes": exchange.request_bytes},
+                output={
+                    "status": exchange.status,
+                    "attempts": exchange.attempts,
+                    "bytes": exchange.response_bytes,
+                    "thought": exchange.thought[:2000],
+                },
+                started=started,
+                latency_ms=exchange.latency_ms,
+                error=exchange.error,
+            )
+        )
+        self.policy.last_exchange = None

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
+from agents.protocol_api import AgentProtocolApi
 from battles.api import BattleDetailApi, BattleListApi, TaskDetailApi, TaskListCreateApi
 from judging.api import JudgeNextApi, VoteCreateApi
 from ratings.api import LeaderboardApi
@@ -14,6 +15,7 @@ api = [
     path("battles/<int:pk>/votes/", VoteCreateApi.as_view(), name="votes"),
     path("judge/next/", JudgeNextApi.as_view(), name="judge-next"),
     path("leaderboard/", LeaderboardApi.as_view(), name="leaderboard"),
+    path("agent-protocol/", AgentProtocolApi.as_view(), name="agent-protocol"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
 ]
 
