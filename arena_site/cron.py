@@ -2,7 +2,11 @@
 
 from rq import cron
 
+from battles.jobs import battles_janitor
 from sandboxes.jobs import sandbox_janitor
 
-# Sandboxes left behind by a worker that died are reaped within a minute.
+# Sandboxes left behind by a worker that died are reaped within a minute, and the
+# battles it was running are failed with a visible reason once their heartbeat is
+# ARENA_STUCK_AFTER_S old.
 cron.register(sandbox_janitor, queue_name="default", interval=60)
+cron.register(battles_janitor, queue_name="default", interval=30)

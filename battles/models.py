@@ -60,6 +60,9 @@ class Battle(models.Model):
     first_judgment_at = models.DateTimeField(null=True, blank=True)
     incorporated_at = models.DateTimeField(null=True, blank=True)
     leaderboard_served_at = models.DateTimeField(null=True, blank=True)
+    # Touched by the lanes on every step; the janitor fails a running battle whose
+    # heartbeat stopped (its worker died).
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
 
     objects = BattleQuerySet.as_manager()
 
@@ -107,6 +110,8 @@ class Run(models.Model):
     final_message = models.TextField(blank=True)
     end_reason = models.CharField(max_length=20, choices=EndReason.choices, blank=True)
     error = models.TextField(blank=True)
+    # Set by the submitter from the live page; the lane stops before its next step.
+    end_requested_at = models.DateTimeField(null=True, blank=True)
     delivered_files = models.JSONField(default=list, blank=True)
     egress_refusals = models.JSONField(
         default=list, blank=True, help_text="Destinations the egress proxy refused, with reasons."

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import close_old_connections, connection, transaction
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -250,12 +251,68 @@ def battle_publish(*, battle_id: int) -> None:
     transaction.on_commit(send)
 
 
+def battle_heartbeat(*, battle_id: int) -> None:
+    Battle.objects.filter(pk=battle_id).update(heartbeat_at=timezone.now())
+
+
+def battle_end_side(*, user: AbstractBaseUser, battle_id: int, side: str) -> Run:
+    """The submitter ends one side early from the live page (end reason
+    ended_by_submitter; the battle is then excluded from the rating, SPEC §5.3)."""
+    with transaction.atomic():
+        battle = Battle.objects.select_for_update().filter(pk=battle_id).first()
+        if battle is None or battle.task.submitter_id != user.pk:
+            raise ApplicationError("No such battle.", code="not_found", status=404)
+        run = battle.runs.filter(side=side).first()
+        if run is None:
+            raise ApplicationError("A battle has sides A and B.", code="invalid_side")
+        if run.status == Run.Status.ENDED:
+            raise ApplicationError(
+                f"Side {side} has already ended.", code="already_ended", status=409
+            )
+        Run.objects.filter(pk=run.pk, end_requested_at=None).update(end_requested_at=timezone.now())
+    return run
+
+
+STUCK_REASON = (
+    "the worker running this battle stopped (no progress for {seconds} s); its sandboxes "
+    "were reaped and nothing was rated"
+)
+
+
+def battles_fail_stuck(*, stuck_after_s: int | None = None) -> list[int]:
+    """Fails running battles whose lanes stopped beating (a worker killed mid-battle):
+    a visible reason on the battle, runs ended with "error". Returns their ids."""
+    seconds = stuck_after_s or settings.ARENA["STUCK_AFTER_S"]
+    cutoff = timezone.now() - timedelta(seconds=seconds)
+    stuck = Battle.objects.filter(status=Battle.Status.RUNNING).filter(
+        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at=None, dequeued_at__lt=cutoff)
+    )
+    failed = []
+    for battle_id in stuck.values_list("pk", flat=True):
+        reason = STUCK_REASON.format(seconds=seconds)
+        with transaction.atomic():
+            claimed = Battle.objects.filter(pk=battle_id, status=Battle.Status.RUNNING).update(
+                status=Battle.Status.FAILED, failure_reason=reason, ended_at=timezone.now()
+            )
+            if not claimed:
+                continue
+            Run.objects.filter(battle_id=battle_id).exclude(status=Run.Status.ENDED).update(
+                status=Run.Status.ENDED,
+                end_reason=Run.EndReason.ERROR,
+                error=reason,
+                ended_at=timezone.now(),
+            )
+            battle_publish(battle_id=battle_id)
+        failed.append(battle_id)
+    return failed
+
+
 def battle_run(*, battle_id: int) -> None:
     """Claims a queued battle and drives both lanes to their end. Idempotent: a battle
     that is not queued any more is left alone."""
     now = timezone.now()
     claimed = Battle.objects.filter(pk=battle_id, status=Battle.Status.QUEUED).update(
-        status=Battle.Status.RUNNING, dequeued_at=now
+        status=Battle.Status.RUNNING, dequeued_at=now, heartbeat_at=now
     )
     if not claimed:
         logger.info("battle %s is not queued; nothing to do", battle_id)
@@ -384,6 +441,9 @@ def _drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> None:
     last_result = None
     screen = sandbox.screenshot().image if sandbox.spec.desktop else None
     for index in range(inputs.step_budget):
+        battle_heartbeat(battle_id=run.battle_id)
+        if Run.objects.filter(pk=run.pk).exclude(end_requested_at=None).exists():
+            return _end_run(run, Run.EndReason.ENDED_BY_SUBMITTER)
         seconds_left = deadline - time.monotonic()
         if seconds_left <= 0:
             return _end_run(run, Run.EndReason.TIME_BUDGET)

@@ -9,6 +9,7 @@ urlpatterns = [
     path("battles/<int:battle_id>/", views.battle_page, name="detail"),
     path("battles/<int:battle_id>/panel/", views.battle_panel, name="panel"),
     path("battles/<int:battle_id>/runs/<str:side>/", views.run_page, name="run"),
+    path("battles/<int:battle_id>/end/<str:side>/", views.end_side, name="end-side"),
     path(
         "battles/<int:battle_id>/screens/<str:side>/<int:index>.png",
         views.step_screenshot,

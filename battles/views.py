@@ -5,14 +5,14 @@ from django.contrib import messages
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.views import consent_required
 from arena_site.exceptions import ApplicationError
 from battles.models import Battle, Step
 from battles.presenters import battle_payload, waterfall
 from battles.selectors import access_battle, team_ids_of, user_may_see_identities
-from battles.services import Conversation, task_submit
+from battles.services import Conversation, battle_end_side, task_submit
 
 
 def render_battle_panel(battle_id: int) -> str:
@@ -52,6 +52,21 @@ def battle_page(request: HttpRequest, battle_id: int) -> HttpResponse:
     return render(
         request, "battles/detail.html", {"battle": battle, "panel": render_battle_panel(battle.pk)}
     )
+
+
+@consent_required
+@require_POST
+def end_side(request: HttpRequest, battle_id: int, side: str) -> HttpResponse:
+    """The submitter stops one side early (the battle will not be rated)."""
+    try:
+        battle_end_side(user=request.user, battle_id=battle_id, side=side)
+    except ApplicationError as exc:
+        if exc.status == 404:
+            raise Http404(exc.message) from exc
+        messages.error(request, exc.message)
+    else:
+        messages.info(request, f"Side {side} will stop before its next step.")
+    return redirect("battles:detail", battle_id=battle_id)
 
 
 @consent_required
