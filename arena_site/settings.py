@@ -1,6 +1,7 @@
 """Settings for Agent Arena. Every knob comes from the environment through the small
 typed helpers below; a bad value fails loudly at start-up, not at first use."""
 
+import json
 import os
 from pathlib import Path
 
@@ -50,6 +51,16 @@ def env_float(name: str, default: float, *, minimum: float | None = None) -> flo
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name} must be >= {minimum}, got {value}")
     return value
+
+
+def env_json(name: str, default: object) -> object:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be JSON: {exc}") from exc
 
 
 def env_list(name: str, default: list[str]) -> list[str]:
@@ -207,7 +218,11 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # Provider keys never reach a log line, whatever logs them.
+    "filters": {"redact": {"()": "agents.providers.redaction.RedactingFilter"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}
+    },
     "root": {"handlers": ["console"], "level": env_str("ARENA_LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
@@ -252,6 +267,11 @@ ARENA = {
     "READ_WORDS_PER_S": 4.0,
     "TRUST_NEW": 0.5,
     "TRUST_MIN": 0.1,
+    # agents (providers): a call may take timeout × (1 + retries) plus backoff
+    "PROVIDER_TIMEOUT_S": env_float("ARENA_PROVIDER_TIMEOUT_S", 60.0, minimum=1.0),
+    "PROVIDER_MAX_RETRIES": env_int("ARENA_PROVIDER_MAX_RETRIES", 2, minimum=0),
+    # {"model id": [usd per million input tokens, usd per million output tokens]}
+    "MODEL_PRICES": env_json("ARENA_MODEL_PRICES", {}),
     # §7 ratings
     "R0": 1000.0,
     "K_MAX": 48.0,

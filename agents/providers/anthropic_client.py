@@ -1,0 +1,282 @@
+"""The Anthropic Messages API behind :class:`~agents.providers.base.ModelClient`.
+
+Transport, auth headers and error classes come from the official ``anthropic`` SDK;
+retries are ours (:mod:`agents.providers.retry`), so the SDK client is built with
+``max_retries=0``. The reply is read as JSON and checked here rather than through the
+SDK's models, which (outside their private strict mode) accept any shape without
+complaint: a reply we cannot use is "malformed" and retried.
+"""
+
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anthropic
+
+from agents.providers.base import (
+    Image,
+    ModelReply,
+    ProviderError,
+    Text,
+    ToolResult,
+    ToolSpec,
+    ToolUse,
+    Turn,
+    Usage,
+)
+from agents.providers.common import (
+    CloseOnCollect,
+    ParsedReply,
+    Price,
+    SdkErrors,
+    failure_from_sdk_error,
+    model_reply,
+    optional_str,
+    png_base64,
+    read_json_object,
+    shared_tls_context,
+    token_count,
+)
+from agents.providers.redaction import register_secret
+from agents.providers.retry import Backoff, RetryableFailure, call_with_retries
+
+
+class _HttpClient(CloseOnCollect, anthropic.DefaultHttpxClient):
+    """The SDK's default HTTP client, on the process's shared TLS context."""
+
+
+_SDK_ERRORS = SdkErrors(
+    status=anthropic.APIStatusError,
+    timeout=anthropic.APITimeoutError,
+    connection=anthropic.APIConnectionError,
+)
+
+# Per-call params passed through to the API; anything else in an agent's params
+# (base_url, api_key_env, …) is configuration, not a sampling knob.
+SAMPLING_PARAMS = frozenset({"temperature", "top_p", "top_k", "stop_sequences"})
+
+
+def _content_blocks(blocks: list[Text | Image]) -> list[dict[str, Any]]:
+    wire: list[dict[str, Any]] = []
+    for block in blocks:
+        if isinstance(block, Text):
+            # The API rejects empty text blocks.
+            if block.text:
+                wire.append({"type": "text", "text": block.text})
+        else:
+            wire.append(
+                {
+                    "type": "image",
+                    "source": {
+                        "type": "base64",
+                        "media_type": "image/png",
+                        "data": png_base64(block.png),
+                    },
+                }
+            )
+    return wire
+
+
+def messages_for(turns: list[Turn]) -> list[dict[str, Any]]:
+    """The Messages API ``messages`` for ``turns``.
+
+    In a user turn, ``tool_result`` blocks go first: the API requires them to open the
+    message that answers the assistant's ``tool_use``. A ``ToolUse`` whose arguments
+    were not an object is replayed with ``{}`` (the API accepts only objects there; the
+    scaffold's error step already told the model what went wrong)."""
+    messages: list[dict[str, Any]] = []
+    for turn in turns:
+        results: list[dict[str, Any]] = []
+        content: list[dict[str, Any]] = []
+        for block in turn.blocks:
+            if isinstance(block, ToolResult):
+                result: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.tool_use_id}
+                result_content = _content_blocks(block.content)
+                if result_content:
+                    result["content"] = result_content
+                if block.is_error:
+                    result["is_error"] = True
+                results.append(result)
+            elif isinstance(block, ToolUse):
+                content.append(
+                    {
+                        "type": "tool_use",
+                        "id": block.id,
+                        "name": block.name,
+                        "input": block.arguments if block.arguments is not None else {},
+                    }
+                )
+            else:
+                content.extend(_content_blocks([block]))
+        blocks = results + content
+        if not blocks:
+            # Every message needs content; an empty turn (a model that said nothing)
+            # still has to keep its place in the alternation.
+            blocks = [{"type": "text", "text": "(empty)"}]
+        messages.append({"role": turn.role, "content": blocks})
+    return messages
+
+
+def tools_for(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+    return [
+        {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools
+    ]
+
+
+def parse_message(body: dict[str, Any]) -> ParsedReply:
+    """A Messages API reply body in the neutral shapes.
+
+    Raises :class:`RetryableFailure` for a reply we cannot use: no ``content`` list, a
+    block that is not an object, a ``tool_use`` without id/name or whose ``input`` is
+    not an object. Block types other than ``text``/``tool_use`` (thinking, …) are
+    skipped."""
+    content = body.get("content")
+    if not isinstance(content, list):
+        raise RetryableFailure("malformed reply: no content list")
+    texts: list[str] = []
+    tool_uses: list[ToolUse] = []
+    for block in content:
+        if not isinstance(block, dict):
+            raise RetryableFailure("malformed reply: a content block is not an object")
+        kind = block.get("type")
+        if kind == "text":
+            text = block.get("text")
+            if not isinstance(text, str):
+                raise RetryableFailure("malformed reply: a text block without text")
+            texts.append(text)
+        elif kind == "tool_use":
+            use_id, name, arguments = block.get("id"), block.get("name"), block.get("input")
+            if not (isinstance(use_id, str) and use_id and isinstance(name, str) and name):
+                raise RetryableFailure("malformed reply: a tool_use without id or name")
+            if not isinstance(arguments, dict):
+                raise RetryableFailure(
+                    f"malformed reply: tool_use input is a {type(arguments).__name__}, "
+                    "not an object"
+                )
+            tool_uses.append(ToolUse(id=use_id, name=name, arguments=arguments))
+    usage = body.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+    return ParsedReply(
+        text="\n".join(t for t in texts if t),
+        tool_uses=tool_uses,
+        usage=Usage(
+            input_tokens=token_count(usage.get("input_tokens")),
+            output_tokens=token_count(usage.get("output_tokens")),
+        ),
+        stop_reason=optional_str(body.get("stop_reason")),
+        model=optional_str(body.get("model")),
+        response_id=optional_str(body.get("id")),
+    )
+
+
+class AnthropicClient:
+    """A :class:`~agents.providers.base.ModelClient` on the Messages API.
+
+    ``price`` is (USD per million input tokens, USD per million output tokens); None
+    means unknown: costs are 0 and ``extra["price_known"]`` is False. ``sleep`` and
+    ``rng`` exist for tests (record the backoff instead of waiting). The key lives only
+    inside the SDK client; it is registered for log redaction on construction."""
+
+    provider = "anthropic"
+
+    def __init__(
+        self,
+        model: str,
+        api_key: str,
+        base_url: str | None = None,
+        *,
+        timeout_s: float = 60.0,
+        max_retries: int = 4,
+        backoff: Backoff | None = None,
+        price: Price | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not api_key:
+            raise ProviderError("anthropic: no API key given")
+        register_secret(api_key)
+        self.model = model
+        self.base_url = base_url
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff = backoff or Backoff()
+        self.price = price
+        self._sleep = sleep
+        self._rng = rng
+        # Kept for redacting error texts; never put into messages, logs or repr.
+        self._secrets = (api_key,)
+        self._sdk = anthropic.Anthropic(
+            api_key=api_key,
+            base_url=base_url,
+            timeout=timeout_s,
+            max_retries=0,
+            http_client=_HttpClient(verify=shared_tls_context()),
+        )
+
+    def __repr__(self) -> str:
+        return f"AnthropicClient(model={self.model!r}, base_url={self.base_url!r})"
+
+    def close(self) -> None:
+        """Release the SDK client's connection pool (not part of ``ModelClient``;
+        garbage collection does it too, later)."""
+        self._sdk.close()
+
+    def complete(
+        self,
+        *,
+        system: str,
+        turns: list[Turn],
+        tools: list[ToolSpec],
+        max_tokens: int,
+        params: dict[str, Any] | None = None,
+    ) -> ModelReply:
+        """One Messages API call, retried per :mod:`agents.providers.retry`.
+
+        Preconditions: ``turns`` is non-empty, starts with a user turn, and each
+        ``ToolResult`` answers a ``ToolUse`` of the turn before (the API checks; a
+        violation is a 400, raised at once as ``ProviderError``). Keys of ``params``
+        outside :data:`SAMPLING_PARAMS` are ignored."""
+        request: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": max_tokens,
+            "messages": messages_for(turns),
+        }
+        if system:
+            request["system"] = system
+        if tools:
+            request["tools"] = tools_for(tools)
+        sampling = {k: v for k, v in (params or {}).items() if k in SAMPLING_PARAMS}
+        if sampling:
+            # Through extra_body, not keywords: SDK releases drop keywords the API still
+            # takes for some models (2.x has no ``temperature``), and this is the JSON
+            # the API reads either way.
+            request["extra_body"] = sampling
+
+        def attempt() -> tuple[ParsedReply, str]:
+            try:
+                raw = self._sdk.messages.with_raw_response.create(**request)
+            except (anthropic.APIStatusError, anthropic.APIConnectionError) as error:
+                raise failure_from_sdk_error(
+                    error, errors=_SDK_ERRORS, secrets=self._secrets
+                ) from None
+            body = read_json_object(raw.http_response, secrets=self._secrets)
+            return parse_message(body), raw.http_response.headers.get("request-id", "")
+
+        started = time.monotonic()
+        (parsed, request_id), attempts = call_with_retries(
+            attempt,
+            what=f"anthropic {self.model}",
+            max_retries=self.max_retries,
+            backoff=self.backoff,
+            sleep=self._sleep,
+            rng=self._rng,
+        )
+        return model_reply(
+            parsed,
+            default_model=self.model,
+            price=self.price,
+            attempts=attempts,
+            request_id=request_id,
+            started=started,
+        )

@@ -1,0 +1,424 @@
+"""OpenAI Chat Completions behind :class:`~agents.providers.base.ModelClient`, for
+OpenAI itself and for any server that speaks the same API (vLLM, Ollama, llama.cpp's
+server, …).
+
+Chat Completions rather than the Responses API because it is the one the compatible
+servers implement. Transport, auth and error classes come from the official ``openai``
+SDK; retries are ours (:mod:`agents.providers.retry`), so the SDK client is built with
+``max_retries=0``; the reply is read as JSON and checked here (compatible servers
+differ in details the SDK's lenient models would hide).
+
+Mapping of the neutral conversation:
+
+- ``ToolUse`` → the assistant message's ``tool_calls`` (arguments re-serialised; a
+  ``ToolUse`` whose arguments were not an object is replayed with its ``raw`` text, so
+  the model sees what it actually sent);
+- ``ToolResult`` → a ``role: "tool"`` message with its ``tool_call_id``. Tool messages
+  carry text only (the API and most compatible servers accept no images there), so a
+  result's images go into one ``user`` message right after the tool messages, each
+  introduced by a line naming its tool call. The tool message says so;
+- ``Image`` → an ``image_url`` part holding a ``data:image/png;base64,…`` URL.
+
+Malformed tool arguments (not JSON, or JSON but not an object) are not a retry: they
+come back as ``ToolUse(arguments=None, raw=...)`` for the scaffold to report to the
+model. A malformed *reply* (not JSON, no choices, a tool call without a name) is
+retried.
+"""
+
+import json
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+import openai
+
+from agents.providers.base import (
+    Image,
+    ModelReply,
+    ProviderError,
+    Text,
+    ToolResult,
+    ToolSpec,
+    ToolUse,
+    Turn,
+    Usage,
+)
+from agents.providers.common import (
+    CloseOnCollect,
+    ParsedReply,
+    Price,
+    SdkErrors,
+    failure_from_sdk_error,
+    model_reply,
+    optional_str,
+    png_base64,
+    read_json_object,
+    shared_tls_context,
+    token_count,
+)
+from agents.providers.redaction import register_secret
+from agents.providers.retry import Backoff, RetryableFailure, call_with_retries
+
+
+class _HttpClient(CloseOnCollect, openai.DefaultHttpxClient):
+    """The SDK's default HTTP client, on the process's shared TLS context."""
+
+
+_SDK_ERRORS = SdkErrors(
+    status=openai.APIStatusError,
+    timeout=openai.APITimeoutError,
+    connection=openai.APIConnectionError,
+)
+
+# Per-call params passed through; the rest of an agent's params is configuration.
+# ``extra_body`` carries server-specific fields (vLLM's ``top_k``, Ollama's options).
+SAMPLING_PARAMS = frozenset(
+    {
+        "temperature",
+        "top_p",
+        "seed",
+        "stop",
+        "frequency_penalty",
+        "presence_penalty",
+        "reasoning_effort",
+        "extra_body",
+    }
+)
+
+# Chat Completions' finish_reason in the stop_reason words the Anthropic API uses, so
+# the scaffold reads one vocabulary. The server's own word stays in
+# ``extra["provider_stop_reason"]``.
+STOP_REASONS = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+}
+
+NO_KEY = "not-needed"
+
+
+def _data_url(png: bytes) -> str:
+    return f"data:image/png;base64,{png_base64(png)}"
+
+
+def _image_part(png: bytes) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": _data_url(png)}}
+
+
+def _user_message(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    # Text-only user content as a plain string: older compatible servers accept
+    # nothing else, and every server accepts it.
+    if all(p["type"] == "text" for p in parts):
+        return {"role": "user", "content": "\n\n".join(p["text"] for p in parts)}
+    return {"role": "user", "content": parts}
+
+
+def _tool_message(result: ToolResult) -> dict[str, Any]:
+    text = "\n".join(b.text for b in result.content if isinstance(b, Text) and b.text)
+    images = sum(1 for b in result.content if isinstance(b, Image))
+    if result.is_error:
+        text = f"Error: {text}" if text else "Error."
+    if images:
+        which = (
+            "1 image from this call follows"
+            if images == 1
+            else f"{images} images from this call follow"
+        )
+        note = f"[{which} in the next user message]"
+        text = f"{text}\n{note}" if text else note
+    return {"role": "tool", "tool_call_id": result.tool_use_id, "content": text or "(no output)"}
+
+
+def messages_for(system: str, turns: list[Turn]) -> list[dict[str, Any]]:
+    """The Chat Completions ``messages`` for ``system`` and ``turns`` (see the module
+    docstring for the mapping). In a user turn the tool messages come first: the API
+    requires them right after the assistant message whose calls they answer."""
+    messages: list[dict[str, Any]] = []
+    if system:
+        messages.append({"role": "system", "content": system})
+    for turn in turns:
+        if turn.role == "assistant":
+            texts = [b.text for b in turn.blocks if isinstance(b, Text) and b.text]
+            calls = [
+                {
+                    "id": b.id,
+                    "type": "function",
+                    "function": {
+                        "name": b.name,
+                        "arguments": json.dumps(b.arguments) if b.arguments is not None else b.raw,
+                    },
+                }
+                for b in turn.blocks
+                if isinstance(b, ToolUse)
+            ]
+            message: dict[str, Any] = {
+                "role": "assistant",
+                # null content is how the API spells "only tool calls"; an assistant
+                # turn with neither still needs some content.
+                "content": "\n".join(texts) if texts else (None if calls else "(empty)"),
+            }
+            if calls:
+                message["tool_calls"] = calls
+            messages.append(message)
+            continue
+        parts: list[dict[str, Any]] = []
+        for block in turn.blocks:
+            if isinstance(block, ToolResult):
+                messages.append(_tool_message(block))
+                images = [b for b in block.content if isinstance(b, Image)]
+                if images:
+                    intro = f"Image(s) returned by tool call {block.tool_use_id}:"
+                    parts.append({"type": "text", "text": intro})
+                    parts.extend(_image_part(b.png) for b in images)
+            elif isinstance(block, Text):
+                if block.text:
+                    parts.append({"type": "text", "text": block.text})
+            elif isinstance(block, Image):
+                parts.append(_image_part(block.png))
+        if parts:
+            messages.append(_user_message(parts))
+        elif not any(isinstance(b, ToolResult) for b in turn.blocks):
+            messages.append({"role": "user", "content": "(empty)"})
+    return messages
+
+
+def tools_for(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+        }
+        for t in tools
+    ]
+
+
+def _arguments(value: object) -> tuple[dict[str, Any] | None, str]:
+    """``(arguments, raw)`` from a tool call's ``arguments``: a JSON string holding an
+    object, or (some compatible servers) the object itself. An empty string is ``{}``:
+    servers send it for calls of a tool without parameters."""
+    if isinstance(value, dict):
+        return value, json.dumps(value)
+    raw = value if isinstance(value, str) else json.dumps(value)
+    if raw.strip() == "":
+        return {}, raw
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return None, raw
+    return (parsed, raw) if isinstance(parsed, dict) else (None, raw)
+
+
+def _text_of(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # some servers answer in content parts
+        return "\n".join(
+            p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
+    return ""
+
+
+def parse_completion(body: dict[str, Any]) -> ParsedReply:
+    """A Chat Completions reply body in the neutral shapes (first choice only).
+
+    Raises :class:`RetryableFailure` when there is no usable choice or a tool call has
+    no function name. Tool calls without an id get ``call_<index>`` (some compatible
+    servers omit ids; the next request needs one to answer)."""
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise RetryableFailure("malformed reply: no choices")
+    choice = choices[0]
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        raise RetryableFailure("malformed reply: the choice has no message")
+    raw_calls = message.get("tool_calls") or []
+    if not isinstance(raw_calls, list):
+        raise RetryableFailure("malformed reply: tool_calls is not a list")
+    tool_uses: list[ToolUse] = []
+    for index, call in enumerate(raw_calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not function.get("name"):
+            raise RetryableFailure("malformed reply: a tool call without a function name")
+        name = function["name"]
+        if not isinstance(name, str):
+            raise RetryableFailure("malformed reply: a tool call's function name is not text")
+        arguments, raw = _arguments(function.get("arguments", ""))
+        call_id = call.get("id")
+        tool_uses.append(
+            ToolUse(
+                id=call_id if isinstance(call_id, str) and call_id else f"call_{index}",
+                name=name,
+                arguments=arguments,
+                raw=raw,
+            )
+        )
+    usage = body.get("usage")
+    usage_reported = isinstance(usage, dict)
+    usage = usage if isinstance(usage, dict) else {}
+    finish_reason = optional_str(choice.get("finish_reason"))
+    return ParsedReply(
+        text=_text_of(message.get("content")),
+        tool_uses=tool_uses,
+        usage=Usage(
+            input_tokens=token_count(usage.get("prompt_tokens")),
+            output_tokens=token_count(usage.get("completion_tokens")),
+        ),
+        stop_reason=STOP_REASONS.get(finish_reason, finish_reason),
+        model=optional_str(body.get("model")),
+        response_id=optional_str(body.get("id")),
+        extra={"provider_stop_reason": finish_reason, "usage_reported": usage_reported},
+    )
+
+
+class OpenAIClient:
+    """A :class:`~agents.providers.base.ModelClient` on OpenAI Chat Completions.
+
+    ``base_url`` includes the version path (``https://api.openai.com/v1``); None lets
+    the SDK decide (``OPENAI_BASE_URL``, else OpenAI). ``price``, ``sleep`` and ``rng``
+    as for :class:`~agents.providers.anthropic_client.AnthropicClient`."""
+
+    provider = "openai"
+    # OpenAI's current models refuse ``max_tokens``; compatible servers know only it.
+    max_tokens_field = "max_completion_tokens"
+
+    def __init__(
+        self,
+        model: str,
+        api_key: str,
+        base_url: str | None = None,
+        *,
+        timeout_s: float = 60.0,
+        max_retries: int = 4,
+        backoff: Backoff | None = None,
+        price: Price | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not api_key:
+            raise ProviderError(f"{self.provider}: no API key given")
+        # The placeholder is no secret (and redacting it would only blank the word).
+        secrets = () if api_key == NO_KEY else (api_key,)
+        for secret in secrets:
+            register_secret(secret)
+        self.model = model
+        self.base_url = base_url
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff = backoff or Backoff()
+        self.price = price
+        self._sleep = sleep
+        self._rng = rng
+        # Kept for redacting error texts; never put into messages, logs or repr.
+        self._secrets = secrets
+        self._sdk = openai.OpenAI(
+            api_key=api_key,
+            base_url=base_url,
+            timeout=timeout_s,
+            max_retries=0,
+            http_client=_HttpClient(verify=shared_tls_context()),
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+
+    def close(self) -> None:
+        """Release the SDK client's connection pool (not part of ``ModelClient``;
+        garbage collection does it too, later)."""
+        self._sdk.close()
+
+    def complete(
+        self,
+        *,
+        system: str,
+        turns: list[Turn],
+        tools: list[ToolSpec],
+        max_tokens: int,
+        params: dict[str, Any] | None = None,
+    ) -> ModelReply:
+        """One Chat Completions call, retried per :mod:`agents.providers.retry`.
+
+        Preconditions: each ``ToolResult`` answers a ``ToolUse`` of the assistant turn
+        before it (the API checks; a violation is a 400, raised at once as
+        ``ProviderError``). Keys of ``params`` outside :data:`SAMPLING_PARAMS` are
+        ignored."""
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages_for(system, turns),
+            self.max_tokens_field: max_tokens,
+        }
+        if tools:
+            request["tools"] = tools_for(tools)
+        sampling = {k: v for k, v in (params or {}).items() if k in SAMPLING_PARAMS}
+        extra_body = sampling.pop("extra_body", None) or {}
+        if sampling or extra_body:
+            # Through extra_body, not keywords: SDK releases add and drop keywords, and
+            # compatible servers take fields OpenAI's SDK has no keyword for.
+            request["extra_body"] = {**sampling, **extra_body}
+
+        def attempt() -> tuple[ParsedReply, str]:
+            try:
+                raw = self._sdk.chat.completions.with_raw_response.create(**request)
+            except (openai.APIStatusError, openai.APIConnectionError) as error:
+                raise failure_from_sdk_error(
+                    error, errors=_SDK_ERRORS, secrets=self._secrets
+                ) from None
+            body = read_json_object(raw.http_response, secrets=self._secrets)
+            return parse_completion(body), raw.http_response.headers.get("x-request-id", "")
+
+        started = time.monotonic()
+        (parsed, request_id), attempts = call_with_retries(
+            attempt,
+            what=f"{self.provider} {self.model}",
+            max_retries=self.max_retries,
+            backoff=self.backoff,
+            sleep=self._sleep,
+            rng=self._rng,
+        )
+        return model_reply(
+            parsed,
+            default_model=self.model,
+            price=self.price,
+            attempts=attempts,
+            request_id=request_id,
+            started=started,
+        )
+
+
+class OpenAICompatibleClient(OpenAIClient):
+    """Chat Completions on any compatible server: ``base_url`` is required (with its
+    version path, e.g. ``http://127.0.0.1:8000/v1`` for vLLM, ``…:11434/v1`` for
+    Ollama, ``…:8080/v1`` for llama.cpp); the key is optional (the SDK needs one, so
+    ``"not-needed"`` is sent when there is none)."""
+
+    provider = "openai_compatible"
+    max_tokens_field = "max_tokens"
+
+    def __init__(
+        self,
+        model: str,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        *,
+        timeout_s: float = 60.0,
+        max_retries: int = 4,
+        backoff: Backoff | None = None,
+        price: Price | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not base_url:
+            raise ProviderError("openai_compatible: a base_url is required")
+        super().__init__(
+            model,
+            api_key or NO_KEY,
+            base_url,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            backoff=backoff,
+            price=price,
+            sleep=sleep,
+            rng=rng,
+        )

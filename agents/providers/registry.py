@@ -1,0 +1,151 @@
+"""Provider name → model client, with keys from the environment and prices from
+settings.
+
+Keys are never stored in the database: an agent names at most the *variable* that
+holds its key (``params["api_key_env"]``), and the variable is read when the client is
+built. Agent params are not trusted with keys they did not bring, so:
+
+- ``api_key_env`` must end in ``_API_KEY`` and not start ``ARENA_``: params cannot
+  reach the arena's other secrets (``ARENA_SECRET_KEY``, ``DATABASE_URL``);
+- an agent that sets its own ``base_url`` must also name its own key variable, and not
+  one of the arena's provider key variables (``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``):
+  those keys go only to the provider or to the operator's ``ANTHROPIC_BASE_URL`` /
+  ``OPENAI_BASE_URL``, never to a URL an agent chose;
+- ``openai_compatible`` sends a key only when the agent names one.
+
+Settings read (``settings.ARENA``, all optional):
+
+- ``MODEL_PRICES``: ``{model_id: [usd_per_mtok_in, usd_per_mtok_out]}``; a model not in
+  it costs 0 and its replies carry ``extra["price_known"] = False``;
+- ``PROVIDER_TIMEOUT_S`` (60) and ``PROVIDER_MAX_RETRIES`` (4): defaults an agent's
+  ``params["timeout_s"]`` / ``params["max_retries"]`` override;
+- ``PROVIDER_KEY_ENV``: ``{provider: variable}`` to rename the default key variables
+  (an ``openai_compatible`` entry gives such agents a key by default).
+
+Agent params read: ``base_url``, ``api_key_env``, ``timeout_s``, ``max_retries``.
+"""
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from agents.providers.anthropic_client import AnthropicClient
+from agents.providers.base import ModelClient, ProviderError
+from agents.providers.common import Price
+from agents.providers.openai_client import OpenAIClient, OpenAICompatibleClient
+
+PROVIDERS = ("anthropic", "openai", "openai_compatible")
+
+DEFAULT_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+BASE_URL_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
+
+_KEY_ENV_NAME = re.compile(r"(?!ARENA_)[A-Z][A-Z0-9_]*_API_KEY")
+
+
+def price_for(model: str, prices: Mapping[str, Any]) -> Price | None:
+    """``model``'s (in, out) USD per million tokens from a ``MODEL_PRICES`` table, or
+    None when it has no entry. A malformed entry is a configuration error."""
+    entry = prices.get(model)
+    if entry is None:
+        return None
+    if (
+        not isinstance(entry, list | tuple)
+        or len(entry) != 2
+        or not all(isinstance(v, int | float) and v >= 0 for v in entry)
+    ):
+        raise ProviderError(f"MODEL_PRICES[{model!r}] must be [usd_per_mtok_in, usd_per_mtok_out]")
+    return (float(entry[0]), float(entry[1]))
+
+
+def _arena_key_variables(settings_arena: Mapping[str, Any]) -> set[str]:
+    overrides = settings_arena.get("PROVIDER_KEY_ENV") or {}
+    return {*DEFAULT_KEY_ENV.values(), *overrides.values()}
+
+
+def _key_variable(
+    provider: str, params: Mapping[str, Any], settings_arena: Mapping[str, Any]
+) -> str | None:
+    """The environment variable holding the key for this agent, None for none."""
+    named = params.get("api_key_env")
+    if named is not None:
+        if not isinstance(named, str) or not _KEY_ENV_NAME.fullmatch(named):
+            raise ProviderError(
+                f"api_key_env must name a variable ending in _API_KEY (not ARENA_*), got {named!r}"
+            )
+        if params.get("base_url") and named in _arena_key_variables(settings_arena):
+            raise ProviderError(
+                f"{provider}: an agent with its own base_url cannot use the arena's {named}"
+            )
+        return named
+    if params.get("base_url") and provider in DEFAULT_KEY_ENV:
+        raise ProviderError(
+            f"{provider}: an agent with its own base_url must name its own key variable "
+            "(params api_key_env); the arena's key goes only to the provider or to "
+            f"{BASE_URL_ENV[provider]}"
+        )
+    overrides = settings_arena.get("PROVIDER_KEY_ENV") or {}
+    return overrides.get(provider, DEFAULT_KEY_ENV.get(provider))
+
+
+def _base_url(provider: str, params: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
+    url = params.get("base_url") or environ.get(BASE_URL_ENV.get(provider, "")) or None
+    if url is None:
+        return None
+    if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https"):
+        raise ProviderError(f"{provider}: base_url must be an http(s) URL, got {url!r}")
+    return url
+
+
+def _timeout_s(params: Mapping[str, Any], default: object) -> float:
+    value = params.get("timeout_s", default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ProviderError(f"timeout_s must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def _max_retries(params: Mapping[str, Any], default: object) -> int:
+    value = params.get("max_retries", default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ProviderError(f"max_retries must be a whole number ≥ 0, got {value!r}")
+    return value
+
+
+def client_for(
+    provider: str,
+    model: str,
+    *,
+    params: Mapping[str, Any],
+    settings_arena: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+) -> ModelClient:
+    """The client for an agent's ``provider`` and ``model``.
+
+    ``params`` are the agent's params (see the module docstring for the keys read
+    here; the client ignores them per call except its sampling keys).
+    ``settings_arena`` is ``settings.ARENA``; ``environ`` defaults to ``os.environ``.
+    Raises ``ProviderError`` for an unknown provider, a missing key (naming the
+    variable to set, never a value), a bad base URL or a bad price entry."""
+    environ = os.environ if environ is None else environ
+    if provider not in PROVIDERS:
+        raise ProviderError(f"unknown provider {provider!r}; known: {', '.join(PROVIDERS)}")
+    if not model:
+        raise ProviderError(f"{provider}: no model id")
+    variable = _key_variable(provider, params, settings_arena)
+    api_key = environ.get(variable) if variable else None
+    if variable and not api_key:
+        raise ProviderError(f"{provider}: no API key; set {variable} in the environment")
+    common: dict[str, Any] = {
+        "timeout_s": _timeout_s(params, settings_arena.get("PROVIDER_TIMEOUT_S", 60.0)),
+        "max_retries": _max_retries(params, settings_arena.get("PROVIDER_MAX_RETRIES", 4)),
+        "price": price_for(model, settings_arena.get("MODEL_PRICES") or {}),
+    }
+    base_url = _base_url(provider, params, environ)
+    if provider == "anthropic":
+        return AnthropicClient(model, api_key or "", base_url, **common)
+    if provider == "openai":
+        return OpenAIClient(model, api_key or "", base_url, **common)
+    if base_url is None:
+        raise ProviderError("openai_compatible: set the server's URL in params base_url")
+    return OpenAICompatibleClient(model, api_key, base_url, **common)
