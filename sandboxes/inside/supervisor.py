@@ -161,6 +161,12 @@ def start_browser(width: int, height: int, start_url: str, proxy: bool) -> Brows
         "--disable-component-update",
         "--disable-sync",
         "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--disable-breakpad",
+        "--disable-crash-reporter",
+        "--no-service-autorun",
+        "--disable-component-extensions-with-background-pages",
+        "--disable-search-engine-choice-screen",
         "--disable-features=Translate,MediaRouter,OptimizationHints,NetworkTimeServiceQuerying,"
         "AutofillServerCommunication,CertificateTransparencyComponentUpdater",
         "--disable-client-side-phishing-detection",
@@ -354,9 +360,14 @@ class Supervisor:
         if proxy:
             await asyncio.start_server(egress_client, "127.0.0.1", PROXY_PORT)
         if self.config.get("desktop", True):
+            started = time.monotonic()
             start_display(width, height)
+            log(f"display up after {1000 * (time.monotonic() - started):.0f} ms")
             self.browser = start_browser(width, height, self.config.get("start_url", ""), proxy)
+            await asyncio.get_running_loop().run_in_executor(None, self.browser.page_session)
+            log(f"browser page after {1000 * (time.monotonic() - started):.0f} ms")
             await asyncio.get_running_loop().run_in_executor(None, self.browser.settle)
+            log(f"page painted after {1000 * (time.monotonic() - started):.0f} ms")
         server = await asyncio.start_unix_server(self.client, CTL_SOCKET + ".tmp")
         os.rename(CTL_SOCKET + ".tmp", CTL_SOCKET)  # appears only when everything is up
         log("ready")
