@@ -1,7 +1,6 @@
 """Writes for battles: admission of a task (one service behind the form and the API)
 and the execution of a battle's two lanes."""
 
-import ipaddress
 import logging
 import math
 import random
@@ -32,6 +31,7 @@ from battles.models import Battle, Run, Span, Step, Task
 from battles.parity import LaneInputs, shared_tools
 from battles.similarity import most_similar
 from sandboxes.base import TOOL_NAMES, Sandbox, SandboxSpec, ToolResult
+from sandboxes.netpolicy import EgressRefused, check_url, default_resolver
 from sandboxes.services import egress_refusals_take, sandbox_session
 from sandboxes.tools import tool_call
 
@@ -77,21 +77,39 @@ def _check_start_url(start_url: object) -> str:
         raise ApplicationError(
             "start_url must be an http:// or https:// URL with a host.", code="invalid_start_url"
         )
-    host = parts.hostname
+    url = start_url.strip()
+    resolver = start_url_resolver()
     try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        address = None
-    if (
-        (address is not None and not address.is_global)
-        or host == "localhost"
-        or host.endswith(".localhost")
-    ):
+        if resolver is None:
+            # No DNS here: names pass (the egress proxy checks them when dialled); every
+            # address literal and odd spelling is checked now.
+            literal_resolver = _no_names
+            check_url(url, literal_resolver)
+        else:
+            check_url(url, resolver)
+    except _NameNotChecked:
+        pass
+    except EgressRefused as exc:
         raise ApplicationError(
-            f"start_url must point to a public host; {host} is not one.",
+            f"start_url must point to a public host on port 80 or 443; "
+            f"{parts.hostname} is refused ({exc.reason}).",
             code="start_url_not_public",
-        )
-    return start_url.strip()
+        ) from exc
+    return url
+
+
+class _NameNotChecked(Exception):
+    pass
+
+
+def _no_names(host: str, port: int) -> list:
+    raise _NameNotChecked(host)
+
+
+def start_url_resolver():
+    """How admission resolves a start URL's host: the host's DNS, or (with
+    ARENA_EGRESS_RESOLVE off) not at all."""
+    return default_resolver if settings.ARENA["EGRESS_RESOLVE"] else None
 
 
 class Conversation(Exception):

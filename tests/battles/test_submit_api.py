@@ -191,3 +191,56 @@ def test_near_duplicate_window_is_seven_days(api, alice, roster):
         assert api(alice).post("/api/tasks/", text, format="json").status_code == 201
     with time_machine.travel(dt.datetime(2026, 11, 9, tzinfo=dt.UTC)):
         assert api(alice).post("/api/tasks/", text, format="json").status_code == 201
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://2130706433/",  # 127.0.0.1 as one number
+        "http://0x7f.0.0.1/",
+        "http://[::ffff:10.0.0.1]/",
+        "http://169.254.169.254/latest/meta-data/",
+        "https://example.com:8443/",  # only 80 and 443 leave through the proxy
+        "http://user@example.com/",
+    ],
+)
+def test_odd_start_urls_are_refused(api, alice, roster, url):
+    response = api(alice).post(
+        "/api/tasks/", {"instruction": "do it", "start_url": url}, format="json"
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "start_url_not_public"
+    assert Task.objects.count() == 0
+
+
+def test_a_name_that_resolves_to_loopback_is_refused(api, alice, roster, monkeypatch):
+    # DNS cannot be reached here: the resolver is the process boundary we stand in for.
+    import ipaddress
+
+    from battles import services
+
+    table = {"sneaky.example": ["127.0.0.1"], "good.example": ["93.184.216.34"]}
+    monkeypatch.setattr(
+        services,
+        "start_url_resolver",
+        lambda: lambda host, port: [ipaddress.ip_address(a) for a in table.get(host, [])],
+    )
+    client = api(alice)
+    bad = client.post(
+        "/api/tasks/",
+        {"instruction": "do it", "start_url": "http://sneaky.example/"},
+        format="json",
+    )
+    assert bad.status_code == 400 and "loopback" in bad.json()["error"]["message"]
+    good = client.post(
+        "/api/tasks/",
+        {"instruction": "do it now", "start_url": "https://good.example/"},
+        format="json",
+    )
+    assert good.status_code == 201
+    unknown = client.post(
+        "/api/tasks/",
+        {"instruction": "do it again", "start_url": "https://nowhere.example/"},
+        format="json",
+    )
+    assert unknown.status_code == 400
