@@ -1,8 +1,9 @@
 """Reads for accounts."""
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Subquery
 
-from accounts.models import Consent, Team
+from accounts.models import Consent, ConsentTerms, Team
 from accounts.services import consent_terms_current
 
 
@@ -20,8 +21,9 @@ def user_primary_team(user: AbstractBaseUser) -> Team | None:
 
 
 def consent_is_current(user: AbstractBaseUser) -> bool:
-    """True when the user has accepted the newest published terms (or none exist)."""
-    terms = consent_terms_current()
-    if terms is None:
+    """True when the user has accepted the newest published terms (or none exist).
+    One query on the path every submission takes."""
+    newest = ConsentTerms.objects.order_by("-version").values("pk")[:1]
+    if Consent.objects.filter(user=user, terms_id=Subquery(newest)).exists():
         return True
-    return Consent.objects.filter(user=user, terms=terms).exists()
+    return consent_terms_current() is None

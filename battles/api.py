@@ -83,7 +83,7 @@ class BattleScopedMixin(TenantScopedApiMixin):
         if user.is_staff:
             return Battle.objects.select_related("task")
         return (
-            Battle.objects.filter(Q(task__team_id__in=team_ids) | Q(assignments__judge=user))
+            Battle.objects.filter(Q(team_id__in=team_ids) | Q(assignments__judge=user))
             .select_related("task")
             .distinct()
         )

@@ -23,7 +23,7 @@ class Task(models.Model):
 
 class BattleQuerySet(models.QuerySet):
     def for_teams(self, team_ids: list[int]) -> "BattleQuerySet":
-        return self.filter(task__team_id__in=team_ids)
+        return self.filter(team_id__in=team_ids)
 
 
 class Battle(models.Model):
@@ -42,6 +42,9 @@ class Battle(models.Model):
         BOTH_BAD = "both_bad"
 
     arena = models.ForeignKey("agents.Arena", on_delete=models.PROTECT, related_name="battles")
+    # The task's team, kept on the battle too: tenant filters and the per-team queue
+    # quota then need no join.
+    team = models.ForeignKey("accounts.Team", on_delete=models.PROTECT, related_name="battles")
     task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="battles")
     agent_a = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="+")
     agent_b = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="+")
@@ -75,7 +78,14 @@ class Battle(models.Model):
                 condition=Q(redundancy_target__gte=1), name="battle_redundancy_positive"
             ),
         ]
-        indexes = [models.Index(fields=["status", "submitted_at"], name="battle_status_fifo")]
+        indexes = [
+            models.Index(fields=["status", "submitted_at"], name="battle_status_fifo"),
+            # The admission bound counts queued battles per arena and team on every
+            # submission: a small partial index keeps that count cheap.
+            models.Index(
+                fields=["arena", "team"], name="battle_queued", condition=Q(status="queued")
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"Battle {self.pk}"

@@ -22,7 +22,7 @@ def visible_battles(user: AbstractBaseUser):
     from django.db.models import Q
 
     return Battle.objects.filter(
-        Q(task__team_id__in=team_ids_of(user)) | Q(assignments__judge_id=getattr(user, "pk", None))
+        Q(team_id__in=team_ids_of(user)) | Q(assignments__judge_id=getattr(user, "pk", None))
     ).distinct()
 
 

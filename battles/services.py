@@ -15,12 +15,12 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import close_old_connections, connection, transaction
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.urls import reverse
 from django.utils import timezone
 
 from accounts.selectors import consent_is_current, user_primary_team
-from agents.models import Agent, Arena
+from agents.models import PUBLIC_ARENA_SLUG, Agent, Arena
 from agents.policies import GiveUp, Observation
 from agents.services import AgentFailure, policy_for
 from arena_site.exceptions import ApplicationError
@@ -156,16 +156,18 @@ def task_check_admissible(*, user: AbstractBaseUser) -> None:
 
 def _queue_check(*, arena: Arena, team_id: int) -> None:
     """Bounded admission. Called with the arena row locked, so concurrent submissions
-    count each other."""
-    queued = Battle.objects.filter(arena=arena, status=Battle.Status.QUEUED)
-    if queued.count() >= settings.ARENA["QUEUE_MAX"]:
+    count each other. One query (the partial index on queued battles)."""
+    counts = Battle.objects.filter(arena=arena, status=Battle.Status.QUEUED).aggregate(
+        total=Count("pk"), team=Count("pk", filter=Q(team_id=team_id))
+    )
+    if counts["total"] >= settings.ARENA["QUEUE_MAX"]:
         raise ApplicationError(
             "The arena's queue is full; try again shortly.",
             code="queue_full",
             status=429,
             headers={"Retry-After": "60"},
         )
-    if queued.filter(task__team_id=team_id).count() >= settings.ARENA["TEAM_QUEUE_QUOTA"]:
+    if counts["team"] >= settings.ARENA["TEAM_QUEUE_QUOTA"]:
         raise ApplicationError(
             "Your team has the maximum number of queued tasks; wait for some to start.",
             code="team_quota",
@@ -174,17 +176,17 @@ def _queue_check(*, arena: Arena, team_id: int) -> None:
         )
 
 
-def matchmaking_candidates(arena: Arena) -> list[Candidate]:
+def matchmaking_candidates(arena: Arena) -> dict[int, tuple[Candidate, Agent]]:
     """Active agents with their rated-battle counts and current strengths (θ from the
-    streaming rating; none before an agent's first rated battle)."""
+    streaming rating; none before an agent's first rated battle), by agent id."""
     r0 = settings.ARENA["R0"]
     rows = Agent.objects.active().filter(arena=arena).select_related("rating").order_by("pk")
-    candidates = []
+    candidates = {}
     for agent in rows:
         rating = getattr(agent, "rating", None)
         n = rating.rated_battles if rating else 0
         theta = (rating.streaming_rating - r0) * math.log(10) / 400 if rating and n else None
-        candidates.append(Candidate(agent.pk, n, theta))
+        candidates[agent.pk] = (Candidate(agent.pk, n, theta), agent)
     return candidates
 
 
@@ -209,7 +211,9 @@ def task_submit(
         raise ApplicationError("Your account belongs to no team.", code="no_team", status=403)
     rng = rng or _system_rng
     with transaction.atomic():
-        arena = Arena.objects.select_for_update().get(pk=Arena.objects.public().pk)
+        arena = Arena.objects.select_for_update().filter(slug=PUBLIC_ARENA_SLUG).first()
+        if arena is None:  # a flushed database lost the migration's row
+            arena = Arena.objects.select_for_update().get(pk=Arena.objects.public().pk)
         _queue_check(arena=arena, team_id=team.pk)
         eligible = matchmaking_candidates(arena)
         if len(eligible) < 2:
@@ -218,11 +222,12 @@ def task_submit(
                 code="roster_too_small",
                 status=503,
             )
-        side_a, side_b = draw_pair(eligible, rng)
+        side_a, side_b = draw_pair([candidate for candidate, _ in eligible.values()], rng)
         task = Task.objects.create(team=team, submitter=user, instruction=text, start_url=url)
         redundant = rng.random() < settings.ARENA["REDUNDANCY_FRACTION"]
         battle = Battle.objects.create(
             arena=arena,
+            team=team,
             task=task,
             agent_a_id=side_a,
             agent_b_id=side_b,
@@ -230,17 +235,19 @@ def task_submit(
             submitted_at=timezone.now(),
         )
         # Parity: both sides run under the same budgets, the tighter of the two agents'.
-        pair = list(Agent.objects.filter(pk__in=(side_a, side_b)))
+        pair = [eligible[side_a][1], eligible[side_b][1]]
         step_budget = min(a.step_budget or settings.ARENA["STEP_BUDGET"] for a in pair)
         wall_budget = min(a.wall_budget_s or settings.ARENA["WALL_BUDGET_S"] for a in pair)
-        for side, agent_id in (("A", side_a), ("B", side_b)):
-            Run.objects.create(
+        Run.objects.bulk_create(
+            Run(
                 battle=battle,
                 side=side,
                 agent_id=agent_id,
                 step_budget=step_budget,
                 wall_budget_s=wall_budget,
             )
+            for side, agent_id in (("A", side_a), ("B", side_b))
+        )
         battle_id = battle.pk
         transaction.on_commit(lambda: _enqueue_battle(battle_id))
     return battle
