@@ -8,6 +8,7 @@ from rest_framework.views import APIView
 
 from agents.models import Arena
 from ratings.selectors import leaderboard_rows
+from ratings.services import leaderboard_served
 
 
 class LeaderboardApi(APIView):
@@ -17,4 +18,5 @@ class LeaderboardApi(APIView):
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
         arena = Arena.objects.public()
+        leaderboard_served(arena_id=arena.pk)
         return Response({"arena": arena.slug, "rows": leaderboard_rows(arena_id=arena.pk)})

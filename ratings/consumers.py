@@ -6,7 +6,7 @@ from django.template.loader import render_to_string
 
 from agents.models import Arena
 from ratings.selectors import leaderboard_rows
-from ratings.services import LEADERBOARD_GROUP
+from ratings.services import LEADERBOARD_GROUP, leaderboard_served
 
 
 class LeaderboardConsumer(AsyncWebsocketConsumer):
@@ -23,5 +23,7 @@ class LeaderboardConsumer(AsyncWebsocketConsumer):
 
     @database_sync_to_async
     def _rows(self) -> str:
-        rows = leaderboard_rows(arena_id=Arena.objects.public().pk)
+        arena_id = Arena.objects.public().pk
+        leaderboard_served(arena_id=arena_id)
+        rows = leaderboard_rows(arena_id=arena_id)
         return render_to_string("ratings/_leaderboard_rows.html", {"rows": rows})

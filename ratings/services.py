@@ -3,6 +3,7 @@
 from django.conf import settings
 from django.db import transaction
 from django.template.loader import render_to_string
+from django.utils import timezone
 
 from agents.models import Agent
 from arena_site.realtime import group_send
@@ -63,6 +64,9 @@ def rating_apply_battle(*, battle: Battle) -> None:
                 "updated_at",
             ]
         )
+    # r: the first published rating that depends on this battle. Until the refit of
+    # SPEC §7.2 exists, the streaming value on the board is that rating.
+    Battle.objects.filter(pk=battle.pk, incorporated_at=None).update(incorporated_at=timezone.now())
     transaction.on_commit(lambda: leaderboard_push(arena_id=battle.arena_id))
 
 
@@ -73,3 +77,12 @@ def leaderboard_push(*, arena_id: int) -> None:
         "ratings/_leaderboard_rows.html", {"rows": leaderboard_rows(arena_id=arena_id)}
     )
     group_send(LEADERBOARD_GROUP, {"type": "leaderboard.update", "html": html})
+    leaderboard_served(arena_id=arena_id)
+
+
+def leaderboard_served(*, arena_id: int) -> int:
+    """Stamps ℓ (SPEC §6) on battles whose rating the board now reflects for the first
+    time: called whenever a page, the API or the socket serves the board."""
+    return Battle.objects.filter(
+        arena_id=arena_id, leaderboard_served_at=None, incorporated_at__isnull=False
+    ).update(leaderboard_served_at=timezone.now())

@@ -211,3 +211,19 @@ def test_vote_cast_service_refuses_a_battle_not_open_for_judging(judge, finished
     with pytest.raises(ApplicationError) as raised:
         vote_cast(judge=judge, battle_id=finished_battle.pk, choice="A")
     assert raised.value.status == 409
+
+
+def test_event_times_r_and_l_are_stamped_once(api, judge, finished_battle, client):
+    serve(api, judge)
+    vote(api, judge, finished_battle, "A")
+    battle_resolve(battle_id=finished_battle.pk)
+    finished_battle.refresh_from_db()
+    r = finished_battle.incorporated_at
+    assert r is not None and finished_battle.leaderboard_served_at is None
+    client.get("/api/leaderboard/")
+    finished_battle.refresh_from_db()
+    served = finished_battle.leaderboard_served_at
+    assert served is not None and served >= r
+    client.get("/")
+    finished_battle.refresh_from_db()
+    assert finished_battle.leaderboard_served_at == served  # the first serve only
