@@ -6,6 +6,7 @@ from agents.protocol_api import AgentProtocolApi
 from battles.api import BattleDetailApi, BattleListApi, TaskDetailApi, TaskListCreateApi
 from judging.api import JudgeNextApi, VoteCreateApi
 from ratings.api import LeaderboardApi
+from ratings.metrics_views import MetricsApi, metrics_page
 
 api = [
     path("tasks/", TaskListCreateApi.as_view(), name="tasks"),
@@ -15,6 +16,7 @@ api = [
     path("battles/<int:pk>/votes/", VoteCreateApi.as_view(), name="votes"),
     path("judge/next/", JudgeNextApi.as_view(), name="judge-next"),
     path("leaderboard/", LeaderboardApi.as_view(), name="leaderboard"),
+    path("metrics/", MetricsApi.as_view(), name="metrics"),
     path("agent-protocol/", AgentProtocolApi.as_view(), name="agent-protocol"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
 ]
@@ -23,6 +25,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include((api, "api"))),
     path("accounts/", include("accounts.urls")),
+    path("metrics/", metrics_page, name="metrics"),
     path("", include("battles.urls")),
     path("", include("judging.urls")),
     path("", include("ratings.urls")),
