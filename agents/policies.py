@@ -40,6 +40,8 @@ class Observation:
     steps_left: int
     seconds_left: float
     screenshot_png: bytes | None = None
+    # Where the task's attachments are inside the sandbox (/work/attachments/<name>).
+    attachments: tuple[str, ...] = ()
 
 
 class Policy(Protocol):

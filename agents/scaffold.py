@@ -75,6 +75,8 @@ class ScaffoldPolicy:
         )
         if not self._pending:
             intro = f"Task: {observation.instruction}"
+            if observation.attachments:
+                intro += "\nAttached files: " + ", ".join(observation.attachments)
             if observation.start_url:
                 intro += f"\nThe browser starts at {observation.start_url}."
             self.turns.append(Turn("user", [Text(f"{intro}\n{budgets}"), *screen]))

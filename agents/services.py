@@ -34,9 +34,16 @@ class AgentFailure(Exception):
     retries, a protocol violation). The run ends with end reason "error"."""
 
 
-def policy_for(agent: Agent, *, tools: tuple[str, ...], session: str) -> Policy:
+def policy_for(
+    agent: Agent,
+    *,
+    tools: tuple[str, ...],
+    session: str,
+    attachments: list[dict] | None = None,
+) -> Policy:
     """The policy that drives one lane for ``agent``, offered ``tools``. ``session`` is
-    an opaque per-run token (remote entrants see it; it names nobody)."""
+    an opaque per-run token (remote entrants see it; it names nobody); ``attachments``
+    describe the files in /work/attachments (name, sha256, size)."""
     if agent.kind == Agent.Kind.BUILTIN:
         return BUILTIN_POLICIES[agent.builtin_policy]()
     params = agent.params or {}
@@ -76,6 +83,7 @@ def policy_for(agent: Agent, *, tools: tuple[str, ...], session: str) -> Policy:
                 session=session,
                 timeout_s=float(params.get("timeout_s", 30)),
                 tools=tools,
+                attachments=attachments or (),
             ),
             failures=(RemoteAgentError, ProtocolError),
         )

@@ -135,7 +135,17 @@ TEMPLATES = [
 DATA_DIR = Path(env_str("ARENA_DATA_DIR", str(BASE_DIR / "var")))
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+    DATABASES = {
+        "default": dj_database_url.parse(
+            DATABASE_URL,
+            conn_max_age=env_int("ARENA_DB_CONN_MAX_AGE", 60, minimum=0),
+            conn_health_checks=True,
+        )
+    }
+    # Server-side prepared statements after this many runs of a query (psycopg 3);
+    # 0 turns them off, as a transaction-pooling PgBouncer needs.
+    _prepare = env_int("ARENA_DB_PREPARE_THRESHOLD", 2, minimum=0)
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = _prepare or None
 else:
     DATA_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {
@@ -236,6 +246,13 @@ ARENA = {
     "DUP_WINDOW_DAYS": env_int("ARENA_DUP_WINDOW_DAYS", 7, minimum=0),
     "DUP_MAX_TASKS": 200,
     "INSTRUCTION_MAX_CHARS": env_int("ARENA_INSTRUCTION_MAX_CHARS", 20_000, minimum=1),
+    # Attachments (battles/attachments.py has the allowed types): per task at most this
+    # many files, each at most ATTACHMENT_MAX_BYTES and together at most the total.
+    "ATTACHMENTS_MAX_COUNT": env_int("ARENA_ATTACHMENTS_MAX_COUNT", 5, minimum=0),
+    "ATTACHMENT_MAX_BYTES": env_int("ARENA_ATTACHMENT_MAX_BYTES", 10 * 1024**2, minimum=1),
+    "ATTACHMENTS_MAX_TOTAL_BYTES": env_int(
+        "ARENA_ATTACHMENTS_MAX_TOTAL_BYTES", 25 * 1024**2, minimum=1
+    ),
     # §3 matchmaking
     "MATCH_KAPPA": 4.0,
     "MATCH_EPSILON": 0.05,

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from battles.models import Battle, Run, Step, Task
+from battles.models import Attachment, Battle, Run, Span, Step, Task
 
 
 @admin.register(Task)
@@ -39,3 +39,23 @@ class RunAdmin(admin.ModelAdmin):
 @admin.register(Step)
 class StepAdmin(admin.ModelAdmin):
     list_display = ["id", "run", "index", "tool", "duration_ms"]
+
+
+@admin.register(Attachment)
+class AttachmentAdmin(admin.ModelAdmin):
+    list_display = ["name", "task", "team", "size", "content_type", "created_at"]
+    readonly_fields = ["sha256", "path", "size"]
+
+
+@admin.register(Span)
+class SpanAdmin(admin.ModelAdmin):
+    list_display = [
+        "run",
+        "step_index",
+        "kind",
+        "name",
+        "latency_ms",
+        "input_tokens",
+        "output_tokens",
+    ]
+    list_filter = ["kind"]

@@ -1,15 +1,16 @@
 """The battles API: submit a task, read tasks and battles (tenant-scoped)."""
 
-from django.db.models import Q, QuerySet
+from django.db.models import Prefetch, Q, QuerySet
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import generics, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.tenancy import TenantScopedApiMixin
-from battles.models import Battle, Task
-from battles.presenters import battle_payload
+from battles.attachments import attachments_check_request_size
+from battles.models import Attachment, Battle, Task
+from battles.presenters import attachment_rows, battle_payload
 from battles.selectors import user_may_see_identities
 from battles.services import Conversation, task_submit
 
@@ -25,6 +26,14 @@ class TaskSubmitInput(serializers.Serializer):
         allow_blank=True,
         help_text="Optional http(s) URL on a public host where the agents start.",
     )
+    attachments = serializers.ListField(
+        child=serializers.FileField(allow_empty_file=True, use_url=False),
+        required=False,
+        help_text="Files for the agents (multipart/form-data, the field repeated once per "
+        "file). Limits: ARENA ATTACHMENTS_MAX_COUNT files, ATTACHMENT_MAX_BYTES each, "
+        "ATTACHMENTS_MAX_TOTAL_BYTES together; text, CSV, JSON, Markdown, PDF, PNG, JPEG, "
+        "GIF, WebP and ZIP only. Both sandboxes get them under /work/attachments/.",
+    )
 
 
 class TaskSubmitOutput(serializers.Serializer):
@@ -33,28 +42,55 @@ class TaskSubmitOutput(serializers.Serializer):
     status = serializers.CharField()
 
 
+class AttachmentOutput(serializers.Serializer):
+    name = serializers.CharField(help_text="The sanitised file name.")
+    size = serializers.IntegerField(help_text="Bytes.")
+    sha256 = serializers.CharField()
+    content_type = serializers.CharField()
+    url = serializers.CharField(
+        allow_null=True, help_text="Download (your team, the battle's judges and staff only)."
+    )
+
+
 class TaskOutput(serializers.ModelSerializer):
     battles = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
+    attachments = serializers.SerializerMethodField()
 
     class Meta:
         model = Task
-        fields = ["id", "instruction", "start_url", "created_at", "battles"]
+        fields = ["id", "instruction", "start_url", "created_at", "battles", "attachments"]
+
+    @extend_schema_field(AttachmentOutput(many=True))
+    def get_attachments(self, task: Task) -> list[dict]:
+        battles = list(task.battles.all())
+        return attachment_rows(task.attachments.all(), battles[0].pk if battles else None)
+
+
+def _tasks_with_files(team_ids: list[int]) -> QuerySet:
+    return Task.objects.filter(team_id__in=team_ids).prefetch_related(
+        Prefetch("battles", queryset=Battle.objects.order_by("pk")),
+        Prefetch("attachments", queryset=Attachment.objects.order_by("pk")),
+    )
 
 
 class TaskListCreateApi(TenantScopedApiMixin, generics.ListAPIView):
     serializer_class = TaskOutput
 
     def scoped_queryset(self, team_ids: list[int]) -> QuerySet:
-        return Task.objects.filter(team_id__in=team_ids).prefetch_related("battles").order_by("-id")
+        return _tasks_with_files(team_ids).order_by("-id")
 
     @extend_schema(
-        request=TaskSubmitInput,
+        request={
+            "application/json": TaskSubmitInput,
+            "multipart/form-data": TaskSubmitInput,
+        },
         responses={201: TaskSubmitOutput, 200: OpenApiTypes.OBJECT},
         description="Admits a task and starts a battle (201), or, when the text is "
         'conversation rather than a task, answers {"status": "conversation", "reply"} '
         "(200) and starts nothing.",
     )
     def post(self, request):
+        attachments_check_request_size(request)  # before the body is parsed
         data = TaskSubmitInput(data=request.data)
         data.is_valid(raise_exception=True)
         try:
@@ -62,6 +98,7 @@ class TaskListCreateApi(TenantScopedApiMixin, generics.ListAPIView):
                 user=request.user,
                 instruction=data.validated_data["instruction"],
                 start_url=data.validated_data.get("start_url", ""),
+                attachments=data.validated_data.get("attachments", []),
             )
         except Conversation as talk:
             # Nothing was created: a reply, not a task.
@@ -74,7 +111,7 @@ class TaskDetailApi(TenantScopedApiMixin, generics.RetrieveAPIView):
     serializer_class = TaskOutput
 
     def scoped_queryset(self, team_ids: list[int]) -> QuerySet:
-        return Task.objects.filter(team_id__in=team_ids).prefetch_related("battles")
+        return _tasks_with_files(team_ids)
 
 
 class BattleScopedMixin(TenantScopedApiMixin):

@@ -21,6 +21,33 @@ class Task(models.Model):
         return f"Task {self.pk}"
 
 
+class Attachment(models.Model):
+    """A file submitted with a task. The bytes live under PRIVATE_MEDIA_ROOT (never a
+    web root), content-addressed per task; both lanes receive exactly these bytes."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="attachments")
+    # The task's team, kept on the row: every tenant-owned row carries its team.
+    team = models.ForeignKey("accounts.Team", on_delete=models.PROTECT, related_name="attachments")
+    name = models.CharField(max_length=120, help_text="Sanitised file name (no path parts).")
+    size = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    content_type = models.CharField(
+        max_length=100, help_text="Derived from the allowed extension, not from the client."
+    )
+    # Relative to PRIVATE_MEDIA_ROOT: attachments/<task id>/<sha256>.
+    path = models.CharField(max_length=300)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["task", "name"], name="attachment_unique_task_name")
+        ]
+        ordering = ["task", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.size} B) of task {self.task_id}"
+
+
 class BattleQuerySet(models.QuerySet):
     def for_teams(self, team_ids: list[int]) -> "BattleQuerySet":
         return self.filter(team_id__in=team_ids)

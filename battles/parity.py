@@ -10,12 +10,25 @@ from sandboxes.base import TOOL_NAMES
 
 
 @dataclass(frozen=True)
+class LaneAttachment:
+    """One task attachment as a lane receives it: ``name`` under /work/attachments,
+    the bytes' ``sha256`` and ``size``, and where the stored copy lives (``path``,
+    relative to PRIVATE_MEDIA_ROOT; content-addressed, so the same for both lanes)."""
+
+    name: str
+    sha256: str
+    size: int
+    path: str
+
+
+@dataclass(frozen=True)
 class LaneInputs:
     instruction: str
     start_url: str
     step_budget: int
     wall_budget_s: int
     tools: tuple[str, ...] = TOOL_NAMES
+    attachments: tuple[LaneAttachment, ...] = ()
 
     def digest(self) -> str:
         canonical = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
@@ -30,3 +43,8 @@ def shared_tools(agents: Iterable) -> tuple[str, ...]:
         if agent.tool_set:
             offered &= set(agent.tool_set)
     return tuple(name for name in TOOL_NAMES if name in offered)
+
+
+def lane_attachments(attachments: Iterable) -> tuple[LaneAttachment, ...]:
+    """The task's attachments (``Attachment`` rows, in stored order) as lane inputs."""
+    return tuple(LaneAttachment(a.name, a.sha256, a.size, a.path) for a in attachments)

@@ -1,6 +1,7 @@
 """What a battle looks like from outside. ``battle_payload`` is blind unless asked to
 reveal: sides are "A" and "B" and nothing names, numbers or orders the agents."""
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.urls import reverse
@@ -32,12 +33,41 @@ def _step_payload(step, battle_id: int, side: str) -> dict[str, Any]:
     }
 
 
+def attachment_rows(attachments: Iterable, battle_id: int | None) -> list[dict[str, Any]]:
+    """A task's attachments, in stored order, each with its access-checked download URL
+    (through the battle: the URL names the battle and a position, nothing else)."""
+    return [
+        {
+            "name": a.name,
+            "size": a.size,
+            "sha256": a.sha256,
+            "content_type": a.content_type,
+            "url": reverse("battles:attachment", args=[battle_id, index])
+            if battle_id is not None
+            else None,
+        }
+        for index, a in enumerate(attachments)
+    ]
+
+
+def delivered_rows(run: Run) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": f["name"],
+            "size": f["size"],
+            "sha256": f.get("sha256", ""),
+            "url": reverse("battles:delivery", args=[run.battle_id, run.side, f["name"]]),
+        }
+        for f in run.delivered_files
+    ]
+
+
 def run_payload(run: Run) -> dict[str, Any]:
     return {
         "status": run.status,
         "end_reason": run.end_reason,
         "final_message": run.final_message,
-        "files": [{"name": f["name"], "size": f["size"]} for f in run.delivered_files],
+        "files": delivered_rows(run),
         "steps": [_step_payload(step, run.battle_id, run.side) for step in run.steps.all()],
     }
 
@@ -64,7 +94,11 @@ def battle_payload(battle: Battle, *, reveal: bool) -> dict[str, Any]:
     return {
         "id": battle.pk,
         "status": battle.status,
-        "task": {"instruction": battle.task.instruction, "start_url": battle.task.start_url},
+        "task": {
+            "instruction": battle.task.instruction,
+            "start_url": battle.task.start_url,
+            "attachments": attachment_rows(battle.task.attachments.order_by("pk"), battle.pk),
+        },
         "sides": sides,
         "outcome": battle.outcome or None,
     }

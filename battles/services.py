@@ -7,6 +7,7 @@ import random
 import secrets
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -19,16 +20,25 @@ from django.db.models import Count, Q
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.models import Team
 from accounts.selectors import consent_is_current, user_primary_team
 from agents.models import PUBLIC_ARENA_SLUG, Agent, Arena
 from agents.policies import GiveUp, Observation
 from agents.services import AgentFailure, policy_for
 from arena_site.exceptions import ApplicationError
 from arena_site.realtime import group_send
+from battles.attachments import (
+    Staged,
+    attachments_check,
+    attachments_place,
+    attachments_stage,
+    attachments_store,
+    sandbox_paths,
+)
 from battles.classify import classify
 from battles.matchmaking import Candidate, draw_pair
 from battles.models import Battle, Run, Span, Step, Task
-from battles.parity import LaneInputs, shared_tools
+from battles.parity import LaneInputs, lane_attachments, shared_tools
 from battles.similarity import most_similar
 from sandboxes.base import TOOL_NAMES, Sandbox, SandboxSpec, ToolResult
 from sandboxes.netpolicy import EgressRefused, check_url, default_resolver
@@ -195,12 +205,19 @@ def task_submit(
     user: AbstractBaseUser,
     instruction: object,
     start_url: object = "",
+    attachments: Sequence[object] = (),
     rng: random.Random | None = None,
 ) -> Battle:
     """Admits a task and creates its battle in one transaction; the battle job is
-    enqueued after commit. Raises ``ApplicationError`` with the reason on refusal."""
+    enqueued after commit. Raises ``ApplicationError`` with the reason on refusal.
+
+    ``attachments`` are uploaded files (Django ``UploadedFile``). They are checked
+    before anything is created, streamed to a staging area (hashed, type-confirmed)
+    before the arena row is locked, and moved into place inside the transaction; if
+    it fails, the files this call wrote are removed again."""
     task_check_admissible(user=user)
     text = _check_instruction(instruction)
+    pending = attachments_check(list(attachments))
     verdict = classify(text)
     if not verdict.is_task:
         raise Conversation(verdict.reply)
@@ -209,6 +226,25 @@ def task_submit(
     team = user_primary_team(user)
     if team is None:
         raise ApplicationError("Your account belongs to no team.", code="no_team", status=403)
+    staged = attachments_stage(pending)
+    try:
+        return _task_create(user=user, team=team, text=text, url=url, staged=staged, rng=rng)
+    except BaseException:
+        staged.discard()
+        raise
+
+
+def _task_create(
+    *,
+    user: AbstractBaseUser,
+    team: Team,
+    text: str,
+    url: str,
+    staged: Staged,
+    rng: random.Random | None,
+) -> Battle:
+    """The "do" half of admission: the queue bound, the draw and every row, under the
+    arena's row lock."""
     rng = rng or _system_rng
     with transaction.atomic():
         arena = Arena.objects.select_for_update().filter(slug=PUBLIC_ARENA_SLUG).first()
@@ -224,6 +260,7 @@ def task_submit(
             )
         side_a, side_b = draw_pair([candidate for candidate, _ in eligible.values()], rng)
         task = Task.objects.create(team=team, submitter=user, instruction=text, start_url=url)
+        attachments_store(task=task, staged=staged)
         redundant = rng.random() < settings.ARENA["REDUNDANCY_FRACTION"]
         battle = Battle.objects.create(
             arena=arena,
@@ -351,6 +388,7 @@ def battle_run(*, battle_id: int) -> None:
         step_budget=runs[0].step_budget,
         wall_budget_s=runs[0].wall_budget_s,
         tools=shared_tools([run.agent for run in runs]),
+        attachments=lane_attachments(battle.task.attachments.order_by("pk")),
     )
     barrier = threading.Barrier(len(runs), action=lambda: _lanes_started(battle_id))
     try:
@@ -403,6 +441,15 @@ def run_lane(*, run_id: int, inputs: LaneInputs, barrier: threading.Barrier | No
     )
     try:
         with sandbox_session(spec) as sandbox:
+            if inputs.attachments:
+                # Part of provisioning: both lanes hold the same files before either
+                # starts. Both backends expose the run's work dir (bound at /work) and
+                # the sandbox's uid (None when the worker is not root).
+                attachments_place(
+                    work_dir=sandbox.work_dir,  # type: ignore[attr-defined]
+                    owner_uid=getattr(sandbox, "uid", None),
+                    attachments=inputs.attachments,
+                )
             if barrier is not None:
                 barrier.wait(timeout=120)
             _drive(run, inputs, sandbox)
@@ -456,7 +503,14 @@ def _store_spans(run: Run, index: int, policy: object) -> None:
 
 
 def _drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> None:
-    policy = policy_for(run.agent, tools=inputs.tools, session=secrets.token_urlsafe(16))
+    policy = policy_for(
+        run.agent,
+        tools=inputs.tools,
+        session=secrets.token_urlsafe(16),
+        attachments=[
+            {"name": a.name, "sha256": a.sha256, "size": a.size} for a in inputs.attachments
+        ],
+    )
     run.status = Run.Status.RUNNING
     run.started_at = timezone.now()
     run.save(update_fields=["status", "started_at"])
@@ -480,6 +534,7 @@ def _drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> None:
             steps_left=inputs.step_budget - index,
             seconds_left=seconds_left,
             screenshot_png=screen,
+            attachments=sandbox_paths(inputs.attachments),
         )
         try:
             decision = policy.next_action(observation)

@@ -15,4 +15,14 @@ urlpatterns = [
         views.step_screenshot,
         name="screenshot",
     ),
+    path(
+        "battles/<int:battle_id>/attachments/<int:index>",
+        views.attachment_download,
+        name="attachment",
+    ),
+    path(
+        "battles/<int:battle_id>/deliveries/<str:side>/<str:name>",
+        views.delivery_download,
+        name="delivery",
+    ),
 ]

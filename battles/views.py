@@ -1,4 +1,6 @@
-"""Pages: the submit form and the live battle page."""
+"""Pages: the submit form, the live battle page and the battle's private files."""
+
+from pathlib import Path
 
 from django.conf import settings
 from django.contrib import messages
@@ -9,6 +11,13 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from accounts.views import consent_required
 from arena_site.exceptions import ApplicationError
+from battles.attachments import (
+    ALLOWED_TYPES,
+    SNIFF_BYTES,
+    attachments_check_request_size,
+    served_content_type,
+    stored_path,
+)
 from battles.models import Battle, Step
 from battles.presenters import battle_payload, waterfall
 from battles.selectors import access_battle, team_ids_of, user_may_see_identities
@@ -28,9 +37,12 @@ def render_battle_panel(battle_id: int) -> str:
 def submit(request: HttpRequest) -> HttpResponse:
     form = {"instruction": "", "start_url": ""}
     if request.method == "POST":
-        form = {k: request.POST.get(k, "") for k in form}
         try:
-            battle = task_submit(user=request.user, **form)
+            attachments_check_request_size(request)
+            form = {k: request.POST.get(k, "") for k in form}
+            battle = task_submit(
+                user=request.user, **form, attachments=request.FILES.getlist("attachments")
+            )
         except Conversation as talk:
             messages.info(request, talk.reply)
         except ApplicationError as exc:
@@ -42,7 +54,18 @@ def submit(request: HttpRequest) -> HttpResponse:
         .select_related("task")
         .order_by("-id")[:20]
     )
-    return render(request, "battles/submit.html", {"form": form, "recent": recent})
+    arena = settings.ARENA
+    context = {
+        "form": form,
+        "recent": recent,
+        "attachment_accept": ",".join(sorted(ALLOWED_TYPES)),
+        "attachment_limits": {
+            "count": arena["ATTACHMENTS_MAX_COUNT"],
+            "each": arena["ATTACHMENT_MAX_BYTES"],
+            "total": arena["ATTACHMENTS_MAX_TOTAL_BYTES"],
+        },
+    }
+    return render(request, "battles/submit.html", context)
 
 
 @consent_required
@@ -85,6 +108,49 @@ def step_screenshot(request: HttpRequest, battle_id: int, side: str, index: int)
     response = FileResponse(path.open("rb"), content_type="image/png")
     response["Cache-Control"] = "private, max-age=3600"
     return response
+
+
+def _private_download(path: Path | None, name: str) -> FileResponse:
+    """A private file as a download: never rendered by the browser (attachment,
+    nosniff, a type that is not HTML, a sandboxing CSP), cached only privately."""
+    if path is None:
+        raise Http404("No such file.")
+    handle = path.open("rb")
+    head = handle.read(SNIFF_BYTES)
+    handle.seek(0)
+    response = FileResponse(
+        handle, as_attachment=True, filename=name, content_type=served_content_type(name, head)
+    )
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    response["Cache-Control"] = "private, max-age=3600"
+    return response
+
+
+@consent_required
+@require_GET
+def attachment_download(request: HttpRequest, battle_id: int, index: int) -> HttpResponse:
+    """The task's ``index``-th attachment (0-based, in submission order), for those who
+    may see the battle (its team, the judges it was served to, staff)."""
+    battle = access_battle(request.user, battle_id)
+    attachment = battle.task.attachments.order_by("pk")[index : index + 1].first()
+    if attachment is None:
+        raise Http404("No such attachment.")
+    return _private_download(stored_path(attachment.path), attachment.name)
+
+
+@consent_required
+@require_GET
+def delivery_download(request: HttpRequest, battle_id: int, side: str, name: str) -> HttpResponse:
+    """A file one side delivered, for those who may see the battle. The URL names the
+    battle, the side and the file (which the agent named), never the agent."""
+    battle = access_battle(request.user, battle_id)
+    run = battle.runs.filter(side=side).first()
+    if run is None or name != Path(name).name or name in ("", ".", ".."):
+        raise Http404("No such file.")
+    if not any(f.get("name") == name for f in run.delivered_files):
+        raise Http404("No such file.")
+    return _private_download(stored_path(f"deliveries/run-{run.pk}/{name}"), name)
 
 
 @consent_required
