@@ -112,6 +112,12 @@ class Battle(models.Model):
             models.Index(
                 fields=["arena", "team"], name="battle_queued", condition=Q(status="queued")
             ),
+            # Every board served stamps ℓ on the battles it newly reflects: find them fast.
+            models.Index(
+                fields=["arena"],
+                name="battle_awaiting_service",
+                condition=Q(leaderboard_served_at=None, incorporated_at__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:
