@@ -88,15 +88,10 @@ def _check_start_url(start_url: object) -> str:
             "start_url must be an http:// or https:// URL with a host.", code="invalid_start_url"
         )
     url = start_url.strip()
-    resolver = start_url_resolver()
+    # Without DNS, names pass (the egress proxy checks them when dialled); address
+    # literals and odd spellings are checked either way.
     try:
-        if resolver is None:
-            # No DNS here: names pass (the egress proxy checks them when dialled); every
-            # address literal and odd spelling is checked now.
-            literal_resolver = _no_names
-            check_url(url, literal_resolver)
-        else:
-            check_url(url, resolver)
+        check_url(url, start_url_resolver() or _no_names)
     except _NameNotChecked:
         pass
     except EgressRefused as exc:
@@ -109,7 +104,7 @@ def _check_start_url(start_url: object) -> str:
 
 
 class _NameNotChecked(Exception):
-    pass
+    """Raised by ``_no_names``: the host is a name and no DNS may be asked."""
 
 
 def _no_names(host: str, port: int) -> list:
