@@ -284,6 +284,10 @@ ARENA = {
     "READ_WORDS_PER_S": 4.0,
     "TRUST_NEW": 0.5,
     "TRUST_MIN": 0.1,
+    # §5.4 calibration showcase: a new submitter's first CALIBRATION_TASKS battles are a
+    # contrast pairing (strong vs weak rated agent), weighted γ_cal in the rating.
+    "CALIBRATION_TASKS": env_int("ARENA_CALIBRATION_TASKS", 3, minimum=0),
+    "CALIBRATION_SHOWCASE": env_bool("ARENA_CALIBRATION_SHOWCASE", True),
     # agents (providers): a call may take timeout × (1 + retries) plus backoff
     "PROVIDER_TIMEOUT_S": env_float("ARENA_PROVIDER_TIMEOUT_S", 60.0, minimum=1.0),
     "PROVIDER_MAX_RETRIES": env_int("ARENA_PROVIDER_MAX_RETRIES", 2, minimum=0),

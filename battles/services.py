@@ -16,17 +16,17 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import close_old_connections, connection, transaction
-from django.db.models import Count, Q
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
-from accounts.models import Team
-from accounts.selectors import consent_is_current, user_primary_team
-from agents.models import PUBLIC_ARENA_SLUG, Agent, Arena
+from accounts.selectors import consent_is_current
+from agents.models import PUBLIC_ARENA_SLUG, Arena
 from agents.policies import GiveUp, Observation
 from agents.services import AgentFailure, policy_for
 from arena_site.exceptions import ApplicationError
 from arena_site.realtime import group_send
+from battles import admission_db
 from battles.attachments import (
     Staged,
     attachments_check,
@@ -39,7 +39,7 @@ from battles.classify import classify
 from battles.matchmaking import Candidate, draw_pair
 from battles.models import Battle, Run, Span, Step, Task
 from battles.parity import LaneInputs, lane_attachments, shared_tools
-from battles.similarity import most_similar
+from battles.similarity import most_similar, trigrams
 from sandboxes.base import TOOL_NAMES, Sandbox, SandboxSpec, ToolResult
 from sandboxes.netpolicy import EgressRefused, check_url, default_resolver
 from sandboxes.services import egress_refusals_take, sandbox_session
@@ -125,18 +125,17 @@ class Conversation(Exception):
         self.reply = reply
 
 
-def _near_duplicate_check(*, user: AbstractBaseUser, text: str) -> None:
+def _near_duplicate_check(*, user_id: int, grams: frozenset) -> None:
     """SPEC §2: refuse when J ≥ θ against any of the submitter's tasks of the window
     (at most the newest DUP_MAX_TASKS)."""
     arena = settings.ARENA
-    since = timezone.now() - timedelta(days=arena["DUP_WINDOW_DAYS"])
-    recent = (
-        Task.objects.filter(submitter=user, created_at__gte=since)
-        .order_by("-created_at")
-        .values_list("id", "instruction", "created_at")[: arena["DUP_MAX_TASKS"]]
+    recent = admission_db.recent_task_grams(
+        user_id=user_id,
+        since=timezone.now() - timedelta(days=arena["DUP_WINDOW_DAYS"]),
+        limit=arena["DUP_MAX_TASKS"],
     )
-    when = {task_id: created for task_id, _, created in recent}
-    earlier, score = most_similar(text, ((task_id, body) for task_id, body, _ in recent))
+    when = {task_id: created for task_id, created, _ in recent}
+    earlier, score = most_similar(grams, ((task_id, known) for task_id, _, known in recent))
     if earlier is not None and score >= arena["DUP_THETA"]:
         raise ApplicationError(
             f"This task is nearly the same as your task #{earlier} of "
@@ -148,31 +147,33 @@ def _near_duplicate_check(*, user: AbstractBaseUser, text: str) -> None:
         )
 
 
+def _consent_refused() -> ApplicationError:
+    return ApplicationError(
+        "Accept the current publication consent terms before submitting tasks.",
+        code="consent_required",
+        status=403,
+        extra={"consent_url": reverse("accounts:consent")},
+    )
+
+
 def task_check_admissible(*, user: AbstractBaseUser) -> None:
     """Authorisation half of admission: the rules that do not depend on the task."""
     if not consent_is_current(user):
-        raise ApplicationError(
-            "Accept the current publication consent terms before submitting tasks.",
-            code="consent_required",
-            status=403,
-            extra={"consent_url": reverse("accounts:consent")},
-        )
+        raise _consent_refused()
 
 
-def _queue_check(*, arena: Arena, team_id: int) -> None:
+def _queue_check(*, arena_id: int, team_id: int) -> None:
     """Bounded admission. Called with the arena row locked, so concurrent submissions
-    count each other. One query (the partial index on queued battles)."""
-    counts = Battle.objects.filter(arena=arena, status=Battle.Status.QUEUED).aggregate(
-        total=Count("pk"), team=Count("pk", filter=Q(team_id=team_id))
-    )
-    if counts["total"] >= settings.ARENA["QUEUE_MAX"]:
+    count each other."""
+    total, team = admission_db.queued_counts(arena_id=arena_id, team_id=team_id)
+    if total >= settings.ARENA["QUEUE_MAX"]:
         raise ApplicationError(
             "The arena's queue is full; try again shortly.",
             code="queue_full",
             status=429,
             headers={"Retry-After": "60"},
         )
-    if counts["team"] >= settings.ARENA["TEAM_QUEUE_QUOTA"]:
+    if team >= settings.ARENA["TEAM_QUEUE_QUOTA"]:
         raise ApplicationError(
             "Your team has the maximum number of queued tasks; wait for some to start.",
             code="team_quota",
@@ -181,18 +182,33 @@ def _queue_check(*, arena: Arena, team_id: int) -> None:
         )
 
 
-def matchmaking_candidates(arena: Arena) -> dict[int, tuple[Candidate, Agent]]:
-    """Active agents with their rated-battle counts and current strengths (θ from the
-    streaming rating; none before an agent's first rated battle), by agent id."""
-    r0 = settings.ARENA["R0"]
-    rows = Agent.objects.active().filter(arena=arena).select_related("rating").order_by("pk")
-    candidates = {}
-    for agent in rows:
-        rating = getattr(agent, "rating", None)
-        n = rating.rated_battles if rating else 0
-        theta = (rating.streaming_rating - r0) * math.log(10) / 400 if rating and n else None
-        candidates[agent.pk] = (Candidate(agent.pk, n, theta), agent)
-    return candidates
+def _candidate(entry: admission_db.RosterEntry) -> Candidate:
+    """The matchmaker's view of an agent: its rated-battle count and current strength
+    (θ from the streaming rating; none before its first rated battle)."""
+    n = entry.rated_battles
+    theta = None
+    if n and entry.streaming_rating is not None:
+        theta = (entry.streaming_rating - settings.ARENA["R0"]) * math.log(10) / 400
+    return Candidate(entry.agent_id, n, theta)
+
+
+def calibration_pair(
+    roster: Sequence[admission_db.RosterEntry], rng: random.Random
+) -> tuple[int, int] | None:
+    """SPEC §5.4's calibration showcase for a new submitter: a pairing chosen to show
+    contrast, one agent from the top third of the rated (non-provisional) field by
+    streaming rating and one from the bottom third, sides in random order. None when
+    fewer than two agents are rated: then the ordinary draw applies."""
+    rated = sorted(
+        (e for e in roster if e.rated_battles >= settings.ARENA["N0"]),
+        key=lambda e: (-(e.streaming_rating or 0.0), e.agent_id),
+    )
+    if len(rated) < 2:
+        return None
+    third = max(1, len(rated) // 3)
+    strong = rng.choice(rated[:third]).agent_id
+    weak = rng.choice(rated[-third:]).agent_id
+    return (strong, weak) if rng.random() < 0.5 else (weak, strong)
 
 
 def task_submit(
@@ -210,75 +226,101 @@ def task_submit(
     before anything is created, streamed to a staging area (hashed, type-confirmed)
     before the arena row is locked, and moved into place inside the transaction; if
     it fails, the files this call wrote are removed again."""
-    task_check_admissible(user=user)
+    submitter = admission_db.submitter_context(
+        user_id=user.pk, cap=settings.ARENA["CALIBRATION_TASKS"]
+    )
+    if not submitter.consent_current:
+        raise _consent_refused()
     text = _check_instruction(instruction)
     pending = attachments_check(list(attachments))
     verdict = classify(text)
     if not verdict.is_task:
         raise Conversation(verdict.reply)
     url = _check_start_url(start_url)
-    _near_duplicate_check(user=user, text=text)
-    team = user_primary_team(user)
-    if team is None:
+    grams = trigrams(text)
+    _near_duplicate_check(user_id=user.pk, grams=grams)
+    if submitter.team_id is None:
         raise ApplicationError("Your account belongs to no team.", code="no_team", status=403)
+    calibration = (
+        settings.ARENA["CALIBRATION_SHOWCASE"]
+        and submitter.earlier_tasks < settings.ARENA["CALIBRATION_TASKS"]
+    )
     staged = attachments_stage(pending)
     try:
-        return _task_create(user=user, team=team, text=text, url=url, staged=staged, rng=rng)
+        battle = _task_create(
+            user=user,
+            team_id=submitter.team_id,
+            text=text,
+            url=url,
+            staged=staged,
+            calibration=calibration,
+            rng=rng or _system_rng,
+        )
     except BaseException:
         staged.discard()
         raise
+    admission_db.trigram_cache.put((battle.task.pk, battle.task.created_at), grams)
+    return battle
 
 
 def _task_create(
     *,
     user: AbstractBaseUser,
-    team: Team,
+    team_id: int,
     text: str,
     url: str,
     staged: Staged,
-    rng: random.Random | None,
+    calibration: bool,
+    rng: random.Random,
 ) -> Battle:
     """The "do" half of admission: the queue bound, the draw and every row, under the
     arena's row lock."""
-    rng = rng or _system_rng
     with transaction.atomic():
-        arena = Arena.objects.select_for_update().filter(slug=PUBLIC_ARENA_SLUG).first()
-        if arena is None:  # a flushed database lost the migration's row
-            arena = Arena.objects.select_for_update().get(pk=Arena.objects.public().pk)
-        _queue_check(arena=arena, team_id=team.pk)
-        eligible = matchmaking_candidates(arena)
-        if len(eligible) < 2:
+        arena_id = admission_db.arena_lock(slug=PUBLIC_ARENA_SLUG)
+        if arena_id is None:  # a flushed database lost the migration's row
+            Arena.objects.public()
+            arena_id = admission_db.arena_lock(slug=PUBLIC_ARENA_SLUG)
+        _queue_check(arena_id=arena_id, team_id=team_id)
+        roster = admission_db.active_roster(arena_id=arena_id)
+        if len(roster) < 2:
             raise ApplicationError(
                 "The arena has fewer than two active agents; an admin must add some.",
                 code="roster_too_small",
                 status=503,
             )
-        side_a, side_b = draw_pair([candidate for candidate, _ in eligible.values()], rng)
-        task = Task.objects.create(team=team, submitter=user, instruction=text, start_url=url)
+        pair = calibration_pair(roster, rng) if calibration else None
+        side_a, side_b = pair or draw_pair([_candidate(entry) for entry in roster], rng)
+        task = Task(team_id=team_id, submitter=user, instruction=text, start_url=url)
+        admission_db.rows_insert(task)
         attachments_store(task=task, staged=staged)
         redundant = rng.random() < settings.ARENA["REDUNDANCY_FRACTION"]
-        battle = Battle.objects.create(
-            arena=arena,
-            team=team,
+        battle = Battle(
+            arena_id=arena_id,
+            team_id=team_id,
             task=task,
             agent_a_id=side_a,
             agent_b_id=side_b,
             redundancy_target=settings.ARENA["REDUNDANCY_TARGET"] if redundant else 1,
+            is_calibration=pair is not None,
             submitted_at=timezone.now(),
         )
+        admission_db.rows_insert(battle)
         # Parity: both sides run under the same budgets, the tighter of the two agents'.
-        pair = [eligible[side_a][1], eligible[side_b][1]]
-        step_budget = min(a.step_budget or settings.ARENA["STEP_BUDGET"] for a in pair)
-        wall_budget = min(a.wall_budget_s or settings.ARENA["WALL_BUDGET_S"] for a in pair)
-        Run.objects.bulk_create(
-            Run(
-                battle=battle,
-                side=side,
-                agent_id=agent_id,
-                step_budget=step_budget,
-                wall_budget_s=wall_budget,
+        by_id = {entry.agent_id: entry for entry in roster}
+        sides = (by_id[side_a], by_id[side_b])
+        step_budget = min(e.step_budget or settings.ARENA["STEP_BUDGET"] for e in sides)
+        wall_budget = min(e.wall_budget_s or settings.ARENA["WALL_BUDGET_S"] for e in sides)
+        admission_db.rows_insert(
+            *(
+                Run(
+                    battle=battle,
+                    side=side,
+                    agent_id=agent_id,
+                    step_budget=step_budget,
+                    wall_budget_s=wall_budget,
+                )
+                for side, agent_id in (("A", side_a), ("B", side_b))
             )
-            for side, agent_id in (("A", side_a), ("B", side_b))
         )
         battle_id = battle.pk
         transaction.on_commit(lambda: _enqueue_battle(battle_id))

@@ -22,12 +22,13 @@ def jaccard(a: frozenset, b: frozenset) -> float:
     return len(a & b) / len(a | b)
 
 
-def most_similar(text: str, earlier: Iterable[tuple[int, str]]) -> tuple[int | None, float]:
-    """The earlier (id, text) most similar to ``text`` and its similarity."""
-    grams = trigrams(text)
+def most_similar(
+    grams: frozenset, earlier: Iterable[tuple[int, frozenset]]
+) -> tuple[int | None, float]:
+    """The earlier (id, trigrams) most similar to ``grams`` and its similarity."""
     best_id, best = None, 0.0
-    for earlier_id, earlier_text in earlier:
-        score = jaccard(grams, trigrams(earlier_text))
+    for earlier_id, earlier_grams in earlier:
+        score = jaccard(grams, earlier_grams)
         if score > best:
             best_id, best = earlier_id, score
     return best_id, best

@@ -178,11 +178,17 @@ def test_limits_and_types_are_refused_and_nothing_is_created(
 def test_a_late_failure_in_the_transaction_removes_the_stored_files(
     alice, roster, settings, monkeypatch
 ):
-    # given the last write of admission fails, after the files were moved into place
-    def fail(*args, **kwargs):
-        raise IntegrityError("simulated")
+    # given the last write of admission (the runs) fails, after the files were moved
+    from battles import admission_db
 
-    monkeypatch.setattr(Run.objects, "bulk_create", fail)
+    insert = admission_db.rows_insert
+
+    def fail_on_runs(*objs):
+        if isinstance(objs[0], Run):
+            raise IntegrityError("simulated")
+        return insert(*objs)
+
+    monkeypatch.setattr(admission_db, "rows_insert", fail_on_runs)
     with pytest.raises(IntegrityError):
         task_submit(
             user=alice,

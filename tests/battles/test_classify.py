@@ -52,5 +52,6 @@ def test_trigram_jaccard(a, b, expected):
 
 def test_most_similar_names_the_earlier_task():
     earlier = [(1, "list the files here"), (2, "create a file named a.txt containing hi there")]
+    grams = [(task_id, trigrams(text)) for task_id, text in earlier]
     # 6 shared trigrams of 7 in all
-    assert most_similar("create a file named a.txt containing hi", earlier) == (2, 6 / 7)
+    assert most_similar(trigrams("create a file named a.txt containing hi"), grams) == (2, 6 / 7)

@@ -100,3 +100,50 @@ def test_nothing_the_submitter_sends_changes_the_draw(alice, bob, roster):
         user=bob, instruction="a very different task", start_url="", rng=random.Random(9)
     )
     assert (second.agent_a_id, second.agent_b_id) == pair
+
+
+def rate_roster(values: dict[str, float], battles: int = 40) -> None:
+    from agents.models import Agent
+    from ratings.models import AgentRating
+
+    for slug, value in values.items():
+        agent = Agent.objects.get(slug=slug)
+        AgentRating.objects.update_or_create(
+            agent=agent,
+            defaults={
+                "arena_id": agent.arena_id,
+                "streaming_rating": value,
+                "rated_battles": battles,
+            },
+        )
+
+
+def test_a_new_submitters_first_battles_are_a_contrast_showcase(alice, roster):
+    """SPEC §5.4: the first CALIBRATION_TASKS battles pair a strong and a weak rated
+    agent and carry the calibration flag (γ_cal); later ones are ordinary draws."""
+    from agents.models import Agent
+    from battles.services import task_submit
+
+    rate_roster({"rulebook": 1200.0, "surveyor": 1000.0, "idle": 800.0})
+    strong, weak = Agent.objects.get(slug="rulebook").pk, Agent.objects.get(slug="idle").pk
+    battles = [
+        task_submit(user=alice, instruction=f"task number {word} here", rng=random.Random(i))
+        for i, word in enumerate(["one", "two", "three", "four", "five", "six"])
+    ]
+    for battle in battles[:3]:
+        assert battle.is_calibration
+        assert {battle.agent_a_id, battle.agent_b_id} == {strong, weak}
+    assert not any(battle.is_calibration for battle in battles[3:])
+
+
+def test_no_showcase_without_two_rated_agents_or_when_switched_off(alice, bob, roster, settings):
+    from battles.services import task_submit
+
+    rate_roster({"rulebook": 1200.0, "surveyor": 1000.0}, battles=5)  # provisional
+    battle = task_submit(user=alice, instruction="list the files", rng=random.Random(1))
+    assert not battle.is_calibration
+
+    rate_roster({"rulebook": 1200.0, "surveyor": 1000.0, "idle": 800.0})
+    settings.ARENA = {**settings.ARENA, "CALIBRATION_SHOWCASE": False}
+    battle = task_submit(user=bob, instruction="list the files", rng=random.Random(1))
+    assert not battle.is_calibration
