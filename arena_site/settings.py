@@ -284,6 +284,14 @@ ARENA = {
     "READ_WORDS_PER_S": 4.0,
     "TRUST_NEW": 0.5,
     "TRUST_MIN": 0.1,
+    # γ_cal: the evidence weight factor of a calibration-showcase battle.
+    "CALIBRATION_GAMMA": env_float("ARENA_CALIBRATION_GAMMA", 0.25, minimum=0.0),
+    # A judge may take back a vote this long after casting it (never vote again on it:
+    # the reveal has been seen).
+    "VOTE_RETRACT_WINDOW_S": env_int("ARENA_VOTE_RETRACT_WINDOW_S", 120, minimum=0),
+    # Per-judge request limits (fixed one-minute windows in the shared cache): 429 above.
+    "VOTE_RATE_PER_MIN": env_int("ARENA_VOTE_RATE_PER_MIN", 30, minimum=1),
+    "JUDGE_NEXT_RATE_PER_MIN": env_int("ARENA_JUDGE_NEXT_RATE_PER_MIN", 60, minimum=1),
     # §5.4 calibration showcase: a new submitter's first CALIBRATION_TASKS battles are a
     # contrast pairing (strong vs weak rated agent), weighted γ_cal in the rating.
     "CALIBRATION_TASKS": env_int("ARENA_CALIBRATION_TASKS", 3, minimum=0),

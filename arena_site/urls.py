@@ -4,7 +4,7 @@ from drf_spectacular.views import SpectacularAPIView
 
 from agents.protocol_api import AgentProtocolApi
 from battles.api import BattleDetailApi, BattleListApi, TaskDetailApi, TaskListCreateApi
-from judging.api import JudgeNextApi, VoteCreateApi
+from judging.api import JudgeNextApi, VoteCreateApi, VoteRetractApi
 from ratings.api import LeaderboardApi
 from ratings.metrics_views import MetricsApi, metrics_page
 
@@ -14,6 +14,7 @@ api = [
     path("battles/", BattleListApi.as_view(), name="battles"),
     path("battles/<int:pk>/", BattleDetailApi.as_view(), name="battle"),
     path("battles/<int:pk>/votes/", VoteCreateApi.as_view(), name="votes"),
+    path("battles/<int:pk>/votes/mine/", VoteRetractApi.as_view(), name="vote-mine"),
     path("judge/next/", JudgeNextApi.as_view(), name="judge-next"),
     path("leaderboard/", LeaderboardApi.as_view(), name="leaderboard"),
     path("metrics/", MetricsApi.as_view(), name="metrics"),

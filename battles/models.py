@@ -68,6 +68,16 @@ class Battle(models.Model):
         TIE = "tie"
         BOTH_BAD = "both_bad"
 
+    class ExclusionReason(models.TextChoices):
+        """SPEC §5.3, in the order the rules apply."""
+
+        NAMED_MODEL = "named_model", "judge-visible text named a model"
+        NO_RUN = "no_run", "one side has no run record"
+        NO_TRAJECTORY = "no_trajectory", "one side produced no trajectory"
+        ENDED_BY_SUBMITTER = "ended_by_submitter", "the submitter ended one side early"
+        BUDGET_MISMATCH = "budget_mismatch", "the sides ran under different step budgets"
+        NO_ADMISSIBLE_VOTE = "no_admissible_vote", "no admissible vote remains"
+
     arena = models.ForeignKey("agents.Arena", on_delete=models.PROTECT, related_name="battles")
     # The task's team, kept on the battle too: tenant filters and the per-team queue
     # quota then need no join.
@@ -80,7 +90,24 @@ class Battle(models.Model):
     is_calibration = models.BooleanField(default=False)
     outcome = models.CharField(max_length=10, choices=Outcome.choices, blank=True)
     evidence_weight = models.FloatField(null=True, blank=True)
-    exclusion_reason = models.CharField(max_length=40, blank=True)
+    exclusion_reason = models.CharField(
+        max_length=40, blank=True, choices=ExclusionReason.choices
+    )
+    # SPEC §5.4: decided by the submitter's own blind vote alone (no independent judge
+    # had an admissible vote); counted in the published self-judged-only tally.
+    self_judged = models.BooleanField(default=False)
+    # The judge of the earliest vote that produced the outcome: the battle's cluster in
+    # the cluster-robust interval of SPEC §7.3 (the votes themselves are flagged counted).
+    cluster_judge = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    # What the streaming update of this battle's decision changed, so that a retraction
+    # or an exclusion can take exactly that back: {"a": ΔR_A, "b": ΔR_B, "y": y}.
+    streaming_applied = models.JSONField(null=True, blank=True)
     failure_reason = models.TextField(blank=True)
     # Event times of SPEC §6: s, q, q + δ, e, h, r, ℓ.
     submitted_at = models.DateTimeField()

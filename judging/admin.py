@@ -1,17 +1,51 @@
-from django.contrib import admin
+"""Admin for judging: judges and their trust, votes, and the two audit logs through
+which an admin excludes or re-admits a battle and marks a judge untrusted (adding a
+log entry performs the action through the service; entries are never edited)."""
 
-from judging.models import Assignment, JudgeProfile, Vote
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.shortcuts import redirect
+from django.urls import reverse
+
+from arena_site.exceptions import ApplicationError
+from battles.models import Battle
+from judging.models import Assignment, ExclusionLogEntry, JudgeProfile, JudgeTrustLogEntry, Vote
+from judging.services import (
+    battle_exclude,
+    battle_exclusion_check,
+    battle_readmit,
+    judge_trust_set,
+)
 
 
 @admin.register(JudgeProfile)
 class JudgeProfileAdmin(admin.ModelAdmin):
-    list_display = ["user", "trust", "is_untrusted"]
+    list_display = ["user", "trust", "agree_count", "seen_count", "is_untrusted"]
     list_filter = ["is_untrusted"]
+    search_fields = ["user__username"]
+    # Trust moves only by the rules; untrusting goes through the audited trust log.
+    readonly_fields = ["user", "trust", "agree_count", "seen_count", "is_untrusted"]
+    actions = ["mark_untrusted"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    @admin.action(description="Mark the selected judge untrusted (asks why)…")
+    def mark_untrusted(self, request, queryset):
+        if queryset.count() != 1:
+            self.message_user(request, "Select one judge at a time.", messages.WARNING)
+            return None
+        profile = queryset.get()
+        url = reverse("admin:judging_judgetrustlogentry_add")
+        return redirect(f"{url}?judge={profile.user_id}&action={JudgeTrustLogEntry.Action.UNTRUST}")
 
 
 @admin.register(Assignment)
 class AssignmentAdmin(admin.ModelAdmin):
     list_display = ["judge", "battle", "served_at"]
+    raw_id_fields = ["judge", "battle"]
 
 
 @admin.register(Vote)
@@ -22,7 +56,129 @@ class VoteAdmin(admin.ModelAdmin):
         "choice",
         "admissible",
         "inadmissible_reason",
+        "is_submitter",
+        "counted",
         "retracted",
         "voted_at",
     ]
-    list_filter = ["choice", "admissible", "retracted"]
+    list_filter = ["choice", "admissible", "retracted", "counted", "is_submitter"]
+    raw_id_fields = ["judge", "battle"]
+
+    # Votes are evidence: they change only through the judging services.
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class ExclusionForm(forms.ModelForm):
+    class Meta:
+        model = ExclusionLogEntry
+        fields = ["battle", "action", "reason", "note"]
+        widgets = {"reason": forms.Select(choices=[("", "—"), *Battle.ExclusionReason.choices])}
+        help_texts = {
+            "reason": "Exclude: the SPEC §5.3 reason. Re-admit: leave empty.",
+            "note": "Why (kept in the log).",
+        }
+
+    def clean(self):
+        data = super().clean()
+        battle, action = data.get("battle"), data.get("action")
+        if battle is None or not action:
+            return data
+        if not (data.get("note") or "").strip():
+            self.add_error("note", "Say why.")
+        try:
+            battle_exclusion_check(battle=battle, action=action, reason=data.get("reason", ""))
+        except ApplicationError as exc:
+            raise ValidationError(exc.message) from exc
+        return data
+
+
+@admin.register(ExclusionLogEntry)
+class ExclusionLogEntryAdmin(admin.ModelAdmin):
+    """The exclusion log (read-only); "add" excludes or re-admits a battle."""
+
+    form = ExclusionForm
+    list_display = ["at", "battle", "action", "reason", "actor", "note"]
+    list_filter = ["action", "reason"]
+    search_fields = ["battle__id", "note"]
+    raw_id_fields = ["battle"]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return obj is None and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def save_model(self, request, obj, form, change):
+        data = form.cleaned_data
+        if data["action"] == ExclusionLogEntry.Action.EXCLUDE:
+            entry = battle_exclude(
+                battle_id=data["battle"].pk,
+                reason=data["reason"],
+                note=data["note"],
+                actor=request.user,
+            )
+        else:
+            entry = battle_readmit(
+                battle_id=data["battle"].pk, note=data["note"], actor=request.user
+            )
+            battle = Battle.objects.get(pk=entry.battle_id)
+            self.message_user(request, f"Battle {battle.pk} is now {battle.status}.")
+        obj.pk = entry.pk  # the admin's redirect and message name the stored entry
+        obj.at, obj.actor, obj.reason = entry.at, entry.actor, entry.reason
+
+
+class TrustForm(forms.ModelForm):
+    class Meta:
+        model = JudgeTrustLogEntry
+        fields = ["judge", "action", "note"]
+        help_texts = {"note": "Why (kept in the log)."}
+
+    def clean(self):
+        data = super().clean()
+        judge, action = data.get("judge"), data.get("action")
+        if judge is None or not action:
+            return data
+        profile = JudgeProfile.objects.filter(user=judge).first()
+        untrusted = bool(profile and profile.is_untrusted)
+        if (action == JudgeTrustLogEntry.Action.UNTRUST) == untrusted:
+            raise ValidationError(f"{judge} is already {'untrusted' if untrusted else 'trusted'}.")
+        return data
+
+
+@admin.register(JudgeTrustLogEntry)
+class JudgeTrustLogEntryAdmin(admin.ModelAdmin):
+    """The judge trust log (read-only); "add" marks a judge untrusted or trusted again."""
+
+    form = TrustForm
+    list_display = ["at", "judge", "action", "actor", "note"]
+    list_filter = ["action"]
+    raw_id_fields = ["judge"]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return obj is None and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "judge":
+            kwargs["queryset"] = get_user_model().objects.order_by("username")
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def save_model(self, request, obj, form, change):
+        data = form.cleaned_data
+        entry = judge_trust_set(
+            judge_id=data["judge"].pk,
+            untrusted=data["action"] == JudgeTrustLogEntry.Action.UNTRUST,
+            note=data["note"],
+            actor=request.user,
+        )
+        obj.pk = entry.pk
+        obj.at, obj.actor = entry.at, entry.actor

@@ -11,6 +11,14 @@ class JudgeProfile(models.Model):
     )
     trust = models.FloatField(default=0.5, help_text="ω of SPEC §5.4, in [0.1, 1].")
     is_untrusted = models.BooleanField(default=False, help_text="Votes become inadmissible.")
+    agree_count = models.PositiveIntegerField(
+        default=0,
+        help_text="agree_v: redundancy-battle votes that matched the other judges' consensus.",
+    )
+    seen_count = models.PositiveIntegerField(
+        default=0,
+        help_text="seen_v: redundancy-battle votes compared with the other judges' consensus.",
+    )
 
     class Meta:
         constraints = [
@@ -21,6 +29,10 @@ class JudgeProfile(models.Model):
 
     def __str__(self) -> str:
         return f"Judge {self.user}"
+
+    def trust_recompute(self, *, trust_min: float) -> None:
+        """ω = clip((agree + 1) / (seen + 2), ω_min, 1) (SPEC §5.4)."""
+        self.trust = min(1.0, max(trust_min, (self.agree_count + 1) / (self.seen_count + 2)))
 
 
 class Assignment(models.Model):
@@ -61,9 +73,19 @@ class Vote(models.Model):
     served_at = models.DateTimeField()
     voted_at = models.DateTimeField()
     retracted = models.BooleanField(default=False)
+    retracted_at = models.DateTimeField(null=True, blank=True)
     is_submitter = models.BooleanField(default=False)
     admissible = models.BooleanField()
     inadmissible_reason = models.CharField(max_length=40, blank=True)
+    counted = models.BooleanField(
+        default=False, help_text="This vote produced the battle's current outcome (V_b)."
+    )
+    agreed = models.BooleanField(
+        null=True,
+        blank=True,
+        help_text="Trust bookkeeping: whether the vote matched the other judges' consensus "
+        "when the redundancy battle was decided; empty when not compared.",
+    )
 
     class Meta:
         constraints = [
@@ -79,3 +101,63 @@ class Vote(models.Model):
 
     def __str__(self) -> str:
         return f"{self.judge} on battle {self.battle_id}: {self.choice}"
+
+
+class ExclusionLogEntry(models.Model):
+    """Every exclusion and re-admission of a battle: the automatic rules of SPEC §5.3
+    (``actor`` empty) and an admin's decisions."""
+
+    class Action(models.TextChoices):
+        EXCLUDE = "exclude"
+        READMIT = "readmit"
+
+    battle = models.ForeignKey(
+        "battles.Battle", on_delete=models.CASCADE, related_name="exclusion_log"
+    )
+    action = models.CharField(max_length=10, choices=Action.choices)
+    reason = models.CharField(
+        max_length=40,
+        blank=True,
+        help_text="The exclusion reason set (exclude) or cleared (readmit).",
+    )
+    note = models.TextField(blank=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="Empty: the arena's own rules decided.",
+    )
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+        verbose_name_plural = "exclusion log"
+
+    def __str__(self) -> str:
+        return f"{self.action} battle {self.battle_id} ({self.reason})"
+
+
+class JudgeTrustLogEntry(models.Model):
+    """An admin marking a judge untrusted (their votes become inadmissible) or trusted
+    again: who, when and why."""
+
+    class Action(models.TextChoices):
+        UNTRUST = "untrust", "mark untrusted"
+        TRUST = "trust", "trust again"
+
+    judge = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="trust_log"
+    )
+    action = models.CharField(max_length=10, choices=Action.choices)
+    note = models.TextField()
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+        verbose_name_plural = "judge trust log"
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.judge}"

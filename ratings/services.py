@@ -38,6 +38,7 @@ def rating_apply_battle(*, battle: Battle) -> None:
     first, second = sorted([battle.agent_a, battle.agent_b], key=lambda a: a.pk)
     ratings = {first.pk: agent_rating(first, lock=True), second.pk: agent_rating(second, lock=True)}
     ra, rb = ratings[battle.agent_a_id], ratings[battle.agent_b_id]
+    before_a, before_b = ra.streaming_rating, rb.streaming_rating
     ra.streaming_rating, rb.streaming_rating = elo.update(
         ra.streaming_rating,
         rb.streaming_rating,
@@ -46,6 +47,13 @@ def rating_apply_battle(*, battle: Battle) -> None:
         rb.rated_battles,
         elo_params(),
     )
+    # Recorded so a retraction or exclusion can take exactly this back.
+    battle.streaming_applied = {
+        "a": ra.streaming_rating - before_a,
+        "b": rb.streaming_rating - before_b,
+        "y": y,
+    }
+    Battle.objects.filter(pk=battle.pk).update(streaming_applied=battle.streaming_applied)
     for row, score in ((ra, y), (rb, 1.0 - y)):
         row.rated_battles += 1
         if score == 1.0:
@@ -86,3 +94,42 @@ def leaderboard_served(*, arena_id: int) -> int:
     return Battle.objects.filter(
         arena_id=arena_id, leaderboard_served_at=None, incorporated_at__isnull=False
     ).update(leaderboard_served_at=timezone.now())
+
+
+def rating_revert_battle(*, battle: Battle) -> None:
+    """Takes back what ``rating_apply_battle`` did for this battle (its deciding vote was
+    retracted, or it was excluded after being decided): both ratings move back by the
+    recorded deltas, and the counts and record lose the battle. Nothing recorded,
+    nothing done. Precondition: inside the transaction that reopens the battle (row
+    locked). Later battles keep the updates they got meanwhile (streaming Elo)."""
+    applied = battle.streaming_applied
+    if not applied:
+        return
+    first, second = sorted([battle.agent_a, battle.agent_b], key=lambda a: a.pk)
+    ratings = {first.pk: agent_rating(first, lock=True), second.pk: agent_rating(second, lock=True)}
+    sides = (
+        (ratings[battle.agent_a_id], applied["a"], applied["y"]),
+        (ratings[battle.agent_b_id], applied["b"], 1.0 - applied["y"]),
+    )
+    for row, delta, score in sides:
+        row.streaming_rating -= delta
+        row.rated_battles = max(0, row.rated_battles - 1)
+        if score == 1.0:
+            row.wins = max(0, row.wins - 1)
+        elif score == 0.0:
+            row.losses = max(0, row.losses - 1)
+        else:
+            row.draws = max(0, row.draws - 1)
+        row.save(
+            update_fields=[
+                "streaming_rating",
+                "rated_battles",
+                "wins",
+                "losses",
+                "draws",
+                "updated_at",
+            ]
+        )
+    battle.streaming_applied = None
+    Battle.objects.filter(pk=battle.pk).update(streaming_applied=None)
+    transaction.on_commit(lambda: leaderboard_push(arena_id=battle.arena_id))

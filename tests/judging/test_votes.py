@@ -159,21 +159,28 @@ def test_admissible_vote_decides_the_battle_and_moves_streaming_elo(
     assert AgentRating.objects.get(agent__slug="rulebook").streaming_rating == pytest.approx(1024.0)
 
 
-def test_inadmissible_and_submitter_votes_do_not_decide(api, alice, judge, finished_battle):
+def test_an_inadmissible_vote_does_not_decide(api, judge, finished_battle):
     serve(api, judge)
     vote(api, judge, finished_battle, "A", at=T0 + dt.timedelta(seconds=1))  # too fast
-    serve(api, alice)
-    vote(api, alice, finished_battle, "A")  # the submitter's own vote
-    assert battle_resolve(battle_id=finished_battle.pk) is False
+    battle_resolve(battle_id=finished_battle.pk)
     finished_battle.refresh_from_db()
-    assert finished_battle.status == "judging"
+    assert finished_battle.outcome == ""
+    assert AgentRating.objects.filter(rated_battles__gt=0).count() == 0
+    # the battle had its one judgment and none is admissible: rule 6
+    assert finished_battle.status == "excluded"
+    assert finished_battle.exclusion_reason == "no_admissible_vote"
 
 
 def test_abstain_is_a_live_vote_but_not_evidence(api, judge, finished_battle):
     serve(api, judge)
     body = vote(api, judge, finished_battle, "abstain").json()
     assert body["admissible"] is False and body["inadmissible_reason"] == "abstain"
-    assert battle_resolve(battle_id=finished_battle.pk) is False
+    assert Vote.objects.get().retracted is False
+    battle_resolve(battle_id=finished_battle.pk)
+    finished_battle.refresh_from_db()
+    assert finished_battle.outcome == "" and finished_battle.exclusion_reason == (
+        "no_admissible_vote"
+    )
 
 
 @pytest.mark.parametrize(
