@@ -2,18 +2,49 @@
 
 import logging
 
-from battles.services import battle_run as _battle_run
-from battles.services import battles_fail_stuck
+from django.conf import settings
+
+from battles.selectors import battles_waiting
+from battles.services import battle_run_next, battles_fail_stuck
 
 logger = logging.getLogger(__name__)
 
 
 def battle_run(battle_id: int) -> None:
-    _battle_run(battle_id=battle_id)
+    """Enqueued once per admitted battle (``battle_id``); runs the oldest queued battle,
+    which is ``battle_id`` itself unless an older one still waits (FIFO)."""
+    ran = battle_run_next()
+    if ran != battle_id:
+        logger.info("job for battle %s ran battle %s (FIFO)", battle_id, ran)
 
 
 def battles_janitor() -> list[int]:
     failed = battles_fail_stuck()
     if failed:
         logger.warning("janitor failed stuck battles %s", failed)
+    requeued = battles_requeue_orphans()
+    if requeued:
+        logger.warning("janitor re-enqueued battles whose job was lost %s", requeued)
     return failed
+
+
+def battles_requeue_orphans() -> list[int]:
+    """Queued battles waiting longer than STUCK_AFTER_S whose job is gone (a worker
+    killed between taking the job and claiming the battle, or a flushed Redis) get
+    their job again. An extra job is harmless: each runs the oldest queued battle."""
+    import django_rq
+    from rq.job import JobStatus
+
+    queue = django_rq.get_queue("battles")
+    requeued = []
+    for battle_id in battles_waiting(older_than_s=settings.ARENA["STUCK_AFTER_S"]):
+        job = queue.fetch_job(f"battle-{battle_id}")
+        if job is None or job.get_status(refresh=True) in (
+            JobStatus.FINISHED,
+            JobStatus.FAILED,
+            JobStatus.STOPPED,
+            JobStatus.CANCELED,
+        ):
+            queue.enqueue("battles.jobs.battle_run", battle_id, job_id=f"battle-{battle_id}")
+            requeued.append(battle_id)
+    return requeued

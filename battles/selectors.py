@@ -49,3 +49,18 @@ def access_task(user: AbstractBaseUser, task_id: int) -> Task:
     if task is None:
         raise Http404("No such task.")
     return task
+
+
+def battles_waiting(*, older_than_s: int) -> list[int]:
+    """Queued battles (every team's: an operator read for the janitor) submitted more
+    than ``older_than_s`` seconds ago, oldest first."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    cutoff = timezone.now() - timedelta(seconds=older_than_s)
+    return list(
+        Battle.objects.filter(status=Battle.Status.QUEUED, submitted_at__lt=cutoff)
+        .order_by("submitted_at", "pk")
+        .values_list("pk", flat=True)
+    )
