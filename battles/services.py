@@ -480,9 +480,16 @@ def _battle_drive(battle_id: int) -> None:
         )
         battle_publish(battle_id=battle_id)
         return
-    Battle.objects.filter(pk=battle_id, status=Battle.Status.RUNNING).update(
-        status=Battle.Status.JUDGING, ended_at=timezone.now()
-    )
+    from judging.services import battle_screen
+
+    # Exclusion rules 1–5 (SPEC §5.3) apply in the same transaction that opens the
+    # battle, so no judge is served a battle they exclude.
+    with transaction.atomic():
+        opened = Battle.objects.filter(pk=battle_id, status=Battle.Status.RUNNING).update(
+            status=Battle.Status.JUDGING, ended_at=timezone.now()
+        )
+        if opened:
+            battle_screen(battle_id=battle_id)
     battle_publish(battle_id=battle_id)
 
 
