@@ -1,34 +1,80 @@
 """What a battle looks like from outside. ``battle_payload`` is blind unless asked to
-reveal: sides are "A" and "B" and nothing names, numbers or orders the agents."""
+reveal: sides are "A" and "B" and nothing names, numbers or orders the agents.
+
+Blind by construction: a blind payload carries no agent row, no run or agent id, no
+per-side time (durations, timestamps), no file name in a URL (screenshots and
+delivered files are addressed by battle, side and position only), and every text the
+agents wrote passes through ``Redactor``, which blanks any roster name, slug, model
+id, alias, provider or entrant team name the leak scan would find."""
 
 from collections.abc import Iterable
+from pathlib import PurePosixPath
 from typing import Any
 
 from django.urls import reverse
 
+from agents.models import Agent
 from battles.models import Battle, Run
 
+HIDDEN = "[hidden]"
 
-def _step_payload(step, battle_id: int, side: str) -> dict[str, Any]:
+
+class Redactor:
+    """Blanks, in text, every identity of the given agents that the leak scan of SPEC
+    §5.1 would find (``judging.leaks``: whole tokens, any case, separator variants;
+    ordinary words such as "idle" are left alone), plus providers and entrant teams."""
+
+    def __init__(self, agents: Iterable[Agent]) -> None:
+        from judging.leaks import LeakScanner
+
+        names: list[str] = []
+        for agent in agents:
+            names += agent.identity_strings()
+            names += [agent.provider] if agent.provider else []
+            names += [agent.team.name] if agent.team_id else []
+        self._scanner = LeakScanner(names)
+
+    @classmethod
+    def for_roster(cls) -> "Redactor":
+        """Every agent ever entered, in any arena: a retired one's name still reveals."""
+        return cls(Agent.objects.select_related("team"))
+
+    def text(self, value: str) -> str:
+        return self._scanner.redact(value, HIDDEN) if value else value
+
+    def tree(self, value: Any) -> Any:
+        """``text`` applied to every string in a JSON-like value (keys included)."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, list):
+            return [self.tree(v) for v in value]
+        if isinstance(value, dict):
+            return {self.text(str(k)): self.tree(v) for k, v in value.items()}
+        return value
+
+
+def _step_payload(step, battle_id: int, side: str, redactor: Redactor | None) -> dict[str, Any]:
+    """One step. Blind (``redactor`` given): the screenshot URL is the judge route and
+    every text is redacted. Neither form carries the step's time or duration."""
     result = step.result or {}
-    screenshot = (
-        reverse("battles:screenshot", args=[battle_id, side, step.index])
-        if step.screenshot
-        else None
-    )
+    clean = redactor.tree if redactor is not None else (lambda v: v)
+    screenshot = None
+    if step.screenshot:
+        route = "judging:screenshot" if redactor is not None else "battles:screenshot"
+        screenshot = reverse(route, args=[battle_id, side, step.index])
     return {
         "index": step.index,
         "screenshot": screenshot,
         "tool": step.tool,
-        "args": step.args,
+        "args": clean(step.args),
         "result": {
             "ok": result.get("ok"),
-            "stdout": result.get("stdout", ""),
-            "stderr": result.get("stderr", ""),
+            "stdout": clean(result.get("stdout", "")),
+            "stderr": clean(result.get("stderr", "")),
             "exit_code": result.get("exit_code"),
             "truncated": result.get("truncated", False),
             "timed_out": result.get("timed_out", False),
-            "error": result.get("error", ""),
+            "error": clean(result.get("error", "")),
         },
     }
 
@@ -50,25 +96,40 @@ def attachment_rows(attachments: Iterable, battle_id: int | None) -> list[dict[s
     ]
 
 
-def delivered_rows(run: Run) -> list[dict[str, Any]]:
-    return [
-        {
-            "name": f["name"],
-            "size": f["size"],
-            "sha256": f.get("sha256", ""),
-            "url": reverse("battles:delivery", args=[run.battle_id, run.side, f["name"]]),
-        }
-        for f in run.delivered_files
-    ]
+def blind_file_name(name: str, position: int, redactor: Redactor) -> str:
+    """The name a judge sees for a delivered file: the agent's own name unless it names
+    an agent, else ``file-<n>`` with the extension kept when that is harmless."""
+    if redactor.text(name) == name:
+        return name
+    suffix = PurePosixPath(name).suffix
+    return f"file-{position + 1}" + (suffix if redactor.text(suffix) == suffix else "")
 
 
-def run_payload(run: Run) -> dict[str, Any]:
+def delivered_rows(run: Run, redactor: Redactor | None = None) -> list[dict[str, Any]]:
+    """The run's delivered files. Blind (``redactor`` given): addressed by position on
+    the judge route, names redacted; else by name on the team route."""
+    rows = []
+    for position, f in enumerate(run.delivered_files):
+        if redactor is None:
+            name = f["name"]
+            url = reverse("battles:delivery", args=[run.battle_id, run.side, f["name"]])
+        else:
+            name = blind_file_name(f["name"], position, redactor)
+            url = reverse("judging:file", args=[run.battle_id, run.side, position])
+        rows.append({"name": name, "size": f["size"], "sha256": f.get("sha256", ""), "url": url})
+    return rows
+
+
+def run_payload(run: Run, redactor: Redactor | None = None) -> dict[str, Any]:
+    clean = redactor.text if redactor is not None else (lambda v: v)
     return {
         "status": run.status,
         "end_reason": run.end_reason,
-        "final_message": run.final_message,
-        "files": delivered_rows(run),
-        "steps": [_step_payload(step, run.battle_id, run.side) for step in run.steps.all()],
+        "final_message": clean(run.final_message),
+        "files": delivered_rows(run, redactor),
+        "steps": [
+            _step_payload(step, run.battle_id, run.side, redactor) for step in run.steps.all()
+        ],
     }
 
 
@@ -84,11 +145,14 @@ def agent_identity(agent) -> dict[str, Any]:
 
 
 def battle_payload(battle: Battle, *, reveal: bool) -> dict[str, Any]:
+    """The battle for a page or the API. Blind (``reveal=False``) for judges before their
+    vote and for the team's live page; ``reveal=True`` adds each side's identity."""
     runs = {run.side: run for run in battle.runs.select_related("agent").prefetch_related("steps")}
+    redactor = None if reveal else Redactor.for_roster()
     sides = {}
     for side in ("A", "B"):
         run = runs.get(side)
-        sides[side] = run_payload(run) if run else None
+        sides[side] = run_payload(run, redactor) if run else None
         if reveal and run:
             sides[side]["identity"] = agent_identity(run.agent)
     return {
@@ -100,7 +164,8 @@ def battle_payload(battle: Battle, *, reveal: bool) -> dict[str, Any]:
             "attachments": attachment_rows(battle.task.attachments.order_by("pk"), battle.pk),
         },
         "sides": sides,
-        "outcome": battle.outcome or None,
+        # Others' verdict would steer a judge who has not voted yet.
+        "outcome": (battle.outcome or None) if reveal else None,
     }
 
 

@@ -109,6 +109,12 @@ class LeakScanner:
         start, end = max(0, hit.start() - 30), hit.end() + 30
         return identity, text[start:end]
 
+    def redact(self, text: str, mark: str) -> str:
+        """``text`` with every identity the scan would find replaced by ``mark``."""
+        if self._any is None or not text:
+            return text
+        return self._any.sub(mark, text)
+
     def scan(self, texts: Iterable[tuple[str, str]]) -> list[Leak]:
         leaks = []
         for where, text in texts:

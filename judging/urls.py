@@ -7,4 +7,16 @@ app_name = "judging"
 urlpatterns = [
     path("judge/", views.judge_page, name="judge"),
     path("judge/<int:battle_id>/vote/", views.vote, name="vote"),
+    path("judge/<int:battle_id>/retract/", views.retract, name="retract"),
+    path(
+        "judge/<int:battle_id>/<str:side>/steps/<int:index>/screenshot",
+        views.step_screenshot,
+        name="screenshot",
+    ),
+    path(
+        "judge/<int:battle_id>/<str:side>/files/<int:index>",
+        views.delivered_file,
+        name="file",
+    ),
+    path("judging/quality/", views.quality_page, name="quality"),
 ]

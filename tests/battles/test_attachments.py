@@ -390,7 +390,7 @@ def test_the_battle_payload_links_files_without_naming_agents(api, bob, battle_w
         "name": "summary.txt",
         "size": 18,
         "sha256": "x",
-        "url": f"/battles/{battle.pk}/deliveries/A/summary.txt",
+        "url": f"/judge/{battle.pk}/A/files/0",  # blind: by position, never by name
     }
     text = str(body)
     for agent in Agent.objects.all():
@@ -418,10 +418,11 @@ def test_a_served_judge_sees_the_links_and_downloads(client, judge, battle_with_
 
     assert Assignment.objects.filter(judge=judge, battle=battle).exists()
     assert f'href="/battles/{battle.pk}/attachments/0"' in page
-    assert f'href="/battles/{battle.pk}/deliveries/A/summary.txt"' in page
+    assert f'href="/judge/{battle.pk}/A/files/0"' in page
     for url in (
         f"/battles/{battle.pk}/attachments/0",
         f"/battles/{battle.pk}/deliveries/A/summary.txt",
+        f"/judge/{battle.pk}/A/files/0",
     ):
         assert client.get(url).status_code == 200
 

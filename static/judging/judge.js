@@ -1,0 +1,207 @@
+// The judge page: each side as a replay (scrubber, play/pause, the screen with the
+// pointer marked), the reading-time countdown, keyboard shortcuts for the vote, and the
+// retraction countdown after it. Everything it shows comes from the page's markup.
+(function () {
+  "use strict";
+  const STEP_MS = 1200;
+
+  function Replay(section) {
+    const steps = Array.from(section.querySelectorAll("ol.timeline > li"));
+    const scrub = section.querySelector("input.scrub");
+    const shot = section.querySelector("img.shot");
+    const pointer = section.querySelector(".pointer");
+    const noShot = section.querySelector(".no-shot");
+    const position = section.querySelector("output.position");
+    const play = section.querySelector("button.play");
+    const list = section.querySelector("ol.timeline");
+    let index = 0;
+    let timer = null;
+
+    function placePointer(li) {
+      const x = parseFloat(li.dataset.x), y = parseFloat(li.dataset.y);
+      if (shot.hidden || isNaN(x) || isNaN(y) || !shot.naturalWidth) {
+        pointer.hidden = true;
+        return;
+      }
+      // Screenshot pixels → percent of the image, so the marker scales with it.
+      pointer.style.left = (100 * x / shot.naturalWidth) + "%";
+      pointer.style.top = (100 * y / shot.naturalHeight) + "%";
+      pointer.hidden = false;
+    }
+
+    function show(i) {
+      index = Math.max(0, Math.min(steps.length - 1, i));
+      const li = steps[index];
+      // The screen as of this step: its own screenshot, else the latest before it.
+      let url = null;
+      for (let k = index; k >= 0 && !url; k--) url = steps[k].dataset.shot || null;
+      if (url) {
+        if (shot.getAttribute("src") !== url) {
+          pointer.hidden = true;
+          shot.src = url;
+        } else {
+          placePointer(li);
+        }
+        shot.hidden = false;
+        noShot.hidden = true;
+      } else {
+        shot.hidden = true;
+        noShot.hidden = false;
+        pointer.hidden = true;
+      }
+      const next = steps[index + 1];
+      if (next && next.dataset.shot) new Image().src = next.dataset.shot;
+      steps.forEach((s, k) => s.classList.toggle("current", k === index));
+      // Keep the current step in view inside the list, without scrolling the page.
+      const top = li.offsetTop - list.offsetTop;
+      if (top < list.scrollTop || top + li.offsetHeight > list.scrollTop + list.clientHeight) {
+        list.scrollTop = Math.max(0, top - list.clientHeight / 3);
+      }
+      scrub.value = String(index);
+      position.textContent = (index + 1) + " / " + steps.length;
+    }
+
+    function pause() {
+      if (timer) clearInterval(timer);
+      timer = null;
+      play.textContent = "▶";
+      play.setAttribute("aria-label", play.getAttribute("aria-label").replace("Pause", "Play"));
+    }
+
+    function start() {
+      if (index >= steps.length - 1) show(0);
+      play.textContent = "❚❚";
+      play.setAttribute("aria-label", play.getAttribute("aria-label").replace("Play", "Pause"));
+      timer = setInterval(() => {
+        if (index >= steps.length - 1) pause();
+        else show(index + 1);
+      }, STEP_MS);
+    }
+
+    shot.addEventListener("load", () => placePointer(steps[index]));
+    window.addEventListener("resize", () => placePointer(steps[index]));
+    scrub.addEventListener("input", () => { pause(); show(parseInt(scrub.value, 10)); });
+    play.addEventListener("click", () => (timer ? pause() : start()));
+    steps.forEach((li, k) => li.addEventListener("click", (e) => {
+      if (e.target.closest("a, pre")) return;
+      pause();
+      show(k);
+    }));
+    show(0);
+    return {
+      playing: () => timer !== null,
+      play: start,
+      pause: pause,
+      step: (d) => { pause(); show(index + d); },
+    };
+  }
+
+  function startCountdown(form, buttons) {
+    const timer = document.getElementById("read-timer");
+    const opensAt = Date.now() + 1000 * parseFloat(form.dataset.readLeft || form.dataset.minRead);
+    function tick() {
+      const left = Math.ceil((opensAt - Date.now()) / 1000);
+      if (left <= 0) {
+        buttons.forEach((b) => { b.disabled = false; });
+        timer.textContent = "Voting is open. Keys: A, B, T (tie), X (both bad), S (abstain).";
+        return;
+      }
+      timer.textContent = "Read first: voting opens in " + left + " s";
+      setTimeout(tick, 250);
+    }
+    tick();
+  }
+
+  function startRetractCountdown(card) {
+    const button = document.getElementById("retract");
+    const label = document.getElementById("retract-timer");
+    if (!button) return;
+    const closesAt = Date.now() + 1000 * parseFloat(card.dataset.retractLeft || "0");
+    (function tick() {
+      const left = Math.ceil((closesAt - Date.now()) / 1000);
+      if (left <= 0) {
+        document.getElementById("retract-form").remove();
+        return;
+      }
+      label.textContent = "(" + left + " s)";
+      setTimeout(tick, 1000);
+    })();
+  }
+
+  function typing(e) {
+    return e.target.closest("input:not([type=range]), textarea, select, [contenteditable]");
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    const replays = Array.from(document.querySelectorAll("section.replay"))
+      .filter((s) => s.querySelector("ol.timeline"))
+      .map(Replay);
+    const playBoth = document.getElementById("play-both");
+    function toggleBoth() {
+      if (replays.some((r) => r.playing())) replays.forEach((r) => r.pause());
+      else replays.forEach((r) => r.play());
+    }
+    if (playBoth) playBoth.addEventListener("click", toggleBoth);
+
+    const form = document.getElementById("vote-form");
+    if (!form) return;
+    const buttons = Array.from(form.querySelectorAll("button.vote"));
+    let voted = false;
+    startCountdown(form, buttons);
+    form.addEventListener("htmx:beforeRequest", () => {
+      voted = true;
+      buttons.forEach((b) => { b.disabled = true; });
+    });
+    form.addEventListener("htmx:beforeSwap", (e) => {
+      // Show the server's explanation of a refused vote in place of the reveal.
+      if (e.detail.xhr.status >= 400) {
+        e.detail.shouldSwap = true;
+        e.detail.isError = false;
+      }
+    });
+    form.addEventListener("htmx:afterRequest", (e) => {
+      const status = e.detail.xhr.status;
+      const submitter = e.detail.requestConfig.triggeringEvent &&
+        e.detail.requestConfig.triggeringEvent.submitter;
+      if (status === 201 && submitter) submitter.classList.add("chosen");
+      if (status === 400) {  // a malformed request: let the judge try again
+        voted = false;
+        buttons.forEach((b) => { b.disabled = false; });
+      }
+    });
+    document.body.addEventListener("htmx:afterSettle", () => {
+      const card = document.getElementById("reveal-card");
+      if (card && !card.dataset.started) {
+        card.dataset.started = "1";
+        startRetractCountdown(card);
+        card.scrollIntoView({ behavior: "smooth", block: "nearest" });
+        const next = document.getElementById("next-battle");
+        if (next) next.focus({ preventScroll: true });
+      }
+    });
+
+    document.addEventListener("keydown", (e) => {
+      if (e.ctrlKey || e.metaKey || e.altKey || typing(e)) return;
+      const key = e.key.toLowerCase();
+      if (key === " " && replays.length && !e.target.closest("button, a")) {
+        e.preventDefault();
+        toggleBoth();
+        return;
+      }
+      if ((key === "arrowleft" || key === "arrowright") && !e.target.closest("input")) {
+        replays.forEach((r) => r.step(key === "arrowright" ? 1 : -1));
+        return;
+      }
+      if (key === "n" && document.getElementById("next-battle")) {
+        document.getElementById("next-battle").click();
+        return;
+      }
+      if (voted) return;
+      const b = buttons.find((x) => x.dataset.key === key || x.dataset.digit === key);
+      if (b && !b.disabled) {
+        e.preventDefault();
+        b.click();
+      }
+    });
+  });
+})();
