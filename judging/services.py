@@ -214,7 +214,7 @@ def vote_retract(*, judge: AbstractBaseUser, battle_id: int) -> Vote:
         vote.retracted = True
         vote.retracted_at = now
         vote.save(update_fields=["retracted", "retracted_at"])
-        if battle.status in (Battle.Status.JUDGING, Battle.Status.DECIDED):
+        if _resolvable(battle):
             _battle_reconcile(battle)
     return vote
 
@@ -267,18 +267,26 @@ def _enqueue_resolve(battle_id: int) -> None:
 def battle_resolve(*, battle_id: int) -> bool:
     """Brings the battle's outcome in line with its live votes (SPEC §5.2–§5.4); True
     when something changed. Safe to run any number of times, concurrently too (the
-    battle row is locked)."""
+    battle row is locked). Rule 6 is a function of the votes: a battle it excluded is
+    re-admitted when an admissible vote appears (a judge trusted again)."""
     with transaction.atomic():
         battle = (
             Battle.objects.select_for_update().select_related("task").filter(pk=battle_id).first()
         )
-        if battle is None or battle.status not in (Battle.Status.JUDGING, Battle.Status.DECIDED):
+        if battle is None or not _resolvable(battle):
             return False
         return _battle_reconcile(battle)
 
 
+def _resolvable(battle: Battle) -> bool:
+    return battle.status in (Battle.Status.JUDGING, Battle.Status.DECIDED) or (
+        battle.status == Battle.Status.EXCLUDED
+        and battle.exclusion_reason == Reason.NO_ADMISSIBLE_VOTE
+    )
+
+
 def _battle_reconcile(battle: Battle) -> bool:
-    """Precondition: the battle row is locked and judging or decided.
+    """Precondition: the battle row is locked and ``_resolvable``.
 
     - n independent admissible votes ≥ target → decided by their consensus;
     - none, but the submitter's blind vote is admissible → decided by it, self-judged;
@@ -293,6 +301,11 @@ def _battle_reconcile(battle: Battle) -> bool:
     independent = [v for v in live if v.admissible and not v.is_submitter]
     submitter = [v for v in live if v.admissible and v.is_submitter]
     changed = False
+    if battle.status == Battle.Status.EXCLUDED:
+        if not (independent or submitter):
+            return False
+        _battle_readmit(battle, note="an admissible vote exists again", actor=None)
+        changed = True
     if battle.status == Battle.Status.DECIDED:
         counted = [v for v in votes if v.counted]
         stands = counted and all(v.admissible and not v.retracted for v in counted)
@@ -542,6 +555,14 @@ def battle_readmit(*, battle_id: int, note: str, actor: AbstractBaseUser) -> Exc
     suffice; rule 6 can exclude it again if none is admissible)."""
     battle = Battle.objects.select_for_update().select_related("task").get(pk=battle_id)
     battle_exclusion_check(battle=battle, action=ExclusionLogEntry.Action.READMIT)
+    entry = _battle_readmit(battle, note=note, actor=actor)
+    _battle_reconcile(battle)
+    return entry
+
+
+def _battle_readmit(
+    battle: Battle, *, note: str, actor: AbstractBaseUser | None
+) -> ExclusionLogEntry:
     entry = ExclusionLogEntry.objects.create(
         battle=battle,
         action=ExclusionLogEntry.Action.READMIT,
@@ -553,7 +574,6 @@ def battle_readmit(*, battle_id: int, note: str, actor: AbstractBaseUser) -> Exc
     battle.status = Battle.Status.JUDGING
     battle.exclusion_reason = ""
     battle.save(update_fields=["status", "exclusion_reason"])
-    _battle_reconcile(battle)
     return entry
 
 

@@ -1,0 +1,168 @@
+"""SPEC §5.3: exclusion rules in order (first match wins), each battle's reason stored,
+excluded battles never served, counts per reason in rule order."""
+
+import datetime as dt
+
+import pytest
+from django.utils import timezone
+
+from agents.models import Arena
+from battles.models import Battle, Run
+from judging.selectors import exclusion_counts, rated_battles, self_judged_tally
+from judging.services import battle_resolve, battle_screen, judge_next
+from tests.judging.battle_factories import T0, cast, ended_battle, judge_on, serve
+
+RULES = [
+    "named_model",
+    "no_run",
+    "no_trajectory",
+    "ended_by_submitter",
+    "budget_mismatch",
+    "no_admissible_vote",
+]
+
+
+def test_the_six_reason_codes_in_spec_order():
+    assert Battle.ExclusionReason.values == RULES
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reason"),
+    [
+        ({}, ""),
+        ({"messages": ("Rulebook says 42", "no")}, "named_model"),
+        ({"steps": (0, 1)}, "no_trajectory"),
+        ({"steps": (1, 0), "end_reasons": ("delivered", "error")}, "no_trajectory"),
+        ({"end_reasons": ("delivered", "ended_by_submitter")}, "ended_by_submitter"),
+        ({"budgets": (20, 10)}, "budget_mismatch"),
+        # rules 3 and 4 both match: counted under 3
+        ({"steps": (0, 1), "end_reasons": ("ended_by_submitter", "gave_up")}, "no_trajectory"),
+        # rules 1, 3, 4 and 5 all match: 1 wins
+        (
+            {
+                "messages": ("I am rulebook", ""),
+                "steps": (0, 1),
+                "end_reasons": ("ended_by_submitter", "gave_up"),
+                "budgets": (5, 6),
+            },
+            "named_model",
+        ),
+        # rules 4 and 5: 4 wins
+        (
+            {"end_reasons": ("ended_by_submitter", "gave_up"), "budgets": (5, 6)},
+            "ended_by_submitter",
+        ),
+        # zero steps but a delivery is a trajectory
+        ({"steps": (0, 1), "files": ([{"name": "out.txt", "size": 1}], [])}, ""),
+    ],
+)
+def test_rules_apply_in_order_first_match_wins(alice, roster, kwargs, reason):
+    battle = ended_battle(alice, **kwargs)
+    assert battle_screen(battle_id=battle.pk) == reason
+    battle.refresh_from_db()
+    assert battle.exclusion_reason == reason
+    assert battle.status == (Battle.Status.EXCLUDED if reason else Battle.Status.JUDGING)
+
+
+def test_a_missing_run_is_rule_2_and_beats_rules_3_to_5(alice, roster):
+    battle = ended_battle(alice, steps=(0, 1), budgets=(3, 4))
+    Run.objects.filter(battle=battle, side="B").delete()
+    assert battle_screen(battle_id=battle.pk) == "no_run"
+
+
+def test_an_end_requested_by_the_submitter_is_rule_4(alice, roster):
+    battle = ended_battle(alice, end_reasons=("delivered", "step_budget"))
+    Run.objects.filter(battle=battle, side="B").update(end_requested_at=timezone.now())
+    assert battle_screen(battle_id=battle.pk) == "ended_by_submitter"
+
+
+def test_screening_only_touches_a_battle_that_just_opened(alice, roster):
+    battle = ended_battle(alice, steps=(0, 0), status=Battle.Status.DECIDED)
+    assert battle_screen(battle_id=battle.pk) == ""
+    battle.refresh_from_db()
+    assert battle.status == Battle.Status.DECIDED and battle.exclusion_reason == ""
+
+
+def test_excluded_battles_are_never_served_and_take_no_votes(alice, judge, roster):
+    battle = ended_battle(alice, budgets=(20, 10))
+    battle_screen(battle_id=battle.pk)
+    assert serve(judge) is None
+    from judging.models import Assignment
+
+    Assignment.objects.create(judge=judge, battle=battle, served_at=T0)
+    from arena_site.exceptions import ApplicationError
+
+    with pytest.raises(ApplicationError) as raised:
+        cast(judge, battle, "A")
+    assert raised.value.status == 409 and raised.value.code == "not_judging"
+
+
+def test_excluded_battle_keeps_its_replay_for_its_team(alice, api, roster):
+    battle = ended_battle(alice, budgets=(20, 10))
+    battle_screen(battle_id=battle.pk)
+    response = api(alice).get(f"/api/battles/{battle.pk}/")
+    assert response.status_code == 200
+    assert response.json()["sides"]["A"]["final_message"] == "6*7 = 42"
+
+
+def test_rule_6_when_every_vote_of_the_target_is_inadmissible(alice, roster):
+    from tests.judging.battle_factories import people
+
+    j1, j2, j3 = people(3)
+    battle = ended_battle(alice, target=3)
+    judge_on(j1, battle, "abstain")
+    serve(j2)
+    cast(j2, battle, "A", at=T0 + dt.timedelta(seconds=1))  # too fast
+    assert battle_resolve(battle_id=battle.pk) is False  # 2 of 3 judgments: keep waiting
+    battle.refresh_from_db()
+    assert battle.status == Battle.Status.JUDGING
+    judge_on(j3, battle, "abstain")
+    assert battle_resolve(battle_id=battle.pk) is True
+    battle.refresh_from_db()
+    assert (battle.status, battle.exclusion_reason) == ("excluded", "no_admissible_vote")
+
+
+def test_exclusion_counts_have_every_reason_in_order_and_count_only_excluded(alice, judge, roster):
+    for kwargs in [
+        {"budgets": (1, 2)},
+        {"budgets": (3, 2)},
+        {"steps": (0, 0)},
+        {"messages": ("rulebook", "x")},
+        {},
+    ]:
+        battle_screen(battle_id=ended_battle(alice, **kwargs).pk)
+    arena = Arena.objects.public()
+
+    counts = exclusion_counts(arena_id=arena.pk)
+
+    assert list(counts) == RULES
+    assert counts == {
+        "named_model": 1,
+        "no_run": 0,
+        "no_trajectory": 1,
+        "ended_by_submitter": 0,
+        "budget_mismatch": 2,
+        "no_admissible_vote": 0,
+    }
+    assert exclusion_counts(arena_id=arena.pk + 999) == dict.fromkeys(RULES, 0)
+    assert self_judged_tally(arena_id=arena.pk) == 0
+
+
+def test_rated_battles_are_decided_with_an_outcome_and_not_excluded(alice, judge, roster):
+    arena = Arena.objects.public()
+    decided = ended_battle(alice)
+    judge_on(judge, decided, "B")
+    battle_resolve(battle_id=decided.pk)
+    ended_battle(alice)  # still judging
+    battle_screen(battle_id=ended_battle(alice, budgets=(1, 2)).pk)  # excluded
+    assert list(rated_battles(arena_id=arena.pk).values_list("pk", "outcome")) == [
+        (decided.pk, "B")
+    ]
+
+
+def test_the_served_queue_skips_excluded_battles(alice, judge, roster):
+    bad = ended_battle(alice, steps=(0, 1))
+    good = ended_battle(alice)
+    battle_screen(battle_id=bad.pk)
+    battle_screen(battle_id=good.pk)
+    assert judge_next(judge=judge).pk == good.pk
