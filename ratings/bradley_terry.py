@@ -229,9 +229,13 @@ def rate(
     ``bootstrap`` > 0 rank bands from that many seeded replicates over battles.
     ``progress`` is called once per finished replicate."""
     a, b, y, w, cluster, reference = _validate(a, b, y, w, cluster, reference, n_agents)
-    battles = np.bincount(a, minlength=n_agents) + np.bincount(b, minlength=n_agents)
-    weight = np.bincount(a, w, minlength=n_agents) + np.bincount(b, w, minlength=n_agents)
     pairs = aggregate(a, b, y, w, n_agents=n_agents)
+    battles = np.bincount(pairs.i, pairs.battles, minlength=n_agents) + np.bincount(
+        pairs.j, pairs.battles, minlength=n_agents
+    )
+    weight = np.bincount(pairs.i, pairs.total, minlength=n_agents) + np.bincount(
+        pairs.j, pairs.total, minlength=n_agents
+    )
     diagnosis = connectivity.diagnose(
         pairs.i, pairs.j, pairs.wins, pairs.total - pairs.wins, n_agents=n_agents
     )
@@ -286,7 +290,7 @@ def rate(
     theta_c = centring @ fit.theta
     model_hw = intervals.halfwidth(intervals.model_covariance(hessian_inverse, centring))
 
-    keep_battle = keep_pair[pairs.inverse]
+    keep_battle = keep_pair[pairs.inverse] if cluster is not None or bootstrap > 0 else None
     clusters = None
     robust_hw = None
     if cluster is not None:

@@ -1,4 +1,4 @@
-"""Identifiability of the Bradley-Terry fit (SPEC §7.4). Pure: numpy and scipy, no ORM.
+"""Identifiability of the Bradley-Terry fit (SPEC §7.4). Pure: numpy, no ORM.
 
 A finite unpenalised maximum-likelihood estimate exists only if the directed win graph
 (edge i→j when i has positive win mass over j; a tie gives ½ both ways) is strongly
@@ -10,8 +10,6 @@ the lowest agent index).
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse import coo_array
-from scipy.sparse.csgraph import connected_components
 
 NO_COMPARISONS = "no_comparisons"
 DISCONNECTED = "disconnected"
@@ -49,33 +47,99 @@ def diagnose(
     forward, backward = wins_i > 0, wins_j > 0
     src = np.concatenate([i[forward], j[backward]])
     dst = np.concatenate([j[forward], i[backward]])
-    graph = coo_array(
-        (np.ones(len(src), dtype=np.int8), (src, dst)), shape=(n_agents, n_agents)
-    ).tocsr()
     mass = np.bincount(i, wins_i + wins_j, minlength=n_agents) + np.bincount(
         j, wins_i + wins_j, minlength=n_agents
     )
     compared = mass > 0
-    _, strong = connected_components(graph, directed=True, connection="strong")
-    _, weak = connected_components(graph, directed=True, connection="weak")
-
-    sizes = np.bincount(strong, minlength=n_agents)
-    component_mass = np.bincount(strong, mass, minlength=n_agents)
-    candidates = [c for c in range(len(sizes)) if sizes[c] >= 2]
-    labels: list[str | None] = [None] * n_agents
-    if not candidates:
-        for agent in range(n_agents):
-            labels[agent] = SEPARATED if compared[agent] else NO_COMPARISONS
+    labels: list[str | None] = [
+        None if compared[agent] else NO_COMPARISONS for agent in range(n_agents)
+    ]
+    if not compared.any():
         return Diagnosis(labels, np.zeros(n_agents, dtype=bool))
-    first_member = {c: int(np.flatnonzero(strong == c)[0]) for c in candidates}
-    main = max(candidates, key=lambda c: (sizes[c], component_mass[c], -first_member[c]))
-    fitted = strong == main
-    main_weak = weak[first_member[main]]
-    for agent in range(n_agents):
-        if not compared[agent]:
-            labels[agent] = NO_COMPARISONS
-        elif weak[agent] != main_weak:
-            labels[agent] = DISCONNECTED
-        elif not fitted[agent]:
-            labels[agent] = SEPARATED
+    # Usually one component holds most agents: the strongly connected component of the
+    # agent with the most evidence, found by two vectorised searches, is then the main
+    # one. Otherwise every component is needed (Tarjan) to find the largest.
+    pivot = np.zeros(n_agents, dtype=bool)
+    pivot[int(np.argmax(mass))] = True
+    fitted = reach(src, dst, pivot) & reach(dst, src, pivot)
+    if 2 * fitted.sum() <= compared.sum():
+        strong = strong_components(src, dst, n_agents)
+        sizes = np.bincount(strong, minlength=n_agents)
+        component_mass = np.bincount(strong, mass, minlength=n_agents)
+        candidates = np.flatnonzero(sizes >= 2)
+        if not len(candidates):
+            return Diagnosis(
+                [SEPARATED if label is None else label for label in labels],
+                np.zeros(n_agents, dtype=bool),
+            )
+        first_member = {int(c): int(np.argmax(strong == c)) for c in candidates}
+        main = max(first_member, key=lambda c: (sizes[c], component_mass[c], -first_member[c]))
+        fitted = strong == main
+        pivot[:] = False
+        pivot[first_member[main]] = True
+    linked = reach(np.concatenate([src, dst]), np.concatenate([dst, src]), pivot)
+    for agent in np.flatnonzero(compared & ~fitted).tolist():
+        labels[agent] = SEPARATED if linked[agent] else DISCONNECTED
     return Diagnosis(labels, fitted)
+
+
+def reach(src: np.ndarray, dst: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Mask of the nodes reachable from the ``start`` mask along edges src → dst
+    (breadth-first, one vectorised step per level)."""
+    seen = start.copy()
+    frontier = start
+    while frontier.any():
+        step = np.zeros_like(seen)
+        step[dst[frontier[src]]] = True
+        frontier = step & ~seen
+        seen |= step
+    return seen
+
+
+def strong_components(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
+    """Component id per node of the directed graph src → dst (iterative Tarjan,
+    O(nodes + edges))."""
+    order = np.argsort(src, kind="stable")
+    targets = dst[order].tolist()
+    start = np.searchsorted(src[order], np.arange(n + 1)).tolist()
+    index = [-1] * n
+    low = [0] * n
+    on_stack = [False] * n
+    stack: list[int] = []
+    component = [-1] * n
+    counter = components = 0
+    for root in range(n):
+        if index[root] != -1:
+            continue
+        work = [(root, start[root])]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack[root] = True
+        while work:
+            node, edge = work[-1]
+            if edge < start[node + 1]:
+                work[-1] = (node, edge + 1)
+                nxt = targets[edge]
+                if index[nxt] == -1:
+                    index[nxt] = low[nxt] = counter
+                    counter += 1
+                    stack.append(nxt)
+                    on_stack[nxt] = True
+                    work.append((nxt, start[nxt]))
+                elif on_stack[nxt]:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                while True:
+                    member = stack.pop()
+                    on_stack[member] = False
+                    component[member] = components
+                    if member == node:
+                        break
+                components += 1
+    return np.array(component, dtype=np.int64)

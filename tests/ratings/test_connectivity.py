@@ -138,3 +138,66 @@ def test_diagnose_directly_from_win_masses():
     assert d.labels == ["separated", None, None] + ["no_comparisons"] * 3
     assert d.fitted.tolist() == [False, True, True, False, False, False]
     assert d.identified == 2
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_components_match_scipy_on_random_graphs(seed):
+    from scipy.sparse import coo_array
+    from scipy.sparse.csgraph import breadth_first_order, connected_components
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 60))
+    edges = int(rng.integers(0, 3 * n))
+    src, dst = rng.integers(0, n, edges), rng.integers(0, n, edges)
+    graph = coo_array((np.ones(edges), (src, dst)), shape=(n, n)).tocsr()
+    _, theirs = connected_components(graph, directed=True, connection="strong")
+    ours = connectivity.strong_components(src, dst, n)
+    # the same partition, whatever the numbering
+    pairs = set(zip(ours.tolist(), theirs.tolist(), strict=True))
+    assert len(pairs) == len(set(ours.tolist())) == len(set(theirs.tolist()))
+    # and reach() finds exactly the nodes reachable from node 0
+    start = np.zeros(n, dtype=bool)
+    start[0] = True
+    expected = np.zeros(n, dtype=bool)
+    expected[breadth_first_order(graph, 0, directed=True, return_predecessors=False)] = True
+    assert np.array_equal(connectivity.reach(src, dst, start), expected)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_labels_match_a_scipy_reference_on_random_win_records(seed):
+    from scipy.sparse import coo_array
+    from scipy.sparse.csgraph import connected_components
+
+    # sparse random records among up to 15 agents, so that over the seeds every label
+    # and both search paths (one dominant component, or the full decomposition) turn up
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 16))
+    k = int(rng.integers(n // 2, 2 * n))
+    a = rng.integers(0, n, k)
+    b = (a + rng.integers(1, n, k)) % n
+    y = rng.choice([0.0, 0.5, 1.0], k, p=[0.45, 0.1, 0.45])
+    w = rng.choice([0.0, 1.0, 2.0], k, p=[0.1, 0.6, 0.3])
+    result = rate(a, b, y, n_agents=n, w=w)
+
+    win = np.concatenate([w * y, w * (1 - y)])
+    src, dst = np.concatenate([a, b])[win > 0], np.concatenate([b, a])[win > 0]
+    graph = coo_array((np.ones(len(src)), (src, dst)), shape=(n, n)).tocsr()
+    _, strong = connected_components(graph, directed=True, connection="strong")
+    _, weak = connected_components(graph, directed=True, connection="weak")
+    mass = np.bincount(a, w, minlength=n) + np.bincount(b, w, minlength=n)
+    big = [c for c in set(strong.tolist()) if (strong == c).sum() >= 2]
+    expected = ["no_comparisons" if mass[x] == 0 else "separated" for x in range(n)]
+    if big:
+        main = max(
+            big,
+            key=lambda c: ((strong == c).sum(), mass[strong == c].sum(), -np.argmax(strong == c)),
+        )
+        home = weak[np.argmax(strong == main)]
+        for x in range(n):
+            if mass[x] == 0:
+                continue
+            if strong[x] == main:
+                expected[x] = None
+            elif weak[x] != home:
+                expected[x] = "disconnected"
+    assert labels(result) == expected
