@@ -1,8 +1,10 @@
 """Periodic jobs, run by `manage.py rqcron arena_site.cron` (RQ's own cron scheduler)."""
 
+from django.conf import settings
 from rq import cron
 
 from battles.jobs import battles_janitor
+from ratings.jobs import ratings_refit
 from sandboxes.jobs import sandbox_janitor
 
 # Sandboxes left behind by a worker that died are reaped within a minute, and the
@@ -10,3 +12,5 @@ from sandboxes.jobs import sandbox_janitor
 # ARENA_STUCK_AFTER_S old.
 cron.register(sandbox_janitor, queue_name="default", interval=60)
 cron.register(battles_janitor, queue_name="default", interval=30)
+# The published rating (SPEC §7.2): a refit every Δ; staleness stays within Δ + c.
+cron.register(ratings_refit, queue_name="ratings", interval=settings.ARENA["REFIT_PERIOD_S"])

@@ -308,4 +308,6 @@ ARENA = {
     "N0": 30,
     "RIDGE": 1e-3,
     "REFIT_PERIOD_S": env_int("ARENA_REFIT_PERIOD_S", 60, minimum=1),
+    # Bootstrap replicates of each refit's rank bands (SPEC §7.3; tests set it low).
+    "BOOTSTRAP_REPLICATES": env_int("ARENA_BOOTSTRAP_REPLICATES", 1000, minimum=0),
 }

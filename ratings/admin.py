@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from ratings.models import AgentRating
+from ratings.models import AgentRating, RatingPoint, RatingSnapshot, RefitState, VoteImport
 
 
 @admin.register(AgentRating)
@@ -14,3 +14,58 @@ class AgentRatingAdmin(admin.ModelAdmin):
         "draws",
         "losses",
     ]
+
+
+class RatingPointInline(admin.TabularInline):
+    model = RatingPoint
+    extra = 0
+    can_delete = False
+    readonly_fields = [
+        "agent",
+        "rating",
+        "lower",
+        "upper",
+        "rank_lower",
+        "rank_upper",
+        "unavailable",
+        "battles",
+        "weight",
+        "provisional",
+    ]
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(RatingSnapshot)
+class RatingSnapshotAdmin(admin.ModelAdmin):
+    """Snapshots are written by the refit job only: read-only here."""
+
+    list_display = ["computed_at", "arena", "battles", "compute_ms", "clusters", "seed"]
+    list_filter = ["arena"]
+    inlines = [RatingPointInline]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(RefitState)
+class RefitStateAdmin(admin.ModelAdmin):
+    list_display = ["arena", "runs", "last_run_at", "last_compute_ms", "last_wrote_snapshot"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(VoteImport)
+class VoteImportAdmin(admin.ModelAdmin):
+    list_display = ["file_name", "arena", "rows", "battles", "created_at"]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False

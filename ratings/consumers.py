@@ -2,11 +2,9 @@
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
-from django.template.loader import render_to_string
 
 from agents.models import Arena
-from ratings.selectors import leaderboard_rows
-from ratings.services import LEADERBOARD_GROUP, leaderboard_served
+from ratings.services import LEADERBOARD_GROUP, leaderboard_html, leaderboard_served
 
 
 class LeaderboardConsumer(AsyncWebsocketConsumer):
@@ -25,5 +23,4 @@ class LeaderboardConsumer(AsyncWebsocketConsumer):
     def _rows(self) -> str:
         arena_id = Arena.objects.public().pk
         leaderboard_served(arena_id=arena_id)
-        rows = leaderboard_rows(arena_id=arena_id)
-        return render_to_string("ratings/_leaderboard_rows.html", {"rows": rows})
+        return leaderboard_html(arena_id=arena_id)

@@ -55,12 +55,12 @@ PENDING_STAMP_NOTES = {
         "live socket); no rated battle has been served yet"
     ),
 }
-# What a stamp means today, where that differs from SPEC §6. Shown with the figures.
+# What a stamp means where a reader could take it for another event. Shown with the figures.
 STAMP_CAVEATS = {
     "incorporated_at": (
-        "The batch refit of SPEC §7.2 does not run yet, so the published rating is the "
-        "streaming one: r is when the streaming update applied the battle, and r − h, "
-        "ℓ − r, machine and end-to-end latency describe that path, not a refit."
+        "r is when the first published batch refit (SPEC §7.2, every Δ) that includes the "
+        "battle committed, not when the streaming value moved (that happens at once): r − h "
+        "includes the wait for the next refit, at most Δ + c."
     ),
 }
 NO_BATTLE_YET_NOTE = "no battle of the arena has reached this event yet"

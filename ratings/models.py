@@ -1,6 +1,7 @@
-"""Per-agent rating state in an arena."""
+"""Rating state of an arena: streaming Elo per agent, refit snapshots, vote imports."""
 
 from django.db import models
+from django.db.models import Q
 
 
 class AgentRating(models.Model):
@@ -17,3 +18,120 @@ class AgentRating(models.Model):
 
     def __str__(self) -> str:
         return f"{self.agent}: {self.streaming_rating:.0f}"
+
+
+class RatingSnapshot(models.Model):
+    """One published batch refit (SPEC §7.2) of an arena. Kept as history: the newest is
+    the published board, older ones draw each agent's rating history."""
+
+    arena = models.ForeignKey("agents.Arena", on_delete=models.PROTECT, related_name="snapshots")
+    computed_at = models.DateTimeField(help_text="When the refit that produced it finished.")
+    compute_ms = models.PositiveIntegerField(help_text="c of SPEC §6: load, fit and bootstrap.")
+    battles = models.PositiveIntegerField(help_text="Rated battles in the fit.")
+    digest = models.CharField(
+        max_length=64, help_text="SHA-256 of the fit's input (battles, outcomes, weights, params)."
+    )
+    ridge = models.FloatField()
+    bootstrap_replicates = models.PositiveIntegerField()
+    seed = models.BigIntegerField(help_text="Seed of the bootstrap replicates.")
+    min_battles = models.PositiveIntegerField(help_text="n0: fewer rated battles is provisional.")
+    iterations = models.PositiveSmallIntegerField()
+    converged = models.BooleanField()
+    clusters = models.PositiveIntegerField(null=True, blank=True, help_text="G: distinct judges.")
+    robust_published = models.BooleanField(help_text="Intervals are cluster-robust (G ≥ m).")
+
+    class Meta:
+        indexes = [models.Index(fields=["arena", "-computed_at"], name="snapshot_arena_recent")]
+        get_latest_by = "computed_at"
+
+    def __str__(self) -> str:
+        return f"Refit of {self.battles} battles at {self.computed_at:%Y-%m-%d %H:%M:%S}"
+
+
+class RatingPoint(models.Model):
+    """One agent in one snapshot. Provisional and unavailable agents have a row (their
+    battle count is history too) but no rating: it is withheld at the source."""
+
+    class Unavailable(models.TextChoices):
+        NO_COMPARISONS = "no_comparisons"
+        DISCONNECTED = "disconnected"
+        SEPARATED = "separated"
+
+    snapshot = models.ForeignKey(RatingSnapshot, on_delete=models.CASCADE, related_name="points")
+    agent = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="+")
+    rating = models.FloatField(null=True, blank=True)
+    lower = models.FloatField(null=True, blank=True)
+    upper = models.FloatField(null=True, blank=True)
+    rank_lower = models.PositiveIntegerField(null=True, blank=True)
+    rank_upper = models.PositiveIntegerField(null=True, blank=True)
+    unavailable = models.CharField(max_length=20, choices=Unavailable.choices, blank=True)
+    battles = models.PositiveIntegerField()
+    weight = models.FloatField(help_text="Σ w_b over the agent's battles in the fit.")
+    provisional = models.BooleanField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["snapshot", "agent"], name="point_unique_agent"),
+            models.CheckConstraint(
+                condition=Q(rating=None) | (Q(provisional=False) & Q(unavailable="")),
+                name="point_rating_only_when_published",
+            ),
+        ]
+        # An agent's history: its points in snapshot order, one index range scan.
+        indexes = [models.Index(fields=["agent", "snapshot"], name="point_agent_history")]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id} in snapshot {self.snapshot_id}: {self.rating}"
+
+
+class RefitState(models.Model):
+    """The refit job's record per arena: every run, including those that found nothing
+    new and wrote no snapshot. Its row is the lock that serialises refits of an arena."""
+
+    arena = models.OneToOneField("agents.Arena", on_delete=models.CASCADE, related_name="refit")
+    snapshot = models.ForeignKey(
+        RatingSnapshot,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The published (newest) snapshot.",
+    )
+    runs = models.PositiveIntegerField(default=0)
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    last_compute_ms = models.PositiveIntegerField(null=True, blank=True)
+    last_wrote_snapshot = models.BooleanField(default=False)
+
+    def __str__(self) -> str:
+        return f"Refit state of arena {self.arena_id}"
+
+
+class VoteImport(models.Model):
+    """One file of historical judgments loaded by ``manage.py import_votes``. The digest
+    of its content makes a re-import of the same file a no-op."""
+
+    arena = models.ForeignKey("agents.Arena", on_delete=models.PROTECT, related_name="+")
+    digest = models.CharField(max_length=64, help_text="SHA-256 of the file's bytes.")
+    file_name = models.CharField(max_length=300)
+    rows = models.PositiveIntegerField()
+    battles = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["arena", "digest"], name="voteimport_unique_digest")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.file_name} ({self.battles} battles)"
+
+
+class ImportedBattle(models.Model):
+    """Marks a battle (and so its task and votes) as loaded from a file, not judged live."""
+
+    vote_import = models.ForeignKey(VoteImport, on_delete=models.CASCADE, related_name="items")
+    battle = models.OneToOneField("battles.Battle", on_delete=models.CASCADE, related_name="+")
+    row = models.PositiveIntegerField(help_text="1-based data row of the file.")
+
+    def __str__(self) -> str:
+        return f"Battle {self.battle_id} from row {self.row}"

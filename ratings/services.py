@@ -1,4 +1,4 @@
-"""Writes for ratings: the streaming update on every decided battle."""
+"""Writes for ratings: the streaming update on every decided battle, the board push."""
 
 from django.conf import settings
 from django.db import transaction
@@ -30,8 +30,9 @@ def agent_rating(agent: Agent, *, lock: bool = False) -> AgentRating:
     return rating
 
 
-def rating_apply_battle(*, battle: Battle) -> None:
-    """Moves both agents' streaming ratings by the battle's outcome.
+def rating_apply_battle(*, battle: Battle, push: bool = True) -> None:
+    """Moves both agents' streaming ratings by the battle's outcome; after commit the
+    board is pushed, unless ``push`` is off (a bulk import pushes once, at its end).
     Precondition: called inside the transaction that decided the battle (row locked)."""
     y = OUTCOME_Y[battle.outcome]
     # Lock in id order so two battles sharing agents cannot deadlock.
@@ -72,18 +73,24 @@ def rating_apply_battle(*, battle: Battle) -> None:
                 "updated_at",
             ]
         )
-    # r: the first published rating that depends on this battle. Until the refit of
-    # SPEC §7.2 exists, the streaming value on the board is that rating.
-    Battle.objects.filter(pk=battle.pk, incorporated_at=None).update(incorporated_at=timezone.now())
-    transaction.on_commit(lambda: leaderboard_push(arena_id=battle.arena_id))
+    # r (SPEC §6) is not stamped here: the streaming value is not the published rating.
+    # The refit that first includes the battle stamps it (ratings.refit.arena_refit).
+    if push:
+        transaction.on_commit(lambda: leaderboard_push(arena_id=battle.arena_id))
+
+
+def leaderboard_html(*, arena_id: int) -> str:
+    """The board fragment every socket frame carries: the rows plus the refit status and
+    the exclusion counts, swapped in by id (htmx out-of-band)."""
+    from ratings.selectors import board_context, leaderboard
+
+    return render_to_string(
+        "ratings/_leaderboard_frame.html", board_context(leaderboard(arena_id=arena_id))
+    )
 
 
 def leaderboard_push(*, arena_id: int) -> None:
-    from ratings.selectors import leaderboard_rows
-
-    html = render_to_string(
-        "ratings/_leaderboard_rows.html", {"rows": leaderboard_rows(arena_id=arena_id)}
-    )
+    html = leaderboard_html(arena_id=arena_id)
     group_send(LEADERBOARD_GROUP, {"type": "leaderboard.update", "html": html})
     leaderboard_served(arena_id=arena_id)
 

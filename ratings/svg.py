@@ -264,3 +264,98 @@ def bar_chart(
         for s in series
     )
     return _svg(bottom + 26, title, desc, body)
+
+
+# --- an agent's rating history: the published value and its 95% band over time --------
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    """One snapshot of an agent: when it was published (aware datetime), the rating and
+    its interval (None while provisional or unavailable: drawn as a gap)."""
+
+    at: object
+    rating: float | None
+    lower: float | None
+    upper: float | None
+
+
+def _rating_ticks(low: float, high: float) -> list[float]:
+    span = max(high - low, 1.0)
+    step = next(s for s in (5, 10, 25, 50, 100, 200, 250, 500, 1000, 10**9) if span / s <= 5)
+    first = math.floor(low / step) * step
+    count = math.ceil((high - first) / step)
+    return [first + i * step for i in range(count + 1)]
+
+
+def rating_history(points: Sequence[HistoryPoint], *, title: str) -> str:
+    """The published rating as a line over a shaded 95% band, one vertex per snapshot;
+    snapshots without a published value break the line. Time runs left to right."""
+    rated = [p for p in points if p.rating is not None]
+    left, right, top, plot_h = 44, WIDTH - 12, 14, 170
+    bottom = top + plot_h
+    if not rated:
+        body = [_text(WIDTH / 2, top + plot_h / 2, "No published rating yet", anchor="middle",
+                      muted=True)]  # fmt: skip
+        return _svg(bottom + 26, title, f"{title}: no published rating yet.", body)
+    values = [v for p in rated for v in (p.lower, p.upper, p.rating) if v is not None]
+    ticks = _rating_ticks(min(values), max(values))
+    y_lo, y_hi = ticks[0], ticks[-1]
+    times = [p.at.timestamp() for p in points]
+    t_lo, t_hi = min(times), max(times)
+
+    def x(point: HistoryPoint) -> float:
+        if t_hi == t_lo:
+            return (left + right) / 2
+        return left + (right - left) * (point.at.timestamp() - t_lo) / (t_hi - t_lo)
+
+    def y(value: float) -> float:
+        return bottom - plot_h * (value - y_lo) / (y_hi - y_lo)
+
+    body: list[str] = []
+    for tick in ticks:
+        body.append(_line(left, y(tick), right, y(tick), "mx-grid"))
+        body.append(_text(left - 5, y(tick) + 4, f"{tick:g}", anchor="end", muted=True))
+    # Runs of consecutive published points: the band and the line break between runs.
+    runs: list[list[HistoryPoint]] = [[]]
+    for point in points:
+        if point.rating is None:
+            if runs[-1]:
+                runs.append([])
+        else:
+            runs[-1].append(point)
+    for run in (r for r in runs if r):
+        banded = [p for p in run if p.lower is not None and p.upper is not None]
+        if banded:
+            upper = [f"{_num(x(p))},{_num(y(p.upper))}" for p in banded]
+            lower = [f"{_num(x(p))},{_num(y(p.lower))}" for p in reversed(banded)]
+            if len(banded) == 1:
+                px = x(banded[0])
+                body.append(_line(px, y(banded[0].lower), px, y(banded[0].upper), "mx-whisker"))
+            else:
+                body.append(f'<polygon points="{" ".join(upper + lower)}" class="mx-box"/>')
+        line = " ".join(f"{_num(x(p))},{_num(y(p.rating))}" for p in run)
+        body.append(
+            f'<polyline points="{line}" fill="none" stroke="var(--accent,#3b5bdb)" '
+            f'stroke-width="2"/>'
+        )
+        for p in run:
+            body.append(
+                f'<circle cx="{_num(x(p))}" cy="{_num(y(p.rating))}" r="2.5" class="mx-mean">'
+                f"<title>{escape(f'{p.at:%Y-%m-%d %H:%M} UTC: {p.rating:.0f}')}"
+                + (escape(f" [{p.lower:.0f}, {p.upper:.0f}]") if p.lower is not None else "")
+                + "</title></circle>"
+            )
+    body.append(_line(left, bottom, right, bottom, "mx-axis"))
+    body.append(_text(left, bottom + 17, f"{points[0].at:%Y-%m-%d %H:%M}", muted=True))
+    if len(points) > 1:
+        body.append(
+            _text(right, bottom + 17, f"{points[-1].at:%Y-%m-%d %H:%M}", anchor="end", muted=True)
+        )
+    last = rated[-1]
+    desc = (
+        f"{title}: {len(rated)} published snapshots of {len(points)}; latest {last.rating:.0f}"
+        + (f" with 95% interval [{last.lower:.0f}, {last.upper:.0f}]" if last.lower else "")
+        + "."
+    )
+    return _svg(bottom + 26, title, desc, body)

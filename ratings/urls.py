@@ -4,4 +4,7 @@ from ratings import views
 
 app_name = "ratings"
 
-urlpatterns = [path("", views.leaderboard, name="leaderboard")]
+urlpatterns = [
+    path("", views.leaderboard_page, name="leaderboard"),
+    path("agents/<slug:slug>/", views.agent_page, name="agent"),
+]

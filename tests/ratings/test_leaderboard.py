@@ -7,16 +7,23 @@ from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from agents.models import Agent
+from agents.models import Agent, Arena
 from arena_site.asgi import application
-from battles.models import Battle
+from battles.models import Battle, Task
 from battles.services import task_submit
 from judging.models import Assignment, Vote
 from judging.services import battle_resolve
+from ratings.refit import arena_refit
+from tests.ratings.factories import decided_battle, judges, round_robin
+
+
+@pytest.fixture(autouse=True)
+def _few_replicates(settings):
+    settings.ARENA = {**settings.ARENA, "BOOTSTRAP_REPLICATES": 20}
 
 
 def test_leaderboard_rows_have_the_stable_fields(roster, django_assert_max_num_queries):
-    with django_assert_max_num_queries(3):
+    with django_assert_max_num_queries(8):
         response = Client().get("/api/leaderboard/")
     assert response.status_code == 200
     rows = response.json()["rows"]
@@ -25,6 +32,71 @@ def test_leaderboard_rows_have_the_stable_fields(roster, django_assert_max_num_q
         assert {"agent", "rating", "streaming_rating", "votes", "provisional"} <= set(row)
         assert row["rating"] is None and row["provisional"] is True
         assert row["streaming_rating"] == 1000.0 and row["votes"] == 0
+        assert row["url"] == f"/agents/{row['slug']}/"
+
+
+def test_the_board_costs_the_same_queries_for_any_number_of_agents(
+    alice, roster, rng, django_assert_max_num_queries
+):
+    # Given a published snapshot over 3 agents, then 20 more agents on the roster
+    crowd = judges(2)
+    round_robin(alice, roster, crowd, rounds=16, rng=rng)
+    arena_refit(arena_id=Arena.objects.public().pk)
+    for i in range(20):
+        Agent.objects.create(
+            arena=roster[0].arena, slug=f"extra-{i}", display_name=f"Extra {i}",
+            kind="builtin", builtin_policy="idle",
+        )  # fmt: skip
+    with django_assert_max_num_queries(8):
+        body = Client().get("/api/leaderboard/").json()
+    assert len(body["rows"]) == 23
+    assert sum(r["rating"] is not None for r in body["rows"]) == 3
+
+
+def test_the_board_publishes_exclusion_counts_and_the_self_judged_tally(alice, roster):
+    agents = {a.slug: a for a in roster}
+    for reason in ("named_model", "named_model", "no_trajectory"):
+        decided_battle(
+            submitter=alice, a=agents["idle"], b=agents["rulebook"], outcome="",
+            status="excluded", exclusion_reason=reason,
+        )  # fmt: skip
+    mine = decided_battle(
+        submitter=alice, a=agents["idle"], b=agents["surveyor"], outcome="B", judge=alice
+    )
+    Battle.objects.filter(pk=mine.pk).update(self_judged=True)
+    body = Client().get("/api/leaderboard/").json()
+    assert list(body["exclusions"].items()) == [
+        ("named_model", 2),
+        ("no_run", 0),
+        ("no_trajectory", 1),
+        ("ended_by_submitter", 0),
+        ("budget_mismatch", 0),
+        ("no_admissible_vote", 0),
+    ]
+    assert body["self_judged_only"] == 1
+    page = Client().get("/").content.decode()
+    assert '<span data-reason="named model">named model 2</span>' in page
+    assert "(total 3)" in page and '<span class="self-judged">1</span>' in page
+
+
+def test_the_board_never_links_a_battle_or_shows_a_task(alice, roster, rng):
+    """Identities are public on the board; which battle they fought is not (a judge who
+    could map a battle to its agents would no longer judge blind), nor any task text."""
+    crowd = judges(2)
+    battles = round_robin(alice, roster, crowd, rounds=2, rng=rng)
+    Task.objects.filter(battles__in=battles).update(instruction="SECRET-TASK-TEXT of Acme")
+    arena_refit(arena_id=Arena.objects.public().pk)
+    texts = [
+        Client().get("/").content.decode(),
+        Client().get("/api/leaderboard/").content.decode(),
+        *(Client().get(f"/agents/{a.slug}/").content.decode() for a in roster),
+    ]
+    for text in texts:
+        assert "/battles/" not in text and "/judge/" not in text
+        assert "SECRET-TASK-TEXT" not in text and "Acme" not in text
+        assert not any(f'battle" data-id="{b.pk}"' in text for b in battles)
+    body = Client().get("/api/leaderboard/").json()
+    assert not {"battle", "battles", "battle_id", "task"} & set(body["rows"][0])
 
 
 def test_retired_agents_leave_the_board(roster):
@@ -73,3 +145,30 @@ def test_a_decided_battle_is_pushed_to_the_leaderboard_socket(alice, judge, rost
     row = pushed.split(f'data-agent="{winner}"')[1].split("</tr>")[0]
     assert '<td class="streaming">1024.0</td>' in row
     assert '<td class="votes">1</td>' in row
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_refit_pushes_the_published_board_to_the_socket(alice, roster, rng):
+    crowd = judges(3)
+    round_robin(alice, roster, crowd, rounds=16, rng=rng)
+
+    async def scenario():
+        from channels.db import database_sync_to_async
+
+        socket = WebsocketCommunicator(
+            application, "/ws/leaderboard/", headers=[(b"origin", b"http://127.0.0.1")]
+        )
+        connected, _ = await socket.connect()
+        assert connected
+        initial = await socket.receive_from(timeout=5)
+        await database_sync_to_async(arena_refit)(arena_id=roster[0].arena_id)
+        pushed = await socket.receive_from(timeout=5)
+        await socket.disconnect()
+        return initial, pushed
+
+    initial, pushed = async_to_sync(scenario)()
+    assert "No refit published yet" in initial and 'class="value"' not in initial
+    assert 'id="board-status"' in pushed and "refit of 48 rated battles" in pushed
+    assert pushed.count('<span class="value">') == 3
+    # ℓ: the push served the board, so every battle in the refit carries both stamps
+    assert Battle.objects.filter(leaderboard_served_at=None).count() == 0

@@ -350,7 +350,7 @@ def test_page_shows_the_figures_and_two_charts(arena_day, django_assert_max_num_
     service_row = page.split('data-latency="service"')[1].split("</tr>")[0]
     assert "no battle has r, ℓ yet" in service_row
     assert 'id="pending-stamps"' in page and "no battle has been rated yet" in page
-    assert 'data-stamp="incorporated_at"' in page and "does not run yet" in page
+    assert 'data-stamp="incorporated_at"' in page and "first published batch refit" in page
 
     latency_plot, hourly_plot = svgs(page)
     assert len(with_class(latency_plot, "rect", "mx-box")) == 4  # wait, δ, execution, h − e

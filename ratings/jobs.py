@@ -1,0 +1,20 @@
+"""RQ jobs for ratings: primitive ids in, one service call."""
+
+from agents.models import Arena
+from ratings.refit import arena_refit
+
+
+def ratings_refit(arena_id: int | None = None) -> list[int]:
+    """The periodic refit (SPEC §7.2): one arena, or every arena that has battles.
+    Returns the ids of the snapshots written."""
+    if arena_id is not None:
+        arena_ids = [arena_id]
+    else:
+        arenas = Arena.objects.filter(battles__isnull=False).distinct()
+        arena_ids = list(arenas.values_list("pk", flat=True))
+    written = []
+    for pk in arena_ids:
+        result = arena_refit(arena_id=pk)
+        if result.snapshot is not None:
+            written.append(result.snapshot.pk)
+    return written
