@@ -87,7 +87,9 @@ def test_a_broken_agent_is_a_recorded_error_not_a_crashed_battle(alice, roster, 
     battle = submit_between(alice, "list the files", "rulebook", "idle")
     battle_run(battle_id=battle.pk)
     battle.refresh_from_db()
-    assert battle.status == "judging"
+    # the battle ends normally; side B made no step, so SPEC §5.3 rule 3 (an outage,
+    # not a performance) keeps it from judges and from the rating
+    assert (battle.status, battle.exclusion_reason) == ("excluded", "no_trajectory")
     b = battle.runs.get(side="B")
     assert b.end_reason == "error" and b.error == "agent error: RuntimeError"
 
