@@ -1,0 +1,110 @@
+"""manage.py import_votes: historical judgments as decided, imported battles."""
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from agents.models import Agent
+from battles.models import Battle, Task
+from judging.models import Vote
+from ratings.models import AgentRating, ImportedBattle, VoteImport
+from ratings.refit import arena_refit
+
+CSV = """left,right,result,who,prompt,w
+Rulebook,surveyor,L,ann,find the cheapest flight,1
+surveyor,idle,R,bob,,0.5
+idle,Rulebook,draw,ann,find the cheapest flight,1
+Rulebook,idle,skip-me,ann,,1
+"""
+FLAGS = [
+    "--a", "left", "--b", "right", "--winner", "result", "--win-a", "L", "--win-b", "R",
+    "--tie", "draw", "--skip", "skip-me", "--judge", "who", "--task", "prompt", "--weight", "w",
+]  # fmt: skip
+
+
+@pytest.fixture
+def csv_file(tmp_path):
+    path = tmp_path / "history.csv"
+    path.write_text(CSV)
+    return path
+
+
+def test_rows_become_decided_imported_battles_with_votes(roster, csv_file, capsys):
+    call_command("import_votes", str(csv_file), *FLAGS)
+
+    battles = list(Battle.objects.order_by("pk").select_related("agent_a", "agent_b", "task"))
+    assert [(b.agent_a.slug, b.agent_b.slug, b.outcome, b.evidence_weight) for b in battles] == [
+        ("rulebook", "surveyor", "A", 1.0),
+        ("surveyor", "idle", "B", 0.5),
+        ("idle", "rulebook", "tie", 1.0),
+    ]
+    assert {b.status for b in battles} == {"decided"} and {b.exclusion_reason for b in battles} == {
+        ""
+    }
+    # one task per distinct task value; the blank one gets the file's placeholder task
+    assert battles[0].task_id == battles[2].task_id != battles[1].task_id
+    assert battles[0].task.instruction == "find the cheapest flight"
+    assert Task.objects.count() == 2
+    # a judge user per judge value, one admissible vote per battle, the cluster judge set
+    votes = list(Vote.objects.order_by("battle_id").select_related("judge"))
+    assert [v.judge.username for v in votes] == ["import:ann", "import:bob", "import:ann"]
+    assert all(v.admissible and not v.is_submitter for v in votes)
+    assert [b.cluster_judge_id for b in battles] == [v.judge_id for v in votes]
+    # marked as imported, with the file's digest, and the skipped row counted
+    vote_import = VoteImport.objects.get()
+    assert (vote_import.rows, vote_import.battles, vote_import.file_name) == (4, 3, "history.csv")
+    assert ImportedBattle.objects.filter(vote_import=vote_import).count() == 3
+    # the streaming Elo took them; the refit publishes them
+    assert AgentRating.objects.get(agent__slug="rulebook").rated_battles == 2
+    assert arena_refit(arena_id=battles[0].arena_id).snapshot.battles == 3
+    assert "Imported 3 battles" in capsys.readouterr().out
+
+
+def test_a_second_import_of_the_same_file_changes_nothing(roster, csv_file, capsys):
+    call_command("import_votes", str(csv_file), *FLAGS)
+    call_command("import_votes", str(csv_file), *FLAGS)
+    assert Battle.objects.count() == 3 and VoteImport.objects.count() == 1
+    assert "imported already" in capsys.readouterr().out
+
+
+def test_unknown_agents_stop_the_import_and_are_listed(roster, tmp_path):
+    path = tmp_path / "x.csv"
+    path.write_text("agent_a,agent_b,winner\nRulebook,Gpt Nine,A\nNova,idle,B\n")
+    with pytest.raises(CommandError, match=r"2 agent\(s\).*Gpt Nine, Nova.*--create-agents"):
+        call_command("import_votes", str(path))
+    assert Battle.objects.count() == 0 and VoteImport.objects.count() == 0
+
+
+def test_create_agents_makes_retired_placeholders_off_the_board(roster, tmp_path, client):
+    path = tmp_path / "x.csv"
+    path.write_text("agent_a,agent_b,winner\nRulebook,Gpt Nine,A\n")
+    call_command("import_votes", str(path), "--create-agents")
+    placeholder = Agent.objects.get(display_name="Gpt Nine")
+    assert (placeholder.slug, placeholder.kind) == ("gpt-nine", "builtin")
+    assert placeholder.retired_at is not None
+    rows = client.get("/api/leaderboard/").json()["rows"]
+    assert "gpt-nine" not in {r["slug"] for r in rows}
+    assert Vote.objects.get().judge.username == "import:unknown"
+
+
+def test_a_bad_row_rolls_back_the_whole_file(roster, tmp_path):
+    path = tmp_path / "x.csv"
+    path.write_text("agent_a,agent_b,winner\nRulebook,idle,A\nRulebook,idle,maybe\n")
+    with pytest.raises(CommandError, match=r"line 3: winner value 'maybe' is not mapped"):
+        call_command("import_votes", str(path))
+    assert Battle.objects.count() == 0
+
+
+def test_a_missing_column_names_the_available_ones(roster, tmp_path):
+    path = tmp_path / "x.csv"
+    path.write_text("p,q,r\nRulebook,idle,A\n")
+    with pytest.raises(CommandError, match=r"column 'agent_a' \(--a\).*available columns: p, q, r"):
+        call_command("import_votes", str(path))
+
+
+def test_imported_tasks_belong_to_no_team_member(roster, csv_file, alice, api):
+    call_command("import_votes", str(csv_file), *FLAGS)
+    task = Task.objects.first()
+    assert task.team.memberships.count() == 0
+    response = api(alice).get(f"/api/tasks/{task.pk}/")
+    assert response.status_code == 404
+    assert "cheapest flight" not in api(alice).get("/api/tasks/").content.decode()
