@@ -128,6 +128,11 @@ def logins() -> list[str]:
 def main() -> None:
     env = dict(os.environ)
     env.setdefault("DJANGO_SETTINGS_MODULE", "arena_site.settings")
+    # The refit's dense solves are small (n agents squared): one BLAS thread each is
+    # faster than a pool contending for the cores the sandboxes use
+    # (tests/bench/bench_ratings.py measures both).
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(name, "1")
     children: list[subprocess.Popen] = []
 
     def on_signal(signum, frame):
