@@ -10,6 +10,8 @@ export ARENA_CHANNEL_PREFIX=arena-test ARENA_CACHE_PREFIX=arena-test
 export ARENA_DATA_DIR="${ARENA_DATA_DIR:-$PWD/var/test}"
 mkdir -p "$ARENA_DATA_DIR/staticfiles"  # WhiteNoise warns on every request without it
 export PYTHONDONTWRITEBYTECODE=1
+# Small dense solves: one BLAS thread is faster than a pool on a busy machine.
+export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}" OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 # No DNS from the suite: sandbox egress resolves nothing, "public" hosts are simulated.
 export ARENA_EGRESS_RESOLVE=false
 
