@@ -103,7 +103,8 @@
       const left = Math.ceil((opensAt - Date.now()) / 1000);
       if (left <= 0) {
         buttons.forEach((b) => { b.disabled = false; });
-        timer.textContent = "Voting is open. Keys: A, B, T (tie), X (both bad), S (abstain).";
+        timer.innerHTML = "Voting is open.<span class=\"keys\"> Keys: A, B, T (tie), X (both bad), " +
+          "S (abstain); N for the next battle.</span>";
         return;
       }
       timer.textContent = "Read first: voting opens in " + left + " s";

@@ -15,7 +15,7 @@ from agents.models import Agent
 from battles.models import Battle, Run, Step
 from battles.services import task_submit
 from judging.models import Vote
-from judging.services import judge_next, vote_cast
+from judging.services import battle_resolve, judge_next, vote_cast
 from tests.conftest import make_person
 
 T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
@@ -308,6 +308,8 @@ def judged_sample(alice, roster, terms):
     with time_machine.travel(T0 + dt.timedelta(minutes=9), tick=False):
         judge_next(judge=judges[0])
         vote_cast(judge=judges[0], battle_id=late.pk, choice="B")  # too fast
+    for battle in [*battles, late]:  # what the commit hook does outside a test transaction
+        battle_resolve(battle_id=battle.pk)
     return judges, battles
 
 
@@ -333,7 +335,12 @@ def test_the_quality_page_shows_agreement_and_each_judge(client, judged_sample, 
     assert re.search(r'class="num cast">4\b', row)
     assert re.search(r'class="num share">75 %', row)
     assert "too_fast × 1" in row
+    assert re.search(r'class="num consensus">2 / 2<', row)  # battles 1 and 2 were decided A
+    row = re.search(r'<tr data-judge="j1">(.*?)</tr>', html, re.S).group(1)
+    assert re.search(r'class="num consensus">1 / 2<', row)
     row = re.search(r'<tr data-judge="j2">(.*?)</tr>', html, re.S).group(1)
     assert "abstain × 1" in row
     assert re.search(r'data-reason="named_model"><td>1\. Judge-visible text named a model', html)
+    # The late battle's only vote was too fast: rule 6.
+    assert re.search(r'data-reason="no_admissible_vote"><td>6\..*?<td class="num">1<', html)
     assert 'id="self-judged">0<' in html
