@@ -1,6 +1,10 @@
 """Idempotently seeds a demo arena: team ``demo`` owned by ``demo``, judges
 ``judge1``–``judge3``, superuser ``admin``, current consent terms accepted by all of
-them, and the built-in roster.
+them, the built-in roster, and (once, unless ``--no-battles``) a short judged history:
+``demo`` submits a handful of tasks, their battles run in real sandboxes, and the three
+judges vote on them through the real services, so the leaderboard, the judge page and
+the judging-quality page (agreement on redundancy battles, exclusion counts) show real
+figures.
 
 Passwords come from ARENA_DEMO_PASSWORD / ARENA_ADMIN_PASSWORD; otherwise each new
 account gets a random one, printed once and written to ``<data dir>/demo-logins.txt``
@@ -8,11 +12,15 @@ account gets a random one, printed once and written to ``<data dir>/demo-logins.
 
 import os
 import secrets
+from contextlib import contextmanager
+from datetime import timedelta
+from unittest import mock
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
+from django.utils import timezone
 
 from accounts.models import Membership, Team
 from accounts.services import (
@@ -34,7 +42,17 @@ JUDGES = ("judge1", "judge2", "judge3")
 
 
 class Command(BaseCommand):
-    help = "Seed the demo team, judges, admin, consent terms and built-in roster (idempotent)."
+    help = (
+        "Seed the demo team, judges, admin, consent terms, built-in roster and a judged "
+        "battle history (idempotent)."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument(
+            "--no-battles",
+            action="store_true",
+            help="Seed people and roster only; run and judge no demo battles.",
+        )
 
     def handle(self, *args, **options) -> None:
         created = self.seed()
@@ -48,6 +66,9 @@ class Command(BaseCommand):
                 handle.writelines(f"{user} {password}\n" for user, password in known.items())
             for user, password in created.items():
                 self.stdout.write(f"created {user} with password {password}")
+        if not options["no_battles"]:
+            for line in demo_history_seed():
+                self.stdout.write(line)
         self.stdout.write(self.style.SUCCESS("demo data is in place"))
 
     @transaction.atomic
@@ -93,3 +114,153 @@ def _read_logins(path) -> list[tuple[str, str]]:
             user, password = line.split(" ", 1)
             pairs.append((user, password))
     return pairs
+
+
+# --- the judged demo history ------------------------------------------------------------
+
+# (instruction, redundancy target). Three are drawn for three judges (agreement and κ
+# on the quality page); the rest for one.
+DEMO_TASKS = [
+    ("Create a file named groceries.txt containing milk, eggs and bread", 3),
+    ("What is 17 * 23 + 4?", 3),
+    ("List the files in the workspace", 3),
+    ("Compute (12 + 30) / 7", 1),
+    ("Create a file named hello.txt containing hello arena", 1),
+]
+# Rule 6 (no admissible vote): its only judge abstains.
+ABSTAINED_TASK = "Calculate 2 * 2 * 2 * 2 * 2"
+# Rule 3 (no trajectory): the submitter ends side B before it takes a step.
+ENDED_EARLY_TASK = "Write a file named draft.txt containing a first draft of the plan"
+# Rule 1 (a name in judge-visible text) when the rule-following agent is drawn: it
+# writes the names into the file and its shell command.
+NAMING_TASK = "Create a file named credits.txt containing Rulebook and Surveyor were here"
+# How long the demo judges read each battle: their serve is stamped this long before
+# the vote (see _served_earlier). One vote is cast without reading (too fast).
+DEMO_READ_S = 45
+# Where demo judges part from the common verdict: (judge, redundancy task index) → choice.
+DISSENT = {("judge3", 1): "flip", ("judge2", 2): "tie"}
+# Submitted after the demo judges are done: left open for whoever judges next.
+OPEN_TASKS = [
+    "Create a file named todo.txt containing call the plumber",
+    "What is (365 - 52) * 24?",
+]
+
+
+def demo_history_seed() -> list[str]:
+    """Runs and judges the demo battles once (a demo team with any task is left alone).
+    Returns lines to print."""
+    from battles.models import Battle
+
+    User = get_user_model()
+    demo = User.objects.get(username="demo")
+    if demo.tasks.exists():
+        return ["demo battles: already seeded"]
+    excluded = [ABSTAINED_TASK, ENDED_EARLY_TASK, NAMING_TASK]
+    battles = _demo_battles_run(demo, DEMO_TASKS, excluded)
+    judges = [User.objects.get(username=name) for name in JUDGES]
+    if any(b.status != Battle.Status.JUDGING and not b.exclusion_reason for b in battles):
+        failed = [b.pk for b in battles if b.status == Battle.Status.FAILED]
+        return [f"demo battles: some did not finish (failed: {failed}); no votes seeded"]
+    votes = _demo_votes_cast(battles, judges)
+    battles += _demo_battles_run(demo, [(task, 1) for task in OPEN_TASKS], [])
+    statuses = sorted({f"{b.status}{'/' + b.exclusion_reason if b.exclusion_reason else ''}"
+                       for b in Battle.objects.filter(pk__in=[b.pk for b in battles])})  # fmt: skip
+    return [f"demo battles: {len(battles)} run, {votes} votes cast ({', '.join(statuses)})"]
+
+
+def _demo_battles_run(demo, tasks: list[tuple[str, int]], singles: list[str]) -> list:
+    """Submits ``tasks`` (instruction, redundancy target), then ``singles`` (target 1,
+    the second of them with side B ended at once), through admission, and runs their
+    battles in this process (real sandboxes, a few at a time) in submission order."""
+    import random
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
+    from django.test import override_settings
+
+    from battles.models import Battle
+    from battles.services import battle_end_side, battle_run, task_submit
+
+    rng = random.Random(2026)  # noqa: S311 - a reproducible demo, not a secret
+    battles = []
+    for instruction, target in [*tasks, *((single, 1) for single in singles)]:
+        # The redundancy draw is random (SPEC §5.2); the demo asks for its sample.
+        fraction = 1.0 if target > 1 else 0.0
+        with override_settings(ARENA={**settings.ARENA, "REDUNDANCY_FRACTION": fraction}):
+            battles.append(task_submit(user=demo, instruction=instruction, rng=rng))
+    if len(singles) >= 2:
+        battle_end_side(user=demo, battle_id=battles[len(tasks) + 1].pk, side="B")
+
+    def run(battle_id: int) -> None:
+        try:
+            battle_run(battle_id=battle_id)
+        finally:
+            connection.close()
+
+    # Run in submission order, a few at once: ended_at then orders them for judge_next.
+    slots = max(1, min(3, settings.ARENA["BATTLE_SLOTS"]))
+    for start in range(0, len(battles), slots):
+        with ThreadPoolExecutor(max_workers=slots) as pool:
+            list(pool.map(run, [b.pk for b in battles[start : start + slots]]))
+    return list(Battle.objects.filter(pk__in=[b.pk for b in battles]).order_by("pk"))
+
+
+# How well the built-in agents do simple tasks (agents/policies.py): the demo judges'
+# common verdict follows it; an agent not listed ranks with the weakest.
+COMPETENCE = {"rulebook": 3, "surveyor": 2, "idle": 1}
+
+
+def _verdict(battle) -> str:
+    """The common verdict on a demo battle: the more competent side wins, equals tie."""
+    a, b = (COMPETENCE.get(agent.slug, 0) for agent in (battle.agent_a, battle.agent_b))
+    return "tie" if a == b else ("A" if a > b else "B")
+
+
+@contextmanager
+def _served_earlier(seconds: float):
+    """Stamps what is written inside as happening ``seconds`` ago: the demo judges
+    "read" each battle without the seeding waiting for it. The services read the clock
+    through ``django.utils.timezone.now``."""
+    moment = timezone.now() - timedelta(seconds=seconds)
+    with mock.patch.object(timezone, "now", return_value=moment):
+        yield
+
+
+def _demo_votes_cast(battles: list, judges: list) -> int:
+    """Each judge asks for the next battle (judge_next) and votes on it (vote_cast),
+    until nothing is left to judge; every rule is the services' own."""
+    from battles.models import Battle
+    from judging.services import judge_next, vote_cast
+
+    redundant = [b.pk for b in battles if b.redundancy_target > 1]
+    abstained = battles[len(DEMO_TASKS)].pk
+    too_fast_done = False
+    votes = 0
+    for _ in range(len(battles) * len(judges)):
+        progressed = False
+        for judge in judges:
+            rushed = not too_fast_done and judge.username == "judge1" and votes >= 6
+            if rushed:
+                battle = judge_next(judge=judge)
+            else:
+                with _served_earlier(DEMO_READ_S):
+                    battle = judge_next(judge=judge)
+            if battle is None:
+                continue
+            battle = Battle.objects.select_related("agent_a", "agent_b").get(pk=battle.pk)
+            choice = _verdict(battle)
+            if battle.pk == abstained:
+                choice = "abstain"
+            elif battle.pk in redundant:
+                dissent = DISSENT.get((judge.username, redundant.index(battle.pk)))
+                if dissent == "flip":
+                    choice = {"A": "B", "B": "A"}.get(choice, "A")
+                elif dissent:
+                    choice = dissent
+            vote_cast(judge=judge, battle_id=battle.pk, choice=choice)
+            too_fast_done = too_fast_done or rushed
+            votes += 1
+            progressed = True
+        if not progressed:
+            break
+    return votes
