@@ -166,3 +166,37 @@ def test_the_served_queue_skips_excluded_battles(alice, judge, roster):
     battle_screen(battle_id=bad.pk)
     battle_screen(battle_id=good.pk)
     assert judge_next(judge=judge).pk == good.pk
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("message", "status", "reason"),
+    [("As Rulebook, I say 42.", "excluded", "named_model"), ("42.", "judging", "")],
+)
+def test_battle_run_screens_the_battle_when_its_lanes_end(
+    alice, judge, roster, monkeypatch, message, status, reason
+):
+    """The hook in battles.services.battle_run: the lanes (faked: no sandbox) end, and
+    the battle opens for judging already screened."""
+    import battles.services
+    from battles.models import Step
+    from battles.services import battle_run
+
+    def lane(*, run_id, inputs, barrier=None):
+        run = Run.objects.get(pk=run_id)
+        Step.objects.create(
+            run=run, index=0, tool="shell", args={"command": "true"}, started_at=T0, duration_ms=1
+        )
+        Run.objects.filter(pk=run_id).update(
+            status=Run.Status.ENDED, end_reason="delivered", final_message=message
+        )
+        return run
+
+    monkeypatch.setattr(battles.services, "run_lane", lane)
+    battle = ended_battle(alice, steps=(0, 0), status=Battle.Status.QUEUED)
+
+    battle_run(battle_id=battle.pk)
+
+    battle.refresh_from_db()
+    assert (battle.status, battle.exclusion_reason) == (status, reason)
+    assert (judge_next(judge=judge) is None) == (status == "excluded")
