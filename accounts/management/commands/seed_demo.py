@@ -135,14 +135,16 @@ ENDED_EARLY_TASK = "Write a file named draft.txt containing a first draft of the
 # writes the names into the file and its shell command.
 NAMING_TASK = "Create a file named credits.txt containing Rulebook and Surveyor were here"
 # How long the demo judges read each battle: their serve is stamped this long before
-# the vote (see _served_earlier). One vote is cast without reading (too fast).
+# the vote (see _served_earlier).
 DEMO_READ_S = 45
 # Where demo judges part from the common verdict: (judge, redundancy task index) → choice.
 DISSENT = {("judge3", 1): "flip", ("judge2", 2): "tie"}
-# Submitted after the demo judges are done: left open for whoever judges next.
+# Submitted after the demo judges are done: judge1 rushes a vote on the first; the
+# others are left open for whoever judges next.
 OPEN_TASKS = [
     "Create a file named todo.txt containing call the plumber",
     "What is (365 - 52) * 24?",
+    "Create a file named packing.txt containing passport, charger, socks",
 ]
 
 
@@ -150,6 +152,7 @@ def demo_history_seed() -> list[str]:
     """Runs and judges the demo battles once (a demo team with any task is left alone).
     Returns lines to print."""
     from battles.models import Battle
+    from judging.services import judge_next, vote_cast
 
     User = get_user_model()
     demo = User.objects.get(username="demo")
@@ -163,6 +166,11 @@ def demo_history_seed() -> list[str]:
         return [f"demo battles: some did not finish (failed: {failed}); no votes seeded"]
     votes = _demo_votes_cast(battles, judges)
     battles += _demo_battles_run(demo, [(task, 1) for task in OPEN_TASKS], [])
+    # One vote without reading: stored, too fast, and its battle falls to rule 6.
+    rushed = judge_next(judge=judges[0])
+    if rushed is not None:
+        vote_cast(judge=judges[0], battle_id=rushed.pk, choice="A")
+        votes += 1
     statuses = sorted({f"{b.status}{'/' + b.exclusion_reason if b.exclusion_reason else ''}"
                        for b in Battle.objects.filter(pk__in=[b.pk for b in battles])})  # fmt: skip
     return [f"demo battles: {len(battles)} run, {votes} votes cast ({', '.join(statuses)})"]
@@ -234,17 +242,12 @@ def _demo_votes_cast(battles: list, judges: list) -> int:
 
     redundant = [b.pk for b in battles if b.redundancy_target > 1]
     abstained = battles[len(DEMO_TASKS)].pk
-    too_fast_done = False
     votes = 0
     for _ in range(len(battles) * len(judges)):
         progressed = False
         for judge in judges:
-            rushed = not too_fast_done and judge.username == "judge1" and votes >= 6
-            if rushed:
+            with _served_earlier(DEMO_READ_S):
                 battle = judge_next(judge=judge)
-            else:
-                with _served_earlier(DEMO_READ_S):
-                    battle = judge_next(judge=judge)
             if battle is None:
                 continue
             battle = Battle.objects.select_related("agent_a", "agent_b").get(pk=battle.pk)
@@ -258,7 +261,6 @@ def _demo_votes_cast(battles: list, judges: list) -> int:
                 elif dissent:
                     choice = dissent
             vote_cast(judge=judge, battle_id=battle.pk, choice=choice)
-            too_fast_done = too_fast_done or rushed
             votes += 1
             progressed = True
         if not progressed:
