@@ -241,19 +241,18 @@ def consensus(votes: Sequence[tuple[str, float]]) -> str:
 
 
 def battle_resolve_after_commit(battle_id: int) -> None:
-    """After the surrounding transaction commits: enqueue the ``judging`` job (the
-    backstop if this process dies) and resolve in-process at once, so a deciding vote
-    moves the streaming board within milliseconds. Both are idempotent."""
+    """After the surrounding transaction commits, resolve the battle in this process at
+    once, so a deciding vote moves the streaming board within milliseconds. Should that
+    fail, the ``judging`` job retries it on a worker. The job is not enqueued on
+    success: on a busy host its worker would compete with the next vote for the CPU.
+    ``battles_resolve_pending`` sweeps up after a process that died in between."""
 
     def resolve() -> None:
         try:
-            _enqueue_resolve(battle_id)
-        except Exception:
-            logger.exception("could not enqueue the resolve job of battle %s", battle_id)
-        try:
             battle_resolve(battle_id=battle_id)
         except Exception:
-            logger.exception("in-process resolve of battle %s failed; the job retries", battle_id)
+            logger.exception("in-process resolve of battle %s failed; enqueued", battle_id)
+            _enqueue_resolve(battle_id)
 
     transaction.on_commit(resolve)
 
@@ -262,6 +261,17 @@ def _enqueue_resolve(battle_id: int) -> None:
     import django_rq
 
     django_rq.get_queue("judging").enqueue("judging.jobs.battle_resolve", battle_id)
+
+
+def battles_resolve_pending() -> list[int]:
+    """The sweep: resolves every battle still judging that has a live vote (a process
+    died between a vote's commit and its resolve). Returns the ids of those changed."""
+    pending = (
+        Battle.objects.filter(status=Battle.Status.JUDGING, votes__retracted=False)
+        .values_list("pk", flat=True)
+        .distinct()
+    )
+    return [battle_id for battle_id in pending if battle_resolve(battle_id=battle_id)]
 
 
 def battle_resolve(*, battle_id: int) -> bool:
