@@ -281,7 +281,10 @@ def battle_resolve(*, battle_id: int) -> bool:
     re-admitted when an admissible vote appears (a judge trusted again)."""
     with transaction.atomic():
         battle = (
-            Battle.objects.select_for_update().select_related("task").filter(pk=battle_id).first()
+            Battle.objects.select_for_update(of=("self",))
+            .select_related("task", "agent_a", "agent_b")
+            .filter(pk=battle_id)
+            .first()
         )
         if battle is None or not _resolvable(battle):
             return False
