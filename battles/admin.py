@@ -24,11 +24,23 @@ class BattleAdmin(admin.ModelAdmin):
         "agent_a",
         "agent_b",
         "outcome",
+        "exclusion_reason",
+        "self_judged",
         "redundancy_target",
         "submitted_at",
     ]
-    list_filter = ["status", "outcome", "redundancy_target"]
+    list_filter = ["status", "outcome", "exclusion_reason", "self_judged", "redundancy_target"]
     inlines = [RunInline]
+    # Judging state changes only through the audited exclusion log (judging admin).
+    readonly_fields = [
+        "status",
+        "outcome",
+        "evidence_weight",
+        "exclusion_reason",
+        "self_judged",
+        "cluster_judge",
+        "streaming_applied",
+    ]
 
 
 @admin.register(Run)

@@ -175,3 +175,13 @@ def test_non_staff_cannot_reach_the_admin(client, judge, alice, roster):
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
     battle.refresh_from_db()
     assert battle.status == Battle.Status.JUDGING
+
+
+def test_the_battle_admin_shows_but_does_not_edit_judging_state(admin_client, alice, roster):
+    battle = ended_battle(alice)
+    page = admin_client.get(f"/admin/battles/battle/{battle.pk}/change/")
+    assert page.status_code == 200
+    listing = admin_client.get("/admin/battles/battle/?exclusion_reason=no_run")
+    assert listing.status_code == 200
+    form = page.context["adminform"].form
+    assert not {"status", "exclusion_reason", "outcome", "self_judged"} & set(form.fields)
