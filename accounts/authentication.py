@@ -1,9 +1,13 @@
 """Bearer-token authentication for the API: ``Authorization: Bearer arena_…``."""
 
+from datetime import timedelta
+
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
 from accounts.models import ApiToken
+
+LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
 class ApiTokenAuthentication(authentication.BaseAuthentication):
@@ -23,7 +27,10 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         )
         if token is None or not token.user.is_active:
             raise exceptions.AuthenticationFailed("Invalid or revoked API token.")
-        ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
+        now = timezone.now()
+        # "last used" to the minute: a write per request would tax every API call
+        if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
+            ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         return token.user, token
 
     def authenticate_header(self, request) -> str:

@@ -90,9 +90,7 @@ class Battle(models.Model):
     is_calibration = models.BooleanField(default=False)
     outcome = models.CharField(max_length=10, choices=Outcome.choices, blank=True)
     evidence_weight = models.FloatField(null=True, blank=True)
-    exclusion_reason = models.CharField(
-        max_length=40, blank=True, choices=ExclusionReason.choices
-    )
+    exclusion_reason = models.CharField(max_length=40, blank=True, choices=ExclusionReason.choices)
     # SPEC §5.4: decided by the submitter's own blind vote alone (no independent judge
     # had an admissible vote); counted in the published self-judged-only tally.
     self_judged = models.BooleanField(default=False)

@@ -10,11 +10,12 @@ import time
 from collections.abc import Sequence
 from datetime import datetime
 
+import django_rq
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.cache import cache
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Q
+from django.db.models import Count, Exists, Q
 from django.utils import timezone
 
 from agents.models import Agent
@@ -52,19 +53,18 @@ _RATE_LIMITS = {
 
 def judge_rate_check(*, judge: AbstractBaseUser, scope: str) -> None:
     """Counts one request of ``scope`` ("next" or "vote") for the judge in the current
-    one-minute window (an atomic increment in the shared Redis cache, so every web
-    process counts together); over the limit raises 429 with Retry-After."""
+    one-minute window (an atomic increment in the shared Redis, so every web process
+    counts together); over the limit raises 429 with Retry-After."""
     setting, noun = _RATE_LIMITS[scope]
     limit = settings.ARENA[setting]
     now = time.time()
     window = int(now // 60)
-    key = f"judge-rate:{scope}:{judge.pk}:{window}"
-    cache.add(key, 0, timeout=120)
-    try:
-        count = cache.incr(key)
-    except ValueError:  # expired between add and incr
-        cache.set(key, 1, timeout=120)
-        count = 1
+    key = cache.make_key(f"judge-rate:{scope}:{judge.pk}:{window}")
+    # INCR and EXPIRE in one round trip on the cache's Redis (RQ's connection, the same
+    # server and database); the cache API would take two, and the vote path is
+    # latency-bound
+    with django_rq.get_connection("default").pipeline() as pipe:
+        count, _ = pipe.incr(key).expire(key, 120).execute()
     if count > limit:
         retry = max(1, math.ceil((window + 1) * 60 - now))
         raise ApplicationError(
@@ -100,6 +100,7 @@ def judge_next(*, judge: AbstractBaseUser) -> Battle | None:
     Assignment.objects.get_or_create(
         judge=judge, battle=battle, defaults={"served_at": timezone.now()}
     )
+    judge_profile(judge)  # every judge who can vote has a profile (trust ω, admin flag)
     return battle
 
 
@@ -134,6 +135,12 @@ def vote_cast(*, judge: AbstractBaseUser, battle_id: int, choice: str) -> Vote:
     assignment = (
         Assignment.objects.select_related("battle__task")
         .filter(judge=judge, battle_id=battle_id)
+        .annotate(
+            retracted_before=Exists(
+                Vote.objects.filter(judge=judge, battle_id=battle_id, retracted=True)
+            ),
+            untrusted=Exists(JudgeProfile.objects.filter(user=judge, is_untrusted=True)),
+        )
         .first()
     )
     if assignment is None:
@@ -144,7 +151,7 @@ def vote_cast(*, judge: AbstractBaseUser, battle_id: int, choice: str) -> Vote:
         raise ApplicationError(
             f"This battle is {battle.status}; it cannot take votes.", code="not_judging", status=409
         )
-    if Vote.objects.filter(judge=judge, battle=battle, retracted=True).exists():
+    if assignment.retracted_before:
         raise ApplicationError(
             "You retracted your vote on this battle after its reveal; you cannot vote on it again.",
             code="vote_retracted",
@@ -156,7 +163,7 @@ def vote_cast(*, judge: AbstractBaseUser, battle_id: int, choice: str) -> Vote:
         choice=choice,
         served_at=assignment.served_at,
         voted_at=voted_at,
-        untrusted=judge_profile(judge).is_untrusted,
+        untrusted=assignment.untrusted,
     )
     try:
         with transaction.atomic():
@@ -174,7 +181,9 @@ def vote_cast(*, judge: AbstractBaseUser, battle_id: int, choice: str) -> Vote:
                 Battle.objects.filter(pk=battle.pk, first_judgment_at=None).update(
                     first_judgment_at=voted_at
                 )
-            battle_resolve_after_commit(battle.pk)
+            # Resolved in the same transaction: the vote and what it decides commit
+            # together, and the streaming frame leaves right after that one commit.
+            _battle_resolve_here(battle.pk)
     except IntegrityError as exc:
         raise ApplicationError(
             "You have already voted on this battle.", code="already_voted", status=409
@@ -291,6 +300,18 @@ def battle_resolve(*, battle_id: int) -> bool:
         return _battle_reconcile(battle)
 
 
+def _battle_resolve_here(battle_id: int) -> None:
+    """``battle_resolve`` inside the caller's transaction; should it fail, the vote still
+    commits and the ``judging`` job resolves the battle on a worker (the savepoint keeps
+    the vote). ``battles_resolve_pending`` sweeps up after a process that died."""
+    try:
+        with transaction.atomic():
+            battle_resolve(battle_id=battle_id)
+    except Exception:
+        logger.exception("resolving battle %s with its vote failed; enqueued", battle_id)
+        transaction.on_commit(lambda: _enqueue_resolve(battle_id))
+
+
 def _resolvable(battle: Battle) -> bool:
     return battle.status in (Battle.Status.JUDGING, Battle.Status.DECIDED) or (
         battle.status == Battle.Status.EXCLUDED
@@ -309,7 +330,9 @@ def _battle_reconcile(battle: Battle) -> bool:
     A decision stands while every vote that produced it is live and admissible and, when
     self-judged, no independent admissible vote has arrived; votes arriving after an
     independent decision do not move it (they are kept, and count if it reopens)."""
-    votes = list(battle.votes.select_related("judge").order_by("voted_at", "pk"))
+    votes = list(
+        battle.votes.select_related("judge", "judge__judge_profile").order_by("voted_at", "pk")
+    )
     live = [v for v in votes if not v.retracted]
     independent = [v for v in live if v.admissible and not v.is_submitter]
     submitter = [v for v in live if v.admissible and v.is_submitter]
@@ -355,6 +378,12 @@ def _profiles_locked(user_ids: set[int]) -> dict[int, JudgeProfile]:
     return {p.user_id: p for p in rows}
 
 
+def _trust_of(vote: Vote, default: float) -> float:
+    """ω of the vote's judge (loaded with the vote); a judge without a profile is new."""
+    profile = getattr(vote.judge, "judge_profile", None)
+    return profile.trust if profile is not None else default
+
+
 def _battle_decide(battle: Battle, votes: list[Vote], *, self_judged: bool) -> None:
     """Sets the outcome from ``votes`` (the V_b of SPEC §5.4), its evidence weight
     w_b = γ_b · mean ω, the cluster judge, moves the streaming ratings, and on a
@@ -362,12 +391,7 @@ def _battle_decide(battle: Battle, votes: list[Vote], *, self_judged: bool) -> N
     from ratings.services import rating_apply_battle
 
     arena = settings.ARENA
-    trust = dict(
-        JudgeProfile.objects.filter(user_id__in={v.judge_id for v in votes}).values_list(
-            "user_id", "trust"
-        )
-    )
-    weighted = [(v.choice, trust.get(v.judge_id, arena["TRUST_NEW"])) for v in votes]
+    weighted = [(v.choice, _trust_of(v, arena["TRUST_NEW"])) for v in votes]
     gamma = arena["CALIBRATION_GAMMA"] if battle.is_calibration else 1.0
     battle.outcome = consensus(weighted)
     battle.evidence_weight = gamma * sum(w for _, w in weighted) / len(weighted)

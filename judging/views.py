@@ -39,7 +39,15 @@ HISTORY_ROWS = 10
 @consent_required
 @require_GET
 def judge_page(request: HttpRequest) -> HttpResponse:
-    battle = judge_next(judge=request.user)
+    try:
+        battle = judge_next(judge=request.user)
+    except ApplicationError as exc:  # the per-judge rate limit
+        response = render(
+            request, "judging/judge.html", {"battle": None, "error": exc}, status=exc.status
+        )
+        for name, value in exc.headers.items():
+            response[name] = value
+        return response
     context = {"battle": battle}
     if battle is not None:
         served_at = Assignment.objects.get(judge=request.user, battle=battle).served_at

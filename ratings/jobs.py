@@ -2,6 +2,8 @@
 
 from agents.models import Arena
 from ratings.refit import arena_refit
+from ratings.services import leaderboard_push as _leaderboard_push
+from ratings.services import leaderboard_push_pending_clear
 
 
 def ratings_refit(arena_id: int | None = None) -> list[int]:
@@ -18,3 +20,9 @@ def ratings_refit(arena_id: int | None = None) -> list[int]:
         if result.snapshot is not None:
             written.append(result.snapshot.pk)
     return written
+
+
+def leaderboard_push(arena_id: int) -> None:
+    """The full board after a streaming change (the small frame went out already)."""
+    leaderboard_push_pending_clear(arena_id=arena_id)
+    _leaderboard_push(arena_id=arena_id)

@@ -30,14 +30,31 @@ def agent_rating(agent: Agent, *, lock: bool = False) -> AgentRating:
     return rating
 
 
+RATING_FIELDS = ["streaming_rating", "rated_battles", "wins", "losses", "draws", "updated_at"]
+
+
+def _ratings_locked(*agents: Agent) -> dict[int, AgentRating]:
+    """The agents' rating rows, locked in agent-id order (two battles sharing agents
+    cannot deadlock), created at R0 when missing. One query when all exist."""
+    ids = sorted(agent.pk for agent in agents)
+    rows = {
+        row.agent_id: row
+        for row in AgentRating.objects.select_for_update()
+        .filter(agent_id__in=ids)
+        .order_by("agent_id")
+    }
+    if len(rows) < len(ids):
+        for agent in sorted(agents, key=lambda a: a.pk):
+            rows[agent.pk] = agent_rating(agent, lock=True)
+    return rows
+
+
 def rating_apply_battle(*, battle: Battle, push: bool = True) -> None:
     """Moves both agents' streaming ratings by the battle's outcome; after commit the
     board is pushed, unless ``push`` is off (a bulk import pushes once, at its end).
     Precondition: called inside the transaction that decided the battle (row locked)."""
     y = OUTCOME_Y[battle.outcome]
-    # Lock in id order so two battles sharing agents cannot deadlock.
-    first, second = sorted([battle.agent_a, battle.agent_b], key=lambda a: a.pk)
-    ratings = {first.pk: agent_rating(first, lock=True), second.pk: agent_rating(second, lock=True)}
+    ratings = _ratings_locked(battle.agent_a, battle.agent_b)
     ra, rb = ratings[battle.agent_a_id], ratings[battle.agent_b_id]
     before_a, before_b = ra.streaming_rating, rb.streaming_rating
     ra.streaming_rating, rb.streaming_rating = elo.update(
@@ -55,6 +72,7 @@ def rating_apply_battle(*, battle: Battle, push: bool = True) -> None:
         "y": y,
     }
     Battle.objects.filter(pk=battle.pk).update(streaming_applied=battle.streaming_applied)
+    now = timezone.now()
     for row, score in ((ra, y), (rb, 1.0 - y)):
         row.rated_battles += 1
         if score == 1.0:
@@ -63,20 +81,61 @@ def rating_apply_battle(*, battle: Battle, push: bool = True) -> None:
             row.losses += 1
         else:
             row.draws += 1
-        row.save(
-            update_fields=[
-                "streaming_rating",
-                "rated_battles",
-                "wins",
-                "losses",
-                "draws",
-                "updated_at",
-            ]
-        )
+        row.updated_at = now
+    AgentRating.objects.bulk_update([ra, rb], RATING_FIELDS)  # one UPDATE for both
     # r (SPEC §6) is not stamped here: the streaming value is not the published rating.
     # The refit that first includes the battle stamps it (ratings.refit.arena_refit).
     if push:
-        transaction.on_commit(lambda: leaderboard_push(arena_id=battle.arena_id))
+        streaming_changed(
+            arena_id=battle.arena_id,
+            ratings=[(battle.agent_a.slug, ra), (battle.agent_b.slug, rb)],
+        )
+
+
+def streaming_changed(*, arena_id: int, ratings: list[tuple[str, AgentRating]]) -> None:
+    """After commit: the new streaming values of these agents go out at once as a small
+    frame (their streaming, votes and record cells, swapped in by id; rendered from the
+    rows in hand, no query), and the whole board (order, refit columns, counts) follows
+    from the ``ratings`` queue. Pushes requested while one is pending coalesce."""
+    cells = [
+        {
+            "slug": slug,
+            "streaming_rating": round(row.streaming_rating, 1),
+            "votes": row.rated_battles,
+            "wins": row.wins,
+            "draws": row.draws,
+            "losses": row.losses,
+        }
+        for slug, row in ratings
+    ]
+
+    def send() -> None:
+        html = render_to_string("ratings/_streaming_cells.html", {"cells": cells})
+        group_send(LEADERBOARD_GROUP, {"type": "leaderboard.update", "html": html})
+        leaderboard_push_later(arena_id=arena_id)
+
+    transaction.on_commit(send)
+
+
+def leaderboard_push_later(*, arena_id: int) -> None:
+    """Enqueues one full board push for the arena unless one is already waiting."""
+    import django_rq
+
+    queue = django_rq.get_queue("ratings")
+    if queue.connection.set(_push_pending_key(arena_id), "1", nx=True, ex=60):
+        queue.enqueue("ratings.jobs.leaderboard_push", arena_id)
+
+
+def _push_pending_key(arena_id: int) -> str:
+    return f"{settings.CACHES['default'].get('KEY_PREFIX', 'arena')}:leaderboard-push:{arena_id}"
+
+
+def leaderboard_push_pending_clear(*, arena_id: int) -> None:
+    """Called by the push job before it renders, so a change after this point enqueues
+    another push (the last change is never left unrendered)."""
+    import django_rq
+
+    django_rq.get_connection("ratings").delete(_push_pending_key(arena_id))
 
 
 def leaderboard_html(*, arena_id: int) -> str:
@@ -112,8 +171,7 @@ def rating_revert_battle(*, battle: Battle) -> None:
     applied = battle.streaming_applied
     if not applied:
         return
-    first, second = sorted([battle.agent_a, battle.agent_b], key=lambda a: a.pk)
-    ratings = {first.pk: agent_rating(first, lock=True), second.pk: agent_rating(second, lock=True)}
+    ratings = _ratings_locked(battle.agent_a, battle.agent_b)
     sides = (
         (ratings[battle.agent_a_id], applied["a"], applied["y"]),
         (ratings[battle.agent_b_id], applied["b"], 1.0 - applied["y"]),
@@ -127,16 +185,11 @@ def rating_revert_battle(*, battle: Battle) -> None:
             row.losses = max(0, row.losses - 1)
         else:
             row.draws = max(0, row.draws - 1)
-        row.save(
-            update_fields=[
-                "streaming_rating",
-                "rated_battles",
-                "wins",
-                "losses",
-                "draws",
-                "updated_at",
-            ]
-        )
+        row.updated_at = timezone.now()
+    AgentRating.objects.bulk_update([row for row, _, _ in sides], RATING_FIELDS)
     battle.streaming_applied = None
     Battle.objects.filter(pk=battle.pk).update(streaming_applied=None)
-    transaction.on_commit(lambda: leaderboard_push(arena_id=battle.arena_id))
+    streaming_changed(
+        arena_id=battle.arena_id,
+        ratings=[(battle.agent_a.slug, sides[0][0]), (battle.agent_b.slug, sides[1][0])],
+    )

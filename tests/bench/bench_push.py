@@ -4,9 +4,10 @@ Starts real Daphne and one RQ worker (tests/servers.py) on a throwaway database 
 from DATABASE_URL, opens a websocket to /ws/leaderboard/ like a browser would, and casts
 N votes through ``POST /api/battles/<id>/votes/`` on battles prepared in the judging
 state (served to the judge a minute ago, so every vote is admissible). For each vote it
-measures the time from sending the POST to the arrival of the first frame whose rows
-show both agents' new rated-battle counts (the frame that carries the new streaming
-values), and the POST's own response time. Prints one JSON document.
+measures the time from sending the POST to the arrival of the first frame that shows
+both agents' new rated-battle counts (the small streaming frame carrying the new
+streaming values; the full board follows from the ratings queue), and the POST's own
+response time. Prints one JSON document.
 Target (issue #7): push p50 ≤ 50 ms on loopback.
 
 Run: DATABASE_URL=postgres://postgres@127.0.0.1:5432/arena REDIS_URL=redis://127.0.0.1:6379/0 \
@@ -122,10 +123,9 @@ def summary(samples: list[float]) -> dict:
 
 
 def votes_in(frame: str, slug: str) -> int | None:
-    row = frame.split(f'data-agent="{slug}"', 1)
-    if len(row) < 2:
-        return None
-    found = re.search(r'<td class="votes">(\d+)</td>', row[1].split("</tr>", 1)[0])
+    """The agent's rated-battle count in a frame: the small streaming frame and the full
+    board both carry the cell ``id="votes-<slug>"``."""
+    found = re.search(rf'id="votes-{re.escape(slug)}"[^>]*>(\d+)</td>', frame)
     return int(found.group(1)) if found else None
 
 

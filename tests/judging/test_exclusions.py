@@ -116,8 +116,7 @@ def test_rule_6_when_every_vote_of_the_target_is_inadmissible(alice, roster):
     assert battle_resolve(battle_id=battle.pk) is False  # 2 of 3 judgments: keep waiting
     battle.refresh_from_db()
     assert battle.status == Battle.Status.JUDGING
-    judge_on(j3, battle, "abstain")
-    assert battle_resolve(battle_id=battle.pk) is True
+    judge_on(j3, battle, "abstain")  # the third judgment: resolved with the vote
     battle.refresh_from_db()
     assert (battle.status, battle.exclusion_reason) == ("excluded", "no_admissible_vote")
 

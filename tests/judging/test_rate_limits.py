@@ -62,3 +62,16 @@ def test_the_counter_lives_in_redis(judge, settings, db):
     window = int(T0.timestamp() // 60)
     assert cache.get(f"judge-rate:next:{judge.pk}:{window}") == 2
     assert "RedisCache" in settings.CACHES["default"]["BACKEND"]
+
+
+def test_the_judge_page_over_the_limit_says_so_with_429(client, judge, settings, db):
+    settings.ARENA = {**settings.ARENA, "JUDGE_NEXT_RATE_PER_MIN": 1}
+    client.force_login(judge)
+    with time_machine.travel(T0 + dt.timedelta(seconds=50), tick=False):
+        assert client.get("/judge/").status_code == 200
+        limited = client.get("/judge/")
+    assert limited.status_code == 429
+    assert limited["Retry-After"] == "10"
+    assert "Too many battle requests: at most 1 a minute. Try again in 10 s." in (
+        limited.content.decode()
+    )

@@ -1,5 +1,6 @@
-"""vote → resolve: in-process right after commit (the fast path), the judging job when
-that fails, the sweep after a lost process, and one real worker on the judging queue."""
+"""vote → resolve: in the vote's own transaction (the fast path), the judging job when
+that fails, the sweep for a vote left unresolved, and one real worker on the judging
+queue."""
 
 import datetime as dt
 
@@ -67,8 +68,8 @@ def test_the_sweep_resolves_what_a_lost_process_left(alice, judge, roster, monke
     battle = ended_battle(alice)
     untouched = ended_battle(alice)
     served_long_ago(judge, battle)
-    # the process dies after commit: nothing runs on commit
-    monkeypatch.setattr(judging.services, "battle_resolve_after_commit", lambda battle_id: None)
+    # the resolution never happened (its job lost with a dead worker, say)
+    monkeypatch.setattr(judging.services, "_battle_resolve_here", lambda battle_id: None)
     vote_cast(judge=judge, battle_id=battle.pk, choice="tie")
     assert Battle.objects.get(pk=battle.pk).status == "judging"
 

@@ -109,10 +109,9 @@ def test_retracting_a_counted_vote_re_resolves_from_the_remaining_votes(api, ali
     the deciding vote is retracted, the remaining vote decides, with its own cluster."""
     first, second = people(2)
     battle = ended_battle(alice)
-    judge_on(first, battle, "A")
-    served = serve(second, T0 + dt.timedelta(seconds=1))
+    served = serve(second, T0 - dt.timedelta(seconds=1))  # both were served before it decided
     assert served is not None and served.pk == battle.pk
-    battle_resolve(battle_id=battle.pk)
+    judge_on(first, battle, "A")
     cast(second, battle, "B", T0 + dt.timedelta(seconds=40))
     assert battle_resolve(battle_id=battle.pk) is False  # a late vote does not move it
 

@@ -24,9 +24,9 @@ def streaming() -> dict[str, tuple[float, int, int, int, int]]:
 
 def test_the_submitters_vote_alone_decides_and_counts_as_self_judged(alice, roster):
     battle = ended_battle(alice)
-    judge_on(alice, battle, "A")
+    judge_on(alice, battle, "A")  # resolved with the vote
 
-    assert battle_resolve(battle_id=battle.pk) is True
+    assert battle_resolve(battle_id=battle.pk) is False  # nothing left to do
 
     battle.refresh_from_db()
     assert (battle.status, battle.outcome, battle.self_judged) == ("decided", "A", True)
@@ -43,8 +43,7 @@ def test_an_independent_vote_replaces_the_submitters(alice, judge, roster):
 
     # still served to independent judges while self-judged
     assert serve(judge, T0 + dt.timedelta(minutes=1)).pk == battle.pk
-    cast(judge, battle, "B", T0 + dt.timedelta(minutes=2))
-    assert battle_resolve(battle_id=battle.pk) is True
+    cast(judge, battle, "B", T0 + dt.timedelta(minutes=2))  # resolved with the vote
 
     battle.refresh_from_db()
     assert (battle.status, battle.outcome, battle.self_judged) == ("decided", "B", False)
@@ -83,9 +82,9 @@ def test_same_result_as_an_independent_vote_alone(alice, judge, roster):
 
 def test_the_submitters_vote_is_ignored_once_an_independent_one_exists(alice, judge, roster):
     battle = ended_battle(alice)
+    assert serve(alice, T0).pk == battle.pk  # served to both while judging
     judge_on(judge, battle, "B")
-    judge_on(alice, battle, "A", at=T0 + dt.timedelta(minutes=1))
-    battle_resolve(battle_id=battle.pk)
+    cast(alice, battle, "A", T0 + dt.timedelta(minutes=1))
     battle.refresh_from_db()
     assert (battle.outcome, battle.self_judged) == ("B", False)
     assert not Vote.objects.get(judge=alice).counted

@@ -142,9 +142,9 @@ def test_admissible_vote_decides_the_battle_and_moves_streaming_elo(
     api, judge, finished_battle, django_capture_on_commit_callbacks
 ):
     serve(api, judge)
-    vote(api, judge, finished_battle, "A")
+    vote(api, judge, finished_battle, "A")  # resolved in the vote's transaction
 
-    assert battle_resolve(battle_id=finished_battle.pk) is True
+    assert battle_resolve(battle_id=finished_battle.pk) is False  # nothing left to do
 
     finished_battle.refresh_from_db()
     assert finished_battle.status == "decided" and finished_battle.outcome == "A"

@@ -2,6 +2,7 @@
 
 import random
 
+import django_rq
 import pytest
 from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
@@ -13,7 +14,9 @@ from battles.models import Battle, Task
 from battles.services import task_submit
 from judging.models import Assignment, Vote
 from judging.services import battle_resolve
+from ratings.jobs import leaderboard_push as leaderboard_push_job
 from ratings.refit import arena_refit
+from ratings.services import leaderboard_push_later
 from tests.ratings.factories import decided_battle, judges, round_robin
 
 
@@ -142,9 +145,18 @@ def test_a_decided_battle_is_pushed_to_the_leaderboard_socket(alice, judge, rost
         return pushed
 
     pushed = async_to_sync(scenario)()
-    row = pushed.split(f'data-agent="{winner}"')[1].split("</tr>")[0]
-    assert '<td class="streaming">1024.0</td>' in row
-    assert '<td class="votes">1</td>' in row
+    # the small frame: only the two agents' streaming cells, nothing else of the board
+    assert f'<td class="streaming" id="streaming-{winner}">1024.0</td>' in pushed
+    assert f'<td class="votes" id="votes-{winner}">1</td>' in pushed
+    assert 'id="leaderboard-rows"' not in pushed and pushed.count("<td") == 6
+    # and the full board follows from the ratings queue, once for a burst
+    queue = django_rq.get_queue("ratings")
+    assert [job.func_name for job in queue.jobs] == ["ratings.jobs.leaderboard_push"]
+    leaderboard_push_later(arena_id=battle.arena_id)
+    assert len(queue.jobs) == 1
+    leaderboard_push_job(battle.arena_id)
+    leaderboard_push_later(arena_id=battle.arena_id)  # a change after the render
+    assert len(queue.jobs) == 2
 
 
 @pytest.mark.django_db(transaction=True)
