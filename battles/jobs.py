@@ -14,8 +14,10 @@ def battle_run(battle_id: int) -> None:
     """Enqueued once per admitted battle (``battle_id``); runs the oldest queued battle,
     which is ``battle_id`` itself unless an older one still waits (FIFO)."""
     ran = battle_run_next()
-    if ran != battle_id:
-        logger.info("job for battle %s ran battle %s (FIFO)", battle_id, ran)
+    if ran is None:
+        logger.info("job for battle %s: no battle queued (already run or claimed)", battle_id)
+    elif ran != battle_id:
+        logger.info("job for battle %s ran the older battle %s (FIFO)", battle_id, ran)
 
 
 def battles_janitor() -> list[int]:
