@@ -10,7 +10,6 @@ import time
 from collections.abc import Sequence
 from datetime import datetime
 
-import django_rq
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.cache import cache
@@ -20,6 +19,7 @@ from django.utils import timezone
 
 from agents.models import Agent
 from arena_site.exceptions import ApplicationError
+from arena_site.redis import queue, redis_client
 from battles.models import Battle, Run
 from judging.leaks import LeakScanner, judge_visible_texts
 from judging.models import Assignment, ExclusionLogEntry, JudgeProfile, JudgeTrustLogEntry, Vote
@@ -60,10 +60,9 @@ def judge_rate_check(*, judge: AbstractBaseUser, scope: str) -> None:
     now = time.time()
     window = int(now // 60)
     key = cache.make_key(f"judge-rate:{scope}:{judge.pk}:{window}")
-    # INCR and EXPIRE in one round trip on the cache's Redis (RQ's connection, the same
-    # server and database); the cache API would take two, and the vote path is
-    # latency-bound
-    with django_rq.get_connection("default").pipeline() as pipe:
+    # INCR and EXPIRE in one round trip on the cache's Redis (the same server and
+    # database); the cache API would take two, and the vote path is latency-bound
+    with redis_client().pipeline() as pipe:
         count, _ = pipe.incr(key).expire(key, 120).execute()
     if count > limit:
         retry = max(1, math.ceil((window + 1) * 60 - now))
@@ -267,9 +266,8 @@ def battle_resolve_after_commit(battle_id: int) -> None:
 
 
 def _enqueue_resolve(battle_id: int) -> None:
-    import django_rq
 
-    django_rq.get_queue("judging").enqueue("judging.jobs.battle_resolve", battle_id)
+    queue("judging").enqueue("judging.jobs.battle_resolve", battle_id)
 
 
 def battles_resolve_pending() -> list[int]:

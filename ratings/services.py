@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from agents.models import Agent
 from arena_site.realtime import group_send
+from arena_site.redis import queue, redis_client
 from battles.models import Battle
 from ratings import elo
 from ratings.models import AgentRating
@@ -119,11 +120,8 @@ def streaming_changed(*, arena_id: int, ratings: list[tuple[str, AgentRating]]) 
 
 def leaderboard_push_later(*, arena_id: int) -> None:
     """Enqueues one full board push for the arena unless one is already waiting."""
-    import django_rq
-
-    queue = django_rq.get_queue("ratings")
-    if queue.connection.set(_push_pending_key(arena_id), "1", nx=True, ex=60):
-        queue.enqueue("ratings.jobs.leaderboard_push", arena_id)
+    if redis_client().set(_push_pending_key(arena_id), "1", nx=True, ex=60):
+        queue("ratings").enqueue("ratings.jobs.leaderboard_push", arena_id)
 
 
 def _push_pending_key(arena_id: int) -> str:
@@ -133,9 +131,7 @@ def _push_pending_key(arena_id: int) -> str:
 def leaderboard_push_pending_clear(*, arena_id: int) -> None:
     """Called by the push job before it renders, so a change after this point enqueues
     another push (the last change is never left unrendered)."""
-    import django_rq
-
-    django_rq.get_connection("ratings").delete(_push_pending_key(arena_id))
+    redis_client().delete(_push_pending_key(arena_id))
 
 
 def leaderboard_html(*, arena_id: int) -> str:
