@@ -26,6 +26,7 @@ from agents.policies import GiveUp, Observation
 from agents.services import AgentFailure, policy_for
 from arena_site.exceptions import ApplicationError
 from arena_site.realtime import group_send
+from arena_site.redis import queue
 from battles import admission_db
 from battles.attachments import (
     Staged,
@@ -328,11 +329,7 @@ def _task_create(
 
 
 def _enqueue_battle(battle_id: int) -> None:
-    import django_rq
-
-    django_rq.get_queue("battles").enqueue(
-        "battles.jobs.battle_run", battle_id, job_id=f"battle-{battle_id}"
-    )
+    queue("battles").enqueue("battles.jobs.battle_run", battle_id, job_id=f"battle-{battle_id}")
 
 
 # --- execution ------------------------------------------------------------------------
