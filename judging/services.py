@@ -303,8 +303,7 @@ def _battle_resolve_here(battle_id: int) -> None:
     commits and the ``judging`` job resolves the battle on a worker (the savepoint keeps
     the vote). ``battles_resolve_pending`` sweeps up after a process that died."""
     try:
-        with transaction.atomic():
-            battle_resolve(battle_id=battle_id)
+        battle_resolve(battle_id=battle_id)  # its own atomic block: a savepoint here
     except Exception:
         logger.exception("resolving battle %s with its vote failed; enqueued", battle_id)
         transaction.on_commit(lambda: _enqueue_resolve(battle_id))
