@@ -97,7 +97,12 @@ def end_side(request: HttpRequest, battle_id: int, side: str) -> HttpResponse:
 def step_screenshot(request: HttpRequest, battle_id: int, side: str, index: int) -> HttpResponse:
     """A step's screenshot, for those who may see the battle (its team, its judges,
     staff). The URL names no agent: only the battle, the side and the step."""
-    battle = access_battle(request.user, battle_id)
+    return screenshot_response(access_battle(request.user, battle_id), side, index)
+
+
+def screenshot_response(battle: Battle, side: str, index: int) -> FileResponse:
+    """The PNG of a step of a battle the caller has already been allowed to see; 404
+    when there is none or its stored path leaves the private root."""
     step = Step.objects.filter(run__battle=battle, run__side=side, index=index).first()
     if step is None or not step.screenshot:
         raise Http404("No such screenshot.")

@@ -6,7 +6,7 @@ from pathlib import PurePosixPath
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
@@ -15,10 +15,10 @@ from accounts.views import consent_required
 from agents.models import Arena
 from arena_site.exceptions import ApplicationError
 from battles.attachments import stored_path
-from battles.models import Battle, Step
+from battles.models import Battle
 from battles.presenters import Redactor, battle_payload, battle_reveal, blind_file_name
 from battles.selectors import access_battle
-from battles.views import _private_download
+from battles.views import _private_download, screenshot_response
 from judging import agreement
 from judging.models import Assignment, JudgeProfile, Vote
 from judging.selectors import exclusion_counts, self_judged_tally
@@ -112,17 +112,7 @@ def _blind_side(request: HttpRequest, battle_id: int, side: str) -> Battle:
 @require_GET
 def step_screenshot(request: HttpRequest, battle_id: int, side: str, index: int) -> HttpResponse:
     """A step's screenshot at a URL that names the battle, the side and the step only."""
-    battle = _blind_side(request, battle_id, side)
-    step = Step.objects.filter(run__battle=battle, run__side=side, index=index).first()
-    if step is None or not step.screenshot:
-        raise Http404("No such screenshot.")
-    root = settings.PRIVATE_MEDIA_ROOT.resolve()
-    path = (root / step.screenshot).resolve()
-    if not path.is_relative_to(root) or not path.is_file():
-        raise Http404("No such screenshot.")
-    response = FileResponse(path.open("rb"), content_type="image/png")
-    response["Cache-Control"] = "private, max-age=3600"
-    return response
+    return screenshot_response(_blind_side(request, battle_id, side), side, index)
 
 
 @consent_required
