@@ -108,3 +108,17 @@ def test_imported_tasks_belong_to_no_team_member(roster, csv_file, alice, api):
     response = api(alice).get(f"/api/tasks/{task.pk}/")
     assert response.status_code == 404
     assert "cheapest flight" not in api(alice).get("/api/tasks/").content.decode()
+
+
+def test_both_bad_stays_a_label_of_its_own(roster, tmp_path):
+    """SPEC §7: tie and both_bad both enter the fit as ½, but storage keeps them apart."""
+    path = tmp_path / "labels.csv"
+    path.write_text(
+        "agent_a,agent_b,winner\nrulebook,idle,tie\nidle,surveyor,Both Bad\nsurveyor,idle,A\n"
+    )
+    call_command("import_votes", str(path), "--tie", "tie,Both Bad")
+    outcomes = list(Battle.objects.order_by("pk").values_list("outcome", flat=True))
+    assert outcomes == ["tie", "both_bad", "A"]
+    assert list(Vote.objects.order_by("battle_id").values_list("choice", flat=True)) == outcomes
+    # ½ in the streaming update either way
+    assert AgentRating.objects.get(agent__slug="idle").draws == 2

@@ -41,6 +41,17 @@ IMPORT_TEAM = "import:historical-votes"
 IMPORT_SUBMITTER = "import:submitter"
 UNKNOWN_JUDGE = "unknown"
 OUTCOME = {1.0: Battle.Outcome.A, 0.0: Battle.Outcome.B, 0.5: Battle.Outcome.TIE}
+
+
+def _outcome(y: float, value: str) -> str:
+    """The stored label. Both enter the fit as ½, but SPEC §7 keeps both_bad distinct
+    in storage: a --tie value spelled "both_bad" (any case; space or hyphen for the
+    underscore) is stored as both_bad, every other --tie value as tie."""
+    if y == 0.5 and value.strip().lower().replace(" ", "_").replace("-", "_") == "both_bad":
+        return Battle.Outcome.BOTH_BAD
+    return OUTCOME[y]
+
+
 # Flags passed through to the offline CLI's parser (dest → flag).
 MAPPING_FLAGS = {
     "a": "--a",
@@ -102,7 +113,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         content = path.read_bytes()
         digest = hashlib.sha256(content).hexdigest()
-        judges, tasks = _judge_and_task_values(path, mapping)
+        judges, tasks, winners = _judge_and_task_values(path, mapping)
         if len(judges) != len(parsed.y):  # pragma: no cover - the same rows, read twice
             raise CommandError(f"{path} changed while it was read; run the import again")
         arena = (
@@ -118,7 +129,7 @@ class Command(BaseCommand):
         try:
             with transaction.atomic():
                 vote_import = self._import(
-                    arena, path, digest, parsed, judges, tasks, options["create_agents"]
+                    arena, path, digest, parsed, judges, tasks, winners, options["create_agents"]
                 )
         except IntegrityError as exc:
             if VoteImport.objects.filter(arena=arena, digest=digest).exists():
@@ -131,7 +142,9 @@ class Command(BaseCommand):
             f"({parsed.skipped} rows skipped); the next refit publishes them."
         )
 
-    def _import(self, arena, path, digest, parsed, judges, tasks, create_agents) -> VoteImport:
+    def _import(
+        self, arena, path, digest, parsed, judges, tasks, winners, create_agents
+    ) -> VoteImport:
         agents = _agents_by_name(arena, parsed.agents, create=create_agents)
         now = timezone.now()
         team = _import_team()
@@ -153,7 +166,7 @@ class Command(BaseCommand):
         for i in tqdm(range(len(parsed.y)), desc="import", unit="battle", file=sys.stderr):
             agent_a = agents[parsed.agents[parsed.a[i]]]
             agent_b = agents[parsed.agents[parsed.b[i]]]
-            outcome = OUTCOME[float(parsed.y[i])]
+            outcome = _outcome(float(parsed.y[i]), winners[i])
             judge = judge_users[judges[i]]
             battle = Battle.objects.create(
                 arena=arena,
@@ -180,17 +193,20 @@ class Command(BaseCommand):
         return vote_import
 
 
-def _judge_and_task_values(path: Path, mapping) -> tuple[list[str], list[str]]:
-    """Per kept row (the rows read_battles kept, in order): the judge and task cells."""
+def _judge_and_task_values(path: Path, mapping) -> tuple[list[str], list[str], list[str]]:
+    """Per kept row (the rows read_battles kept, in order): the judge, task and winner
+    cells."""
     skip = cli._values(mapping.skip)  # the CLI's own value-list rule
-    judges, tasks = [], []
+    judges, tasks, winners = [], [], []
     with path.open(newline="", encoding="utf-8-sig") as handle:
         for row in csv.DictReader(handle):
-            if (row[mapping.winner] or "").strip() in skip:
+            winner = (row[mapping.winner] or "").strip()
+            if winner in skip:
                 continue
             judges.append((row[mapping.judge] or "").strip() if mapping.judge else UNKNOWN_JUDGE)
             tasks.append((row[mapping.task] or "").strip() if mapping.task else "")
-    return judges, tasks
+            winners.append(winner)
+    return judges, tasks, winners
 
 
 def _agents_by_name(arena: Arena, names: list[str], *, create: bool) -> dict[str, Agent]:
