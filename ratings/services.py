@@ -83,7 +83,8 @@ def rating_apply_battle(*, battle: Battle, push: bool = True) -> None:
         else:
             row.draws += 1
         row.updated_at = now
-    AgentRating.objects.bulk_update([ra, rb], RATING_FIELDS)  # one UPDATE for both
+        # (two plain UPDATEs: bulk_update's CASE expressions cost more to build here)
+        row.save(update_fields=RATING_FIELDS)
     # r (SPEC §6) is not stamped here: the streaming value is not the published rating.
     # The refit that first includes the battle stamps it (ratings.refit.arena_refit).
     if push:
@@ -182,7 +183,7 @@ def rating_revert_battle(*, battle: Battle) -> None:
         else:
             row.draws = max(0, row.draws - 1)
         row.updated_at = timezone.now()
-    AgentRating.objects.bulk_update([row for row, _, _ in sides], RATING_FIELDS)
+        row.save(update_fields=RATING_FIELDS)
     battle.streaming_applied = None
     Battle.objects.filter(pk=battle.pk).update(streaming_applied=None)
     streaming_changed(
