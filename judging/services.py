@@ -14,13 +14,14 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.cache import cache
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Exists, Q
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from agents.models import Agent
 from arena_site.exceptions import ApplicationError
 from arena_site.redis import queue, redis_client
 from battles.models import Battle, Run
+from judging import vote_db
 from judging.leaks import LeakScanner, judge_visible_texts
 from judging.models import Assignment, ExclusionLogEntry, JudgeProfile, JudgeTrustLogEntry, Vote
 from judging.selectors import dangerously_battles_open_for_judging
@@ -32,7 +33,11 @@ Reason = Battle.ExclusionReason
 
 def reading_time_s(battle: Battle) -> float:
     """SPEC §5.3: t_read = max(MIN_READ_S, words(final messages of both sides) / 4 w/s)."""
-    words = sum(len(run.final_message.split()) for run in battle.runs.all())
+    return reading_time_of([run.final_message for run in battle.runs.all()])
+
+
+def reading_time_of(final_messages: Sequence[str | None]) -> float:
+    words = sum(len((message or "").split()) for message in final_messages)
     return max(settings.ARENA["MIN_READ_S"], words / settings.ARENA["READ_WORDS_PER_S"])
 
 
@@ -110,12 +115,15 @@ def _inadmissible_reason(
     served_at: datetime,
     voted_at: datetime,
     untrusted: bool,
+    read_s: float | None = None,
 ) -> str:
     if choice == Vote.Choice.ABSTAIN:
         return "abstain"
     if untrusted:
         return "untrusted_judge"
-    if (voted_at - served_at).total_seconds() < reading_time_s(battle):
+    if read_s is None:
+        read_s = reading_time_s(battle)
+    if (voted_at - served_at).total_seconds() < read_s:
         return "too_fast"
     return ""
 
@@ -125,69 +133,69 @@ def vote_cast(*, judge: AbstractBaseUser, battle_id: int, choice: str) -> Vote:
     One live vote per (judge, battle) is a database constraint: a second answers 409,
     and so does a vote after a retraction (the judge has seen the reveal). Every vote
     is kept; an inadmissible one (abstain, untrusted judge, faster than the reading
-    time) is stored with its reason. The battle is resolved right after commit."""
+    time) is stored with its reason. The battle is resolved in the same transaction."""
     if choice not in Vote.Choice.values:
         raise ApplicationError(
             f"choice must be one of {', '.join(Vote.Choice.values)}.", code="invalid_choice"
         )
     judge_rate_check(judge=judge, scope="vote")
-    assignment = (
-        Assignment.objects.select_related("battle__task")
-        .filter(judge=judge, battle_id=battle_id)
-        .annotate(
-            retracted_before=Exists(
-                Vote.objects.filter(judge=judge, battle_id=battle_id, retracted=True)
-            ),
-            untrusted=Exists(JudgeProfile.objects.filter(user=judge, is_untrusted=True)),
-        )
-        .first()
-    )
-    if assignment is None:
-        # Not served to this judge: indistinguishable from a battle that does not exist.
-        raise ApplicationError("No such battle.", code="not_found", status=404)
-    battle = assignment.battle
-    if battle.status not in (Battle.Status.JUDGING, Battle.Status.DECIDED):
-        raise ApplicationError(
-            f"This battle is {battle.status}; it cannot take votes.", code="not_judging", status=409
-        )
-    if assignment.retracted_before:
-        raise ApplicationError(
-            "You retracted your vote on this battle after its reveal; you cannot vote on it again.",
-            code="vote_retracted",
-            status=409,
-        )
-    voted_at = timezone.now()
-    reason = _inadmissible_reason(
-        battle=battle,
-        choice=choice,
-        served_at=assignment.served_at,
-        voted_at=voted_at,
-        untrusted=assignment.untrusted,
-    )
     try:
         with transaction.atomic():
+            battle = _battle_for_vote(judge=judge, battle_id=battle_id)
+            voted_at = timezone.now()
+            reason = _inadmissible_reason(
+                battle=battle,
+                choice=choice,
+                served_at=battle.served_at,
+                voted_at=voted_at,
+                untrusted=battle.judge_untrusted,
+                read_s=reading_time_of([battle.final_a, battle.final_b]),
+            )
             vote = Vote.objects.create(
                 judge=judge,
                 battle=battle,
                 choice=choice,
-                served_at=assignment.served_at,
+                served_at=battle.served_at,
                 voted_at=voted_at,
-                is_submitter=battle.task.submitter_id == judge.pk,
+                is_submitter=battle.task_submitter_id == judge.pk,
                 admissible=not reason,
                 inadmissible_reason=reason,
             )
-            if not reason:
+            if not reason and battle.first_judgment_at is None:
                 Battle.objects.filter(pk=battle.pk, first_judgment_at=None).update(
                     first_judgment_at=voted_at
                 )
             # Resolved in the same transaction: the vote and what it decides commit
             # together, and the streaming frame leaves right after that one commit.
-            _battle_resolve_here(battle.pk)
+            _battle_resolve_here(battle)
     except IntegrityError as exc:
         raise ApplicationError(
             "You have already voted on this battle.", code="already_voted", status=409
         ) from exc
     return vote
+
+
+def _battle_for_vote(*, judge: AbstractBaseUser, battle_id: int) -> Battle:
+    """The battle, row-locked (votes on one battle are resolved one at a time), with
+    everything the vote needs in the same statement: when it was served to this judge,
+    whether they retracted a vote on it, whether they are untrusted, and both final
+    messages (the reading time). Raises 404 when it was not served to them and 409
+    when it takes no vote from them."""
+    battle = vote_db.battle_for_vote(battle_id=battle_id, judge_id=judge.pk)
+    if battle is None or battle.served_at is None:
+        # Not served to this judge: indistinguishable from a battle that does not exist.
+        raise ApplicationError("No such battle.", code="not_found", status=404)
+    if battle.status not in (Battle.Status.JUDGING, Battle.Status.DECIDED):
+        raise ApplicationError(
+            f"This battle is {battle.status}; it cannot take votes.", code="not_judging", status=409
+        )
+    if battle.retracted_before:
+        raise ApplicationError(
+            "You retracted your vote on this battle after its reveal; you cannot vote on it again.",
+            code="vote_retracted",
+            status=409,
+        )
+    return battle
 
 
 def vote_retract(*, judge: AbstractBaseUser, battle_id: int) -> Vote:
@@ -298,12 +306,16 @@ def battle_resolve(*, battle_id: int) -> bool:
         return _battle_reconcile(battle)
 
 
-def _battle_resolve_here(battle_id: int) -> None:
-    """``battle_resolve`` inside the caller's transaction; should it fail, the vote still
-    commits and the ``judging`` job resolves the battle on a worker (the savepoint keeps
-    the vote). ``battles_resolve_pending`` sweeps up after a process that died."""
+def _battle_resolve_here(battle: Battle) -> None:
+    """Resolves the battle (row locked by the caller) inside the caller's transaction;
+    should that fail, the vote still commits (the savepoint keeps it) and the
+    ``judging`` job resolves the battle on a worker. ``battles_resolve_pending`` sweeps
+    up after a process that died."""
+    battle_id = battle.pk
     try:
-        battle_resolve(battle_id=battle_id)  # its own atomic block: a savepoint here
+        with transaction.atomic():
+            if _resolvable(battle):
+                _battle_reconcile(battle)
     except Exception:
         logger.exception("resolving battle %s with its vote failed; enqueued", battle_id)
         transaction.on_commit(lambda: _enqueue_resolve(battle_id))
@@ -396,6 +408,8 @@ def _battle_decide(battle: Battle, votes: list[Vote], *, self_judged: bool) -> N
     battle.self_judged = self_judged
     battle.cluster_judge_id = votes[0].judge_id  # votes come in voting order
     battle.exclusion_reason = ""
+    # the streaming deltas go into the same UPDATE as the decision
+    rating_apply_battle(battle=battle, record=False)
     battle.save(
         update_fields=[
             "outcome",
@@ -404,12 +418,12 @@ def _battle_decide(battle: Battle, votes: list[Vote], *, self_judged: bool) -> N
             "self_judged",
             "cluster_judge",
             "exclusion_reason",
+            "streaming_applied",
         ]
     )
     Vote.objects.filter(pk__in=[v.pk for v in votes]).update(counted=True)
     for vote in votes:
         vote.counted = True
-    rating_apply_battle(battle=battle)
     if battle.redundancy_target > 1 and not self_judged:
         _trust_compare(votes, weighted)
 

@@ -50,9 +50,11 @@ def _ratings_locked(*agents: Agent) -> dict[int, AgentRating]:
     return rows
 
 
-def rating_apply_battle(*, battle: Battle, push: bool = True) -> None:
+def rating_apply_battle(*, battle: Battle, push: bool = True, record: bool = True) -> None:
     """Moves both agents' streaming ratings by the battle's outcome; after commit the
     board is pushed, unless ``push`` is off (a bulk import pushes once, at its end).
+    The deltas are set on ``battle.streaming_applied`` and written to its row, unless
+    ``record`` is off (the caller saves the battle with them).
     Precondition: called inside the transaction that decided the battle (row locked)."""
     y = OUTCOME_Y[battle.outcome]
     ratings = _ratings_locked(battle.agent_a, battle.agent_b)
@@ -72,7 +74,8 @@ def rating_apply_battle(*, battle: Battle, push: bool = True) -> None:
         "b": rb.streaming_rating - before_b,
         "y": y,
     }
-    Battle.objects.filter(pk=battle.pk).update(streaming_applied=battle.streaming_applied)
+    if record:
+        Battle.objects.filter(pk=battle.pk).update(streaming_applied=battle.streaming_applied)
     now = timezone.now()
     for row, score in ((ra, y), (rb, 1.0 - y)):
         row.rated_battles += 1
