@@ -1,5 +1,7 @@
 """Writes for ratings: the streaming update on every decided battle, the board push."""
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.db import transaction
 from django.template.loader import render_to_string
@@ -122,10 +124,16 @@ def streaming_changed(*, arena_id: int, ratings: list[tuple[str, AgentRating]]) 
     transaction.on_commit(send)
 
 
+# The full board follows a streaming change by this much: a burst of votes costs one
+# render, not one per vote, and the render does not compete with the next vote.
+FULL_PUSH_DELAY = timedelta(milliseconds=500)
+
+
 def leaderboard_push_later(*, arena_id: int) -> None:
-    """Enqueues one full board push for the arena unless one is already waiting."""
+    """Schedules one full board push for the arena (FULL_PUSH_DELAY from now; the
+    worker's scheduler runs it) unless one is already waiting."""
     if redis_client().set(_push_pending_key(arena_id), "1", nx=True, ex=60):
-        queue("ratings").enqueue("ratings.jobs.leaderboard_push", arena_id)
+        queue("ratings").enqueue_in(FULL_PUSH_DELAY, "ratings.jobs.leaderboard_push", arena_id)
 
 
 def _push_pending_key(arena_id: int) -> str:

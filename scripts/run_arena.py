@@ -168,7 +168,7 @@ def main() -> None:
             start(
                 "judging/ratings worker",
                 [PY, "manage.py", "rqworker", "judging", "ratings", "default",
-                 "--worker-class", "rq.worker.SimpleWorker"],
+                 "--worker-class", "rq.worker.SimpleWorker", "--with-scheduler"],
                 env,
             )
         )  # fmt: skip

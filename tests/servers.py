@@ -189,10 +189,12 @@ def wait_for_child_sessions_to_end(timeout: float = STOP_TIMEOUT_S) -> None:
         time.sleep(0.1)
 
 
-def worker_command(*queues: str, burst: bool = False) -> list[str]:
+def worker_command(*queues: str, burst: bool = False, scheduler: bool = False) -> list[str]:
     argv = [PYTHON, "manage.py", "rqworker", *queues]
     if burst:
         argv.append("--burst")
+    if scheduler:  # runs jobs enqueued for later (the coalesced full-board push)
+        argv.append("--with-scheduler")
     return [*argv, "--worker-class", "rq.worker.SimpleWorker"]
 
 
@@ -241,7 +243,9 @@ def live_arena(tmp_dir: Path, sandbox_root: Path) -> Iterator[LiveArena]:
             log_dir,
         )  # fmt: skip
         processes.append(web)
-        worker = ServerProcess.start("rqworker", worker_command(*ALL_QUEUES), env, log_dir)
+        worker = ServerProcess.start(
+            "rqworker", worker_command(*ALL_QUEUES, scheduler=True), env, log_dir
+        )
         processes.append(worker)
         base_url = f"http://127.0.0.1:{port}"
         poll_until(

@@ -150,13 +150,16 @@ def test_a_decided_battle_is_pushed_to_the_leaderboard_socket(alice, judge, rost
     assert f'<td class="votes" id="votes-{winner}">1</td>' in pushed
     assert 'id="leaderboard-rows"' not in pushed and pushed.count("<td") == 6
     # and the full board follows from the ratings queue, once for a burst
+    # (scheduled half a second later, for the worker's scheduler to run)
     queue = django_rq.get_queue("ratings")
-    assert [job.func_name for job in queue.jobs] == ["ratings.jobs.leaderboard_push"]
+    scheduled = queue.scheduled_job_registry
+    (job_id,) = scheduled.get_job_ids()
+    assert queue.fetch_job(job_id).func_name == "ratings.jobs.leaderboard_push"
     leaderboard_push_later(arena_id=battle.arena_id)
-    assert len(queue.jobs) == 1
+    assert len(scheduled.get_job_ids()) == 1
     leaderboard_push_job(battle.arena_id)
     leaderboard_push_later(arena_id=battle.arena_id)  # a change after the render
-    assert len(queue.jobs) == 2
+    assert len(scheduled.get_job_ids()) == 2
 
 
 @pytest.mark.django_db(transaction=True)
@@ -184,3 +187,42 @@ def test_a_refit_pushes_the_published_board_to_the_socket(alice, roster, rng):
     assert pushed.count('<span class="value">') == 3
     # ℓ: the push served the board, so every battle in the refit carries both stamps
     assert Battle.objects.filter(leaderboard_served_at=None).count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_with_its_scheduler_runs_the_delayed_full_push(roster, tmp_path, sandbox_root):
+    """The full board is scheduled, not queued: only a worker started with its scheduler
+    (as `make run` starts it) runs it, half a second later."""
+    from tests.servers import (
+        ServerProcess,
+        child_env,
+        poll_until,
+        wait_for_child_sessions_to_end,
+        worker_command,
+    )
+
+    arena_id = roster[0].arena_id
+    queue = django_rq.get_queue("ratings")
+    leaderboard_push_later(arena_id=arena_id)
+    assert queue.jobs == [] and len(queue.scheduled_job_registry) == 1
+
+    env = child_env(sandbox_root=sandbox_root, private_media_root=tmp_path / "private")
+    worker = ServerProcess.start(
+        "rqworker-ratings",
+        worker_command("ratings", scheduler=True),
+        env,
+        tmp_path / "logs",
+    )
+    try:
+        poll_until(
+            lambda: len(queue.finished_job_registry) == 1,
+            timeout=30,
+            what="the scheduled full-board push",
+            processes=[worker],
+        )
+    finally:
+        worker.stop()
+        wait_for_child_sessions_to_end()
+    assert len(queue.scheduled_job_registry) == 0
+    leaderboard_push_later(arena_id=arena_id)  # the job cleared the pending mark
+    assert len(queue.scheduled_job_registry) == 1
