@@ -49,13 +49,17 @@ def policy_for(
     params = agent.params or {}
     if agent.kind == Agent.Kind.SCAFFOLD:
         from agents.providers.base import ProviderError
-        from agents.providers.registry import client_for
+        from agents.providers.registry import ProviderDefaults, client_for
         from agents.scaffold import ScaffoldPolicy
 
         try:
-            client = client_for(
-                agent.provider, agent.model_id, params=params, settings_arena=settings.ARENA
+            arena = settings.ARENA
+            defaults = ProviderDefaults(
+                timeout_s=arena.provider_timeout_s,
+                max_retries=arena.provider_max_retries,
+                prices=arena.model_prices,
             )
+            client = client_for(agent.provider, agent.model_id, params=params, defaults=defaults)
         except ProviderError as exc:
             raise AgentFailure(str(exc)) from exc
         return _Failing(

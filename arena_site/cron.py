@@ -14,7 +14,7 @@ from sandboxes.jobs import sandbox_janitor
 cron.register(sandbox_janitor, queue_name="default", interval=60)
 cron.register(battles_janitor, queue_name="default", interval=30)
 # The published rating (SPEC §7.2): a refit every Δ; staleness stays within Δ + c.
-cron.register(ratings_refit, queue_name="ratings", interval=settings.ARENA["REFIT_PERIOD_S"])
+cron.register(ratings_refit, queue_name="ratings", interval=settings.ARENA.refit_period_s)
 # Votes are resolved in the request that cast them; a process that died between the
 # vote's commit and its resolution leaves the battle to this sweep.
 cron.register(battles_resolve_pending, queue_name="judging", interval=60)

@@ -8,6 +8,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from arena_site.config import ArenaConfig
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -237,77 +239,6 @@ LOGGING = {
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
 
-# The method's constants (../shared/SPEC.md). Operators override through ARENA_* env.
-ARENA = {
-    # §2 admission
-    "QUEUE_MAX": env_int("ARENA_QUEUE_MAX", 1000, minimum=1),
-    "TEAM_QUEUE_QUOTA": env_int("ARENA_TEAM_QUEUE_QUOTA", 100, minimum=1),
-    "DUP_THETA": env_float("ARENA_DUP_THETA", 0.55, minimum=0.0),
-    "DUP_WINDOW_DAYS": env_int("ARENA_DUP_WINDOW_DAYS", 7, minimum=0),
-    "DUP_MAX_TASKS": 200,
-    "INSTRUCTION_MAX_CHARS": env_int("ARENA_INSTRUCTION_MAX_CHARS", 20_000, minimum=1),
-    # Attachments (battles/attachments.py has the allowed types): per task at most this
-    # many files, each at most ATTACHMENT_MAX_BYTES and together at most the total.
-    "ATTACHMENTS_MAX_COUNT": env_int("ARENA_ATTACHMENTS_MAX_COUNT", 5, minimum=0),
-    "ATTACHMENT_MAX_BYTES": env_int("ARENA_ATTACHMENT_MAX_BYTES", 10 * 1024**2, minimum=1),
-    "ATTACHMENTS_MAX_TOTAL_BYTES": env_int(
-        "ARENA_ATTACHMENTS_MAX_TOTAL_BYTES", 25 * 1024**2, minimum=1
-    ),
-    # §3 matchmaking
-    "MATCH_KAPPA": 4.0,
-    "MATCH_EPSILON": 0.05,
-    # execution
-    # A running battle without a lane heartbeat for this long is failed by the janitor.
-    "STUCK_AFTER_S": env_int("ARENA_STUCK_AFTER_S", 300, minimum=10),
-    "BATTLE_SLOTS": env_int("ARENA_BATTLE_SLOTS", 4, minimum=1),
-    "STEP_BUDGET": env_int("ARENA_STEP_BUDGET", 20, minimum=1),
-    "WALL_BUDGET_S": env_int("ARENA_WALL_BUDGET_S", 300, minimum=1),
-    "SHELL_TIMEOUT_S": env_int("ARENA_SHELL_TIMEOUT_S", 20, minimum=1),
-    "SHELL_OUTPUT_MAX_BYTES": env_int("ARENA_SHELL_OUTPUT_MAX_BYTES", 64 * 1024, minimum=1024),
-    "SANDBOX_BACKEND": env_str("ARENA_SANDBOX_BACKEND", "local"),
-    # The desktop image of the docker backend (sandboxes/docker/Dockerfile).
-    "DOCKER_IMAGE": env_str("ARENA_DOCKER_IMAGE", "agent-arena-desktop"),
-    # A desktop (Xvfb + Chromium) in every sandbox; off gives shell-only sandboxes.
-    "SANDBOX_DESKTOP": env_bool("ARENA_SANDBOX_DESKTOP", True),
-    "SANDBOX_ROOT": Path(env_str("ARENA_SANDBOX_ROOT", str(DATA_DIR / "sandboxes"))),
-    # Resolve sandbox egress destinations through the host's DNS. Off: only literal
-    # addresses pass the policy, and no DNS query ever leaves the host (the test suite
-    # runs this way: no traffic but loopback).
-    "EGRESS_RESOLVE": env_bool("ARENA_EGRESS_RESOLVE", True),
-    "SANDBOX_UID_BASE": env_int("ARENA_SANDBOX_UID_BASE", 61000, minimum=1000),
-    "DELIVER_MAX_FILES": 10,
-    "DELIVER_MAX_BYTES": 5 * 1024 * 1024,
-    # §5 judging
-    "REDUNDANCY_FRACTION": env_float("ARENA_REDUNDANCY_FRACTION", 0.10, minimum=0.0),
-    "REDUNDANCY_TARGET": 3,
-    "MIN_READ_S": env_float("ARENA_MIN_READ_S", 5.0, minimum=0.0),
-    "READ_WORDS_PER_S": 4.0,
-    "TRUST_NEW": 0.5,
-    "TRUST_MIN": 0.1,
-    # γ_cal: the evidence weight factor of a calibration-showcase battle.
-    "CALIBRATION_GAMMA": env_float("ARENA_CALIBRATION_GAMMA", 0.25, minimum=0.0),
-    # A judge may take back a vote this long after casting it (never vote again on it:
-    # the reveal has been seen).
-    "VOTE_RETRACT_WINDOW_S": env_int("ARENA_VOTE_RETRACT_WINDOW_S", 120, minimum=0),
-    # Per-judge request limits (fixed one-minute windows in the shared cache): 429 above.
-    "VOTE_RATE_PER_MIN": env_int("ARENA_VOTE_RATE_PER_MIN", 30, minimum=1),
-    "JUDGE_NEXT_RATE_PER_MIN": env_int("ARENA_JUDGE_NEXT_RATE_PER_MIN", 60, minimum=1),
-    # §5.4 calibration showcase: a new submitter's first CALIBRATION_TASKS battles are a
-    # contrast pairing (strong vs weak rated agent), weighted γ_cal in the rating.
-    "CALIBRATION_TASKS": env_int("ARENA_CALIBRATION_TASKS", 3, minimum=0),
-    "CALIBRATION_SHOWCASE": env_bool("ARENA_CALIBRATION_SHOWCASE", True),
-    # agents (providers): a call may take timeout × (1 + retries) plus backoff
-    "PROVIDER_TIMEOUT_S": env_float("ARENA_PROVIDER_TIMEOUT_S", 60.0, minimum=1.0),
-    "PROVIDER_MAX_RETRIES": env_int("ARENA_PROVIDER_MAX_RETRIES", 2, minimum=0),
-    # {"model id": [usd per million input tokens, usd per million output tokens]}
-    "MODEL_PRICES": env_json("ARENA_MODEL_PRICES", {}),
-    # §7 ratings
-    "R0": 1000.0,
-    "K_MAX": 48.0,
-    "K_MIN": 12.0,
-    "N0": 30,
-    "RIDGE": 1e-3,
-    "REFIT_PERIOD_S": env_int("ARENA_REFIT_PERIOD_S", 60, minimum=1),
-    # Bootstrap replicates of each refit's rank bands (SPEC §7.3; tests set it low).
-    "BOOTSTRAP_REPLICATES": env_int("ARENA_BOOTSTRAP_REPLICATES", 1000, minimum=0),
-}
+# The arena's own knobs (the method's constants among them): a typed, validated object
+# (arena_site/config.py); a bad ARENA_* value stops start-up with its name.
+ARENA = ArenaConfig.from_env(data_dir=DATA_DIR)

@@ -171,9 +171,9 @@ class Pending:
 def _limits() -> tuple[int, int, int]:
     arena = settings.ARENA
     return (
-        arena["ATTACHMENTS_MAX_COUNT"],
-        arena["ATTACHMENT_MAX_BYTES"],
-        arena["ATTACHMENTS_MAX_TOTAL_BYTES"],
+        arena.attachments_max_count,
+        arena.attachment_max_bytes,
+        arena.attachments_max_total_bytes,
     )
 
 

@@ -39,7 +39,7 @@ def battles_requeue_orphans() -> list[int]:
 
     queue = django_rq.get_queue("battles")
     requeued = []
-    for battle_id in battles_waiting(older_than_s=settings.ARENA["STUCK_AFTER_S"]):
+    for battle_id in battles_waiting(older_than_s=settings.ARENA.stuck_after_s):
         job = queue.fetch_job(f"battle-{battle_id}")
         if job is None or job.get_status(refresh=True) in (
             JobStatus.FINISHED,

@@ -1,6 +1,6 @@
 """The arena's dispatch policy as pure code, and a simulated day on it (SPEC §6, §9).
 
-Admission puts a battle in a queue; execution has C slots (``ARENA["BATTLE_SLOTS"]``
+Admission puts a battle in a queue; execution has C slots (``ARENA.battle_slots``
 worker processes on the "battles" queue) served first in, first out by submission time.
 
 - ``fifo_next`` is the rule itself: which queued battle starts next, if a slot is free.

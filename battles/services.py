@@ -61,7 +61,7 @@ def _check_instruction(instruction: object) -> str:
         raise ApplicationError(
             "The instruction is empty: describe the task for the agents.", code="empty_instruction"
         )
-    limit = settings.ARENA["INSTRUCTION_MAX_CHARS"]
+    limit = settings.ARENA.instruction_max_chars
     if len(text) > limit:
         raise ApplicationError(
             f"The instruction is {len(text)} characters; the limit is {limit}.",
@@ -115,7 +115,7 @@ def _no_names(host: str, port: int) -> list:
 def start_url_resolver():
     """How admission resolves a start URL's host: the host's DNS, or (with
     ARENA_EGRESS_RESOLVE off) not at all."""
-    return default_resolver if settings.ARENA["EGRESS_RESOLVE"] else None
+    return default_resolver if settings.ARENA.egress_resolve else None
 
 
 class Conversation(Exception):
@@ -132,16 +132,16 @@ def _near_duplicate_check(*, user_id: int, grams: frozenset) -> None:
     arena = settings.ARENA
     recent = admission_db.recent_task_grams(
         user_id=user_id,
-        since=timezone.now() - timedelta(days=arena["DUP_WINDOW_DAYS"]),
-        limit=arena["DUP_MAX_TASKS"],
+        since=timezone.now() - timedelta(days=arena.dup_window_days),
+        limit=arena.dup_max_tasks,
     )
     when = {task_id: created for task_id, created, _ in recent}
     earlier, score = most_similar(grams, ((task_id, known) for task_id, _, known in recent))
-    if earlier is not None and score >= arena["DUP_THETA"]:
+    if earlier is not None and score >= arena.dup_theta:
         raise ApplicationError(
             f"This task is nearly the same as your task #{earlier} of "
             f"{when[earlier]:%Y-%m-%d %H:%M} UTC (similarity {score:.2f} ≥ "
-            f"{arena['DUP_THETA']}); change it to submit a new one.",
+            f"{arena.dup_theta}); change it to submit a new one.",
             code="near_duplicate",
             status=409,
             extra={"earlier_task": earlier, "similarity": round(score, 4)},
@@ -167,14 +167,14 @@ def _queue_check(*, arena_id: int, team_id: int) -> None:
     """Bounded admission. Called with the arena row locked, so concurrent submissions
     count each other."""
     total, team = admission_db.queued_counts(arena_id=arena_id, team_id=team_id)
-    if total >= settings.ARENA["QUEUE_MAX"]:
+    if total >= settings.ARENA.queue_max:
         raise ApplicationError(
             "The arena's queue is full; try again shortly.",
             code="queue_full",
             status=429,
             headers={"Retry-After": "60"},
         )
-    if team >= settings.ARENA["TEAM_QUEUE_QUOTA"]:
+    if team >= settings.ARENA.team_queue_quota:
         raise ApplicationError(
             "Your team has the maximum number of queued tasks; wait for some to start.",
             code="team_quota",
@@ -189,7 +189,7 @@ def _candidate(entry: admission_db.RosterEntry) -> Candidate:
     n = entry.rated_battles
     theta = None
     if n and entry.streaming_rating is not None:
-        theta = (entry.streaming_rating - settings.ARENA["R0"]) * math.log(10) / 400
+        theta = (entry.streaming_rating - settings.ARENA.r0) * math.log(10) / 400
     return Candidate(entry.agent_id, n, theta)
 
 
@@ -201,7 +201,7 @@ def calibration_pair(
     streaming rating and one from the bottom third, sides in random order. None when
     fewer than two agents are rated: then the ordinary draw applies."""
     rated = sorted(
-        (e for e in roster if e.rated_battles >= settings.ARENA["N0"]),
+        (e for e in roster if e.rated_battles >= settings.ARENA.n0),
         key=lambda e: (-(e.streaming_rating or 0.0), e.agent_id),
     )
     if len(rated) < 2:
@@ -228,7 +228,7 @@ def task_submit(
     before the arena row is locked, and moved into place inside the transaction; if
     it fails, the files this call wrote are removed again."""
     submitter = admission_db.submitter_context(
-        user_id=user.pk, cap=settings.ARENA["CALIBRATION_TASKS"]
+        user_id=user.pk, cap=settings.ARENA.calibration_tasks
     )
     if not submitter.consent_current:
         raise _consent_refused()
@@ -243,8 +243,8 @@ def task_submit(
     if submitter.team_id is None:
         raise ApplicationError("Your account belongs to no team.", code="no_team", status=403)
     calibration = (
-        settings.ARENA["CALIBRATION_SHOWCASE"]
-        and submitter.earlier_tasks < settings.ARENA["CALIBRATION_TASKS"]
+        settings.ARENA.calibration_showcase
+        and submitter.earlier_tasks < settings.ARENA.calibration_tasks
     )
     staged = attachments_stage(pending)
     try:
@@ -290,18 +290,23 @@ def _task_create(
                 status=503,
             )
         pair = calibration_pair(roster, rng) if calibration else None
-        side_a, side_b = pair or draw_pair([_candidate(entry) for entry in roster], rng)
+        side_a, side_b = pair or draw_pair(
+            [_candidate(entry) for entry in roster],
+            rng,
+            kappa=settings.ARENA.match_kappa,
+            epsilon=settings.ARENA.match_epsilon,
+        )
         task = Task(team_id=team_id, submitter=user, instruction=text, start_url=url)
         admission_db.rows_insert(task)
         attachments_store(task=task, staged=staged)
-        redundant = rng.random() < settings.ARENA["REDUNDANCY_FRACTION"]
+        redundant = rng.random() < settings.ARENA.redundancy_fraction
         battle = Battle(
             arena_id=arena_id,
             team_id=team_id,
             task=task,
             agent_a_id=side_a,
             agent_b_id=side_b,
-            redundancy_target=settings.ARENA["REDUNDANCY_TARGET"] if redundant else 1,
+            redundancy_target=settings.ARENA.redundancy_target if redundant else 1,
             is_calibration=pair is not None,
             submitted_at=timezone.now(),
         )
@@ -309,8 +314,8 @@ def _task_create(
         # Parity: both sides run under the same budgets, the tighter of the two agents'.
         by_id = {entry.agent_id: entry for entry in roster}
         sides = (by_id[side_a], by_id[side_b])
-        step_budget = min(e.step_budget or settings.ARENA["STEP_BUDGET"] for e in sides)
-        wall_budget = min(e.wall_budget_s or settings.ARENA["WALL_BUDGET_S"] for e in sides)
+        step_budget = min(e.step_budget or settings.ARENA.step_budget for e in sides)
+        wall_budget = min(e.wall_budget_s or settings.ARENA.wall_budget_s for e in sides)
         admission_db.rows_insert(
             *(
                 Run(
@@ -378,7 +383,7 @@ STUCK_REASON = (
 def battles_fail_stuck(*, stuck_after_s: int | None = None) -> list[int]:
     """Fails running battles whose lanes stopped beating (a worker killed mid-battle):
     a visible reason on the battle, runs ended with "error". Returns their ids."""
-    seconds = stuck_after_s or settings.ARENA["STUCK_AFTER_S"]
+    seconds = stuck_after_s or settings.ARENA.stuck_after_s
     cutoff = timezone.now() - timedelta(seconds=seconds)
     stuck = Battle.objects.filter(status=Battle.Status.RUNNING).filter(
         Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at=None, dequeued_at__lt=cutoff)
@@ -511,11 +516,11 @@ def run_lane(*, run_id: int, inputs: LaneInputs, barrier: threading.Barrier | No
     arena = settings.ARENA
     spec = SandboxSpec(
         run_id=run.pk,
-        shell_timeout_s=arena["SHELL_TIMEOUT_S"],
-        output_max_bytes=arena["SHELL_OUTPUT_MAX_BYTES"],
-        deliver_max_files=arena["DELIVER_MAX_FILES"],
-        deliver_max_bytes=arena["DELIVER_MAX_BYTES"],
-        desktop=arena["SANDBOX_DESKTOP"],
+        shell_timeout_s=arena.shell_timeout_s,
+        output_max_bytes=arena.shell_output_max_bytes,
+        deliver_max_files=arena.deliver_max_files,
+        deliver_max_bytes=arena.deliver_max_bytes,
+        desktop=arena.sandbox_desktop,
         start_url=inputs.start_url,
         lifetime_s=inputs.wall_budget_s + 120,
     )

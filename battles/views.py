@@ -60,9 +60,9 @@ def submit(request: HttpRequest) -> HttpResponse:
         "recent": recent,
         "attachment_accept": ",".join(sorted(ALLOWED_TYPES)),
         "attachment_limits": {
-            "count": arena["ATTACHMENTS_MAX_COUNT"],
-            "each": arena["ATTACHMENT_MAX_BYTES"],
-            "total": arena["ATTACHMENTS_MAX_TOTAL_BYTES"],
+            "count": arena.attachments_max_count,
+            "each": arena.attachment_max_bytes,
+            "total": arena.attachments_max_total_bytes,
         },
     }
     return render(request, "battles/submit.html", context)

@@ -78,14 +78,14 @@ class VoteCreateApi(APIView):
             "admissible": vote.admissible,
             "inadmissible_reason": vote.inadmissible_reason or None,
             "reveal": battle_reveal(vote.battle),
-            "min_read_s": settings.ARENA["MIN_READ_S"],
+            "min_read_s": settings.ARENA.min_read_s,
             "retract_until": _retract_until(vote),
         }
         return Response(body, status=status.HTTP_201_CREATED)
 
 
 def _retract_until(vote: Vote) -> str:
-    until = vote.voted_at + timedelta(seconds=settings.ARENA["VOTE_RETRACT_WINDOW_S"])
+    until = vote.voted_at + timedelta(seconds=settings.ARENA.vote_retract_window_s)
     return until.isoformat()
 
 

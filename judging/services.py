@@ -38,12 +38,12 @@ def reading_time_s(battle: Battle) -> float:
 
 def reading_time_of(final_messages: Sequence[str | None]) -> float:
     words = sum(len((message or "").split()) for message in final_messages)
-    return max(settings.ARENA["MIN_READ_S"], words / settings.ARENA["READ_WORDS_PER_S"])
+    return max(settings.ARENA.min_read_s, words / settings.ARENA.read_words_per_s)
 
 
 def judge_profile(user: AbstractBaseUser) -> JudgeProfile:
     profile, _ = JudgeProfile.objects.get_or_create(
-        user=user, defaults={"trust": settings.ARENA["TRUST_NEW"]}
+        user=user, defaults={"trust": settings.ARENA.trust_new}
     )
     return profile
 
@@ -51,8 +51,8 @@ def judge_profile(user: AbstractBaseUser) -> JudgeProfile:
 # --- rate limits ----------------------------------------------------------------------
 
 _RATE_LIMITS = {
-    "next": ("JUDGE_NEXT_RATE_PER_MIN", "battle requests"),
-    "vote": ("VOTE_RATE_PER_MIN", "votes"),
+    "next": ("judge_next_rate_per_min", "battle requests"),
+    "vote": ("vote_rate_per_min", "votes"),
 }
 
 
@@ -61,7 +61,7 @@ def judge_rate_check(*, judge: AbstractBaseUser, scope: str) -> None:
     one-minute window (an atomic increment in the shared Redis, so every web process
     counts together); over the limit raises 429 with Retry-After."""
     setting, noun = _RATE_LIMITS[scope]
-    limit = settings.ARENA[setting]
+    limit = getattr(settings.ARENA, setting)
     now = time.time()
     window = int(now // 60)
     key = cache.make_key(f"judge-rate:{scope}:{judge.pk}:{window}")
@@ -204,7 +204,7 @@ def vote_retract(*, judge: AbstractBaseUser, battle_id: int) -> Vote:
     it: the streaming update is reverted and the outcome re-resolved from the votes
     that remain, in this transaction."""
     judge_rate_check(judge=judge, scope="vote")
-    window = settings.ARENA["VOTE_RETRACT_WINDOW_S"]
+    window = settings.ARENA.vote_retract_window_s
     with transaction.atomic():
         battle = Battle.objects.select_for_update().filter(pk=battle_id).first()
         vote = (
@@ -381,7 +381,7 @@ def _battle_reconcile(battle: Battle) -> bool:
 def _profiles_locked(user_ids: set[int]) -> dict[int, JudgeProfile]:
     for user_id in sorted(user_ids):
         JudgeProfile.objects.get_or_create(
-            user_id=user_id, defaults={"trust": settings.ARENA["TRUST_NEW"]}
+            user_id=user_id, defaults={"trust": settings.ARENA.trust_new}
         )
     rows = JudgeProfile.objects.select_for_update().filter(user_id__in=user_ids).order_by("pk")
     return {p.user_id: p for p in rows}
@@ -400,8 +400,8 @@ def _battle_decide(battle: Battle, votes: list[Vote], *, self_judged: bool) -> N
     from ratings.services import rating_apply_battle
 
     arena = settings.ARENA
-    weighted = [(v.choice, _trust_of(v, arena["TRUST_NEW"])) for v in votes]
-    gamma = arena["CALIBRATION_GAMMA"] if battle.is_calibration else 1.0
+    weighted = [(v.choice, _trust_of(v, arena.trust_new)) for v in votes]
+    gamma = arena.calibration_gamma if battle.is_calibration else 1.0
     battle.outcome = consensus(weighted)
     battle.evidence_weight = gamma * sum(w for _, w in weighted) / len(weighted)
     battle.status = Battle.Status.DECIDED
@@ -447,7 +447,7 @@ def _trust_compare(votes: list[Vote], weighted: list[tuple[str, float]]) -> None
         profile.agree_count += int(agreed)
         Vote.objects.filter(pk=vote_pk).update(agreed=agreed)
     for profile in profiles.values():
-        profile.trust_recompute(trust_min=settings.ARENA["TRUST_MIN"])
+        profile.trust_recompute(trust_min=settings.ARENA.trust_min)
         profile.save(update_fields=["seen_count", "agree_count", "trust"])
 
 
@@ -465,7 +465,7 @@ def _battle_undecide(battle: Battle, votes: list[Vote]) -> None:
             profile.seen_count -= 1
             profile.agree_count -= int(vote.agreed)
         for profile in profiles.values():
-            profile.trust_recompute(trust_min=settings.ARENA["TRUST_MIN"])
+            profile.trust_recompute(trust_min=settings.ARENA.trust_min)
             profile.save(update_fields=["seen_count", "agree_count", "trust"])
     Vote.objects.filter(battle=battle).filter(Q(counted=True) | Q(agreed__isnull=False)).update(
         counted=False, agreed=None
@@ -639,7 +639,7 @@ def judge_trust_set(
     if not note.strip():
         raise ApplicationError("Say why.", code="note_required")
     profile, _ = JudgeProfile.objects.get_or_create(
-        user_id=judge_id, defaults={"trust": settings.ARENA["TRUST_NEW"]}
+        user_id=judge_id, defaults={"trust": settings.ARENA.trust_new}
     )
     profile = JudgeProfile.objects.select_for_update().get(pk=profile.pk)
     if profile.is_untrusted == untrusted:

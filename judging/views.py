@@ -66,7 +66,7 @@ def judge_page(request: HttpRequest) -> HttpResponse:
 
 def _reveal_context(vote: Vote) -> dict:
     battle = vote.battle
-    window = settings.ARENA["VOTE_RETRACT_WINDOW_S"]
+    window = settings.ARENA.vote_retract_window_s
     left = window - (timezone.now() - vote.voted_at).total_seconds()
     return {
         "vote": vote,
@@ -164,7 +164,7 @@ def _quality_context(arena: Arena) -> dict:
         judges.append(
             {
                 "user": cast[0].judge,
-                "trust": profile.trust if profile else settings.ARENA["TRUST_NEW"],
+                "trust": profile.trust if profile else settings.ARENA.trust_new,
                 "untrusted": bool(profile and profile.is_untrusted),
                 "trust_agree": getattr(profile, "agree_count", None),
                 "trust_seen": getattr(profile, "seen_count", None),

@@ -22,7 +22,7 @@ def arena_metrics(
     - Latencies: observed in the window ``(now − window_s, now]`` (a latency counts when
       its closing stamp falls in the window; see ``ratings.metrics``).
     - λ: battles submitted in the window per second; E[S] and E[T] over battles that
-      ended in the window; ρ = λ E[S] / C with C = ``ARENA["BATTLE_SLOTS"]``.
+      ended in the window; ρ = λ E[S] / C with C = ``ARENA.battle_slots``.
     - F(α): over every decided battle, age = now − first_judgment_at, weight =
       evidence_weight (1 when unset); a decided battle without h has no age and is left
       out (of F and D alike).
@@ -31,8 +31,8 @@ def arena_metrics(
     """
     since = now - timedelta(seconds=window_s)
     fresh_since = now - timedelta(seconds=alpha_s)
-    theta = settings.ARENA["DUP_THETA"]
-    slots = settings.ARENA["BATTLE_SLOTS"]
+    theta = settings.ARENA.dup_theta
+    slots = settings.ARENA.battle_slots
     cap = metrics.DUPLICATE_CORPUS_MAX
 
     battles = Battle.objects.filter(arena_id=arena_id)

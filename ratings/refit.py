@@ -40,10 +40,10 @@ class FitParams:
     def from_settings(cls) -> "FitParams":
         arena = settings.ARENA
         return cls(
-            ridge=float(arena["RIDGE"]),
-            r0=float(arena["R0"]),
-            bootstrap=int(arena["BOOTSTRAP_REPLICATES"]),
-            min_battles=int(arena["N0"]),
+            ridge=float(arena.ridge),
+            r0=float(arena.r0),
+            bootstrap=int(arena.bootstrap_replicates),
+            min_battles=int(arena.n0),
         )
 
 

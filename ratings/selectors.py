@@ -28,7 +28,7 @@ def refit_status(*, arena_id: int, now: datetime | None = None) -> dict[str, Any
     its first admissible judgment h; from submission for imported battles, which have
     none). SPEC §6 bounds it by Δ + c."""
     now = now or timezone.now()
-    period_s = settings.ARENA["REFIT_PERIOD_S"]
+    period_s = settings.ARENA.refit_period_s
     state = RefitState.objects.filter(arena_id=arena_id).select_related("snapshot").first()
     snapshot = state.snapshot if state else None
     pending = (
@@ -66,7 +66,7 @@ def leaderboard_rows(*, arena_id: int, snapshot_id: int | None = None) -> list[d
             .values_list("snapshot_id", flat=True)
             .first()
         )
-    r0 = settings.ARENA["R0"]
+    r0 = settings.ARENA.r0
     agents = list(Agent.objects.filter(arena_id=arena_id, retired_at=None).select_related("rating"))
     points = (
         {p.agent_id: p for p in RatingPoint.objects.filter(snapshot_id=snapshot_id)}
@@ -171,7 +171,7 @@ def board_context(board: dict[str, Any]) -> dict[str, Any]:
             else None
         ),
         "excluded_total": sum(exclusions.values()) if exclusions else 0,
-        "n0": settings.ARENA["N0"],
+        "n0": settings.ARENA.n0,
     }
 
 

@@ -22,13 +22,13 @@ OUTCOME_Y = {"A": 1.0, "B": 0.0, "tie": 0.5, "both_bad": 0.5}
 
 def elo_params() -> elo.EloParams:
     arena = settings.ARENA
-    return elo.EloParams(k_max=arena["K_MAX"], k_min=arena["K_MIN"], n0=arena["N0"])
+    return elo.EloParams(k_max=arena.k_max, k_min=arena.k_min, n0=arena.n0)
 
 
 def agent_rating(agent: Agent, *, lock: bool = False) -> AgentRating:
     rows = AgentRating.objects.select_for_update() if lock else AgentRating.objects
     rating, _ = rows.get_or_create(
-        agent=agent, defaults={"arena_id": agent.arena_id, "streaming_rating": settings.ARENA["R0"]}
+        agent=agent, defaults={"arena_id": agent.arena_id, "streaming_rating": settings.ARENA.r0}
     )
     return rating
 

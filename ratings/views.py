@@ -55,6 +55,6 @@ def agent_page(request: HttpRequest, slug: str) -> HttpResponse:
             # Built by ratings.svg from numbers and escaped text only.
             "history_svg": mark_safe(chart),  # noqa: S308
             "opponents": head_to_head(agent_id=agent.pk, arena_id=arena.pk),
-            "n0": settings.ARENA["N0"],
+            "n0": settings.ARENA.n0,
         },
     )

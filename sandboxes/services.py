@@ -53,7 +53,7 @@ def egress_proxy() -> EgressProxyThread:
     global _egress
     with _egress_lock:
         if _egress is None:
-            resolver = default_resolver if settings.ARENA["EGRESS_RESOLVE"] else no_dns_resolver
+            resolver = default_resolver if settings.ARENA.egress_resolve else no_dns_resolver
             _egress = EgressProxy(resolver=resolver, on_refusal=_record_refusal).run_in_thread()
         return _egress
 
@@ -66,18 +66,18 @@ def sandbox_backend() -> SandboxBackend:
     global _backend
     arena = settings.ARENA
     with _egress_lock:
-        if _backend is not None and getattr(_backend, "root", None) == arena["SANDBOX_ROOT"]:
+        if _backend is not None and getattr(_backend, "root", None) == arena.sandbox_root:
             return _backend
-    name = arena["SANDBOX_BACKEND"]
+    name = arena.sandbox_backend
     if name == "local":
         backend: SandboxBackend = LocalBackend(
-            arena["SANDBOX_ROOT"], arena["SANDBOX_UID_BASE"], egress=egress_proxy()
+            arena.sandbox_root, arena.sandbox_uid_base, egress=egress_proxy()
         )
     elif name == "docker":
         from sandboxes.docker_backend import DockerBackend
 
         backend = DockerBackend(
-            arena["DOCKER_IMAGE"], arena["SANDBOX_ROOT"], arena["SANDBOX_UID_BASE"],
+            arena.docker_image, arena.sandbox_root, arena.sandbox_uid_base,
             egress=egress_proxy(),
         )  # fmt: skip
     else:
@@ -143,7 +143,7 @@ def sandbox_janitor() -> int:
         if _pid_alive(lease.worker_pid):
             continue
         if os.geteuid() == 0:
-            uid = settings.ARENA["SANDBOX_UID_BASE"] + lease.slot
+            uid = settings.ARENA.sandbox_uid_base + lease.slot
             subprocess.run(["pkill", "-KILL", "-U", str(uid)], check=False)
         if lease.path:
             group = cgroups.find(Path(lease.path).name)
@@ -155,7 +155,7 @@ def sandbox_janitor() -> int:
         reaped += 1
     if reaped:
         reap_orphans(keep=set())
-    if settings.ARENA["SANDBOX_BACKEND"] == "docker":
+    if settings.ARENA.sandbox_backend == "docker":
         reaped += _docker_janitor(host)
     return reaped
 
@@ -174,5 +174,5 @@ def _docker_janitor(host: str) -> int:
         backend.client(),
         host,
         lambda run_id: run_id in live_runs,
-        root=settings.ARENA["SANDBOX_ROOT"],
+        root=settings.ARENA.sandbox_root,
     )

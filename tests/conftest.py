@@ -32,7 +32,7 @@ def sandbox_root():
 def _private_dirs(settings, tmp_path, sandbox_root):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed only
     settings.PRIVATE_MEDIA_ROOT = tmp_path / "private"
-    settings.ARENA = {**settings.ARENA, "SANDBOX_ROOT": sandbox_root}
+    settings.ARENA = settings.ARENA.replace(sandbox_root=sandbox_root)
 
 
 @pytest.fixture(autouse=True)

@@ -13,14 +13,12 @@ built. Agent params are not trusted with keys they did not bring, so:
   ``OPENAI_BASE_URL``, never to a URL an agent chose;
 - ``openai_compatible`` sends a key only when the agent names one.
 
-Settings read (``settings.ARENA``, all optional):
+The arena's side comes in as ``ProviderDefaults`` (built from ``settings.ARENA``):
 
-- ``MODEL_PRICES``: ``{model_id: [usd_per_mtok_in, usd_per_mtok_out]}``; a model not in
-  it costs 0 and its replies carry ``extra["price_known"] = False``;
-- ``PROVIDER_TIMEOUT_S`` (60) and ``PROVIDER_MAX_RETRIES`` (4): defaults an agent's
-  ``params["timeout_s"]`` / ``params["max_retries"]`` override;
-- ``PROVIDER_KEY_ENV``: ``{provider: variable}`` to rename the default key variables
-  (an ``openai_compatible`` entry gives such agents a key by default).
+- ``prices``: ``{model_id: [usd_per_mtok_in, usd_per_mtok_out]}``; a model not in it
+  costs 0 and its replies carry ``extra["price_known"] = False``;
+- ``timeout_s`` and ``max_retries``: defaults an agent's ``params["timeout_s"]`` /
+  ``params["max_retries"]`` override.
 
 Agent params read: ``base_url``, ``api_key_env``, ``timeout_s``, ``max_retries``.
 """
@@ -28,6 +26,7 @@ Agent params read: ``base_url``, ``api_key_env``, ``timeout_s``, ``max_retries``
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -42,6 +41,15 @@ DEFAULT_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 BASE_URL_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
 
 _KEY_ENV_NAME = re.compile(r"(?!ARENA_)[A-Z][A-Z0-9_]*_API_KEY")
+
+
+@dataclass(frozen=True)
+class ProviderDefaults:
+    """What the arena sets for every model call (ARENA provider_* and model_prices)."""
+
+    timeout_s: float = 60.0
+    max_retries: int = 4
+    prices: Mapping[str, Any] = field(default_factory=dict)
 
 
 def price_for(model: str, prices: Mapping[str, Any]) -> Price | None:
@@ -59,14 +67,7 @@ def price_for(model: str, prices: Mapping[str, Any]) -> Price | None:
     return (float(entry[0]), float(entry[1]))
 
 
-def _arena_key_variables(settings_arena: Mapping[str, Any]) -> set[str]:
-    overrides = settings_arena.get("PROVIDER_KEY_ENV") or {}
-    return {*DEFAULT_KEY_ENV.values(), *overrides.values()}
-
-
-def _key_variable(
-    provider: str, params: Mapping[str, Any], settings_arena: Mapping[str, Any]
-) -> str | None:
+def _key_variable(provider: str, params: Mapping[str, Any]) -> str | None:
     """The environment variable holding the key for this agent, None for none."""
     named = params.get("api_key_env")
     if named is not None:
@@ -74,7 +75,7 @@ def _key_variable(
             raise ProviderError(
                 f"api_key_env must name a variable ending in _API_KEY (not ARENA_*), got {named!r}"
             )
-        if params.get("base_url") and named in _arena_key_variables(settings_arena):
+        if params.get("base_url") and named in DEFAULT_KEY_ENV.values():
             raise ProviderError(
                 f"{provider}: an agent with its own base_url cannot use the arena's {named}"
             )
@@ -85,8 +86,7 @@ def _key_variable(
             "(params api_key_env); the arena's key goes only to the provider or to "
             f"{BASE_URL_ENV[provider]}"
         )
-    overrides = settings_arena.get("PROVIDER_KEY_ENV") or {}
-    return overrides.get(provider, DEFAULT_KEY_ENV.get(provider))
+    return DEFAULT_KEY_ENV.get(provider)
 
 
 def _base_url(provider: str, params: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
@@ -117,14 +117,14 @@ def client_for(
     model: str,
     *,
     params: Mapping[str, Any],
-    settings_arena: Mapping[str, Any],
+    defaults: ProviderDefaults,
     environ: Mapping[str, str] | None = None,
 ) -> ModelClient:
     """The client for an agent's ``provider`` and ``model``.
 
     ``params`` are the agent's params (see the module docstring for the keys read
     here; the client ignores them per call except its sampling keys).
-    ``settings_arena`` is ``settings.ARENA``; ``environ`` defaults to ``os.environ``.
+    ``defaults`` are the arena's; ``environ`` defaults to ``os.environ``.
     Raises ``ProviderError`` for an unknown provider, a missing key (naming the
     variable to set, never a value), a bad base URL or a bad price entry."""
     environ = os.environ if environ is None else environ
@@ -132,14 +132,14 @@ def client_for(
         raise ProviderError(f"unknown provider {provider!r}; known: {', '.join(PROVIDERS)}")
     if not model:
         raise ProviderError(f"{provider}: no model id")
-    variable = _key_variable(provider, params, settings_arena)
+    variable = _key_variable(provider, params)
     api_key = environ.get(variable) if variable else None
     if variable and not api_key:
         raise ProviderError(f"{provider}: no API key; set {variable} in the environment")
     common: dict[str, Any] = {
-        "timeout_s": _timeout_s(params, settings_arena.get("PROVIDER_TIMEOUT_S", 60.0)),
-        "max_retries": _max_retries(params, settings_arena.get("PROVIDER_MAX_RETRIES", 4)),
-        "price": price_for(model, settings_arena.get("MODEL_PRICES") or {}),
+        "timeout_s": _timeout_s(params, defaults.timeout_s),
+        "max_retries": _max_retries(params, defaults.max_retries),
+        "price": price_for(model, defaults.prices),
     }
     base_url = _base_url(provider, params, environ)
     if provider == "anthropic":

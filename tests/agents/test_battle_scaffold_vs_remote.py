@@ -42,7 +42,7 @@ def entrant():
 def test_scaffold_agent_and_remote_entrant_fight_a_whole_battle(
     alice, entrant, monkeypatch, settings
 ):
-    settings.ARENA = {**settings.ARENA, "MODEL_PRICES": {"claude-test": [3.0, 15.0]}}
+    settings.ARENA = settings.ARENA.replace(model_prices={"claude-test": [3.0, 15.0]})
     with FakeAnthropic(api_key=KEY, policy=scripted_model) as fake:
         arena = Arena.objects.public()
         scaffold = Agent.objects.create(

@@ -35,7 +35,7 @@ from agents.providers.redaction import (
     install_log_redaction,
     redact,
 )
-from agents.providers.registry import client_for
+from agents.providers.registry import ProviderDefaults, client_for
 from agents.providers.retry import Backoff, retry_after_seconds
 from tests.agents.fake_providers import (
     FakeAnthropic,
@@ -647,16 +647,14 @@ def test_an_exhausted_script_fails_fast_and_says_so(fake_openai, sleeps):
 
 # -- registry ----------------------------------------------------------------------
 
-ARENA = {"MODEL_PRICES": {"claude-test": [3.0, 15.0], "gpt-test": [1.25, 10]}}
+ARENA = ProviderDefaults(prices={"claude-test": [3.0, 15.0], "gpt-test": [1.25, 10]})
 
 
 def test_registry_builds_an_anthropic_client_with_the_env_key_and_the_price():
     environ = {"ANTHROPIC_API_KEY": KEYS["anthropic"]}
     with FakeAnthropic([text("hi", usage=(2_000_000, 100_000))], api_key=KEYS["anthropic"]) as fake:
         environ["ANTHROPIC_BASE_URL"] = fake.base_url
-        client = client_for(
-            "anthropic", "claude-test", params={}, settings_arena=ARENA, environ=environ
-        )
+        client = client_for("anthropic", "claude-test", params={}, defaults=ARENA, environ=environ)
         reply = complete(client)
 
     assert isinstance(client, AnthropicClient)
@@ -677,7 +675,7 @@ def test_registry_unknown_model_costs_nothing_and_says_so():
             "openai",
             "gpt-unpriced",
             params=params,
-            settings_arena=ARENA,
+            defaults=ARENA,
             environ={"MY_OPENAI_API_KEY": "sk-test-own-key-123456"},
         )
         reply = complete(client)
@@ -694,14 +692,14 @@ def test_registry_openai_compatible_sends_a_key_only_when_named():
             "openai_compatible",
             "llama3",
             params={"base_url": fake.base_url},
-            settings_arena=ARENA,
+            defaults=ARENA,
             environ=environ,
         )
         named = client_for(
             "openai_compatible",
             "llama3",
             params={"base_url": fake.base_url, "api_key_env": "VLLM_API_KEY"},
-            settings_arena=ARENA,
+            defaults=ARENA,
             environ=environ,
         )
         complete(anonymous)
@@ -740,17 +738,17 @@ def test_registry_openai_compatible_sends_a_key_only_when_named():
 )
 def test_registry_refusals(provider, params, environ, message):
     with pytest.raises(ProviderError, match=message.replace("(", r"\(")):
-        client_for(provider, "some-model", params=params, settings_arena=ARENA, environ=environ)
+        client_for(provider, "some-model", params=params, defaults=ARENA, environ=environ)
 
 
 def test_registry_rejects_a_malformed_price_entry():
-    arena = {"MODEL_PRICES": {"claude-test": [3.0]}}
+    arena = ProviderDefaults(prices={"claude-test": [3.0]})
     with pytest.raises(ProviderError, match="MODEL_PRICES"):
         client_for(
             "anthropic",
             "claude-test",
             params={},
-            settings_arena=arena,
+            defaults=arena,
             environ={"ANTHROPIC_API_KEY": KEYS["anthropic"]},
         )
 

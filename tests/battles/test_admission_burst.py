@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_a_burst_of_1000_at_the_bound_never_exceeds_it(alice, roster, settings):
     ensure_public_arena()
     bound = 300
-    settings.ARENA = {**settings.ARENA, "QUEUE_MAX": bound, "TEAM_QUEUE_QUOTA": 10_000}
+    settings.ARENA = settings.ARENA.replace(queue_max=bound, team_queue_quota=10_000)
 
     def submit(i: int) -> str:
         try:

@@ -57,12 +57,9 @@ def assert_nothing_created(settings) -> None:
 
 @pytest.fixture
 def small_limits(settings):
-    settings.ARENA = {
-        **settings.ARENA,
-        "ATTACHMENTS_MAX_COUNT": 2,
-        "ATTACHMENT_MAX_BYTES": 100,
-        "ATTACHMENTS_MAX_TOTAL_BYTES": 150,
-    }
+    settings.ARENA = settings.ARENA.replace(
+        attachments_max_count=2, attachment_max_bytes=100, attachments_max_total_bytes=150
+    )
 
 
 # --- admission --------------------------------------------------------------------------
@@ -70,9 +67,9 @@ def small_limits(settings):
 
 def test_default_limits(settings):
     arena = settings.ARENA
-    assert arena["ATTACHMENTS_MAX_COUNT"] == 5
-    assert arena["ATTACHMENT_MAX_BYTES"] == 10 * 1024**2
-    assert arena["ATTACHMENTS_MAX_TOTAL_BYTES"] == 25 * 1024**2
+    assert arena.attachments_max_count == 5
+    assert arena.attachment_max_bytes == 10 * 1024**2
+    assert arena.attachments_max_total_bytes == 25 * 1024**2
 
 
 def test_multipart_upload_stores_files_outside_the_web_root(api, alice, bob, roster, settings):
@@ -199,7 +196,7 @@ def test_a_late_failure_in_the_transaction_removes_the_stored_files(
 
 
 def test_a_refusal_under_the_lock_removes_the_staged_files(api, alice, roster, settings):
-    settings.ARENA = {**settings.ARENA, "QUEUE_MAX": 1}
+    settings.ARENA = settings.ARENA.replace(queue_max=1)
     client = api(alice)
     assert client.post("/api/tasks/", {"instruction": "list the files"}).status_code == 201
     response = client.post(

@@ -71,7 +71,7 @@ def test_sandboxes_are_destroyed_and_slots_released(alice, roster, settings):
 
     battle = submit_between(alice, "list the files", "rulebook", "surveyor")
     battle_run(battle_id=battle.pk)
-    root = settings.ARENA["SANDBOX_ROOT"]
+    root = settings.ARENA.sandbox_root
     assert list(root.iterdir()) == []
     assert SandboxLease.objects.filter(released_at=None).count() == 0
     assert SandboxLease.objects.count() == 2

@@ -88,7 +88,7 @@ def test_concurrent_workers_claim_each_battle_once(terms, rng):
 def test_janitor_gives_a_lost_job_back_to_a_waiting_battle(
     queued, settings, django_capture_on_commit_callbacks
 ):
-    settings.ARENA = {**settings.ARENA, "STUCK_AFTER_S": 60}
+    settings.ARENA = settings.ARENA.replace(stuck_after_s=60)
     queue = django_rq.get_queue("battles")
     with django_capture_on_commit_callbacks(execute=True):  # django-rq enqueues on commit
         queue.enqueue("battles.jobs.battle_run", queued[0].pk, job_id=f"battle-{queued[0].pk}")

@@ -144,6 +144,6 @@ def test_no_showcase_without_two_rated_agents_or_when_switched_off(alice, bob, r
     assert not battle.is_calibration
 
     rate_roster({"rulebook": 1200.0, "surveyor": 1000.0, "idle": 800.0})
-    settings.ARENA = {**settings.ARENA, "CALIBRATION_SHOWCASE": False}
+    settings.ARENA = settings.ARENA.replace(calibration_showcase=False)
     battle = task_submit(user=bob, instruction="list the files", rng=random.Random(1))
     assert not battle.is_calibration

@@ -94,7 +94,7 @@ def test_roster_of_one_is_503(api, alice, roster):
 
 
 def test_queue_bound_answers_429_with_retry_after(api, alice, roster, settings):
-    settings.ARENA = {**settings.ARENA, "QUEUE_MAX": 2}
+    settings.ARENA = settings.ARENA.replace(queue_max=2)
     client = api(alice)
     for i in range(2):
         assert (
@@ -109,7 +109,7 @@ def test_queue_bound_answers_429_with_retry_after(api, alice, roster, settings):
 
 
 def test_team_quota_answers_429(api, alice, charlie, roster, settings):
-    settings.ARENA = {**settings.ARENA, "TEAM_QUEUE_QUOTA": 1}
+    settings.ARENA = settings.ARENA.replace(team_queue_quota=1)
     assert api(alice).post("/api/tasks/", {"instruction": "one"}, format="json").status_code == 201
     response = api(alice).post("/api/tasks/", {"instruction": "two"}, format="json")
     assert response.status_code == 429 and response.json()["error"]["code"] == "team_quota"

@@ -155,7 +155,7 @@ def bench_admission() -> dict:
 def main() -> None:
     from django.conf import settings
 
-    settings.ARENA = {**settings.ARENA, "QUEUE_MAX": 10**6, "TEAM_QUEUE_QUOTA": 10**6}
+    settings.ARENA = settings.ARENA.replace(queue_max=10**6, team_queue_quota=10**6)
     report = {"matchmaker": bench_matchmaker()}
     config = setup_databases(verbosity=0, interactive=False)
     try:

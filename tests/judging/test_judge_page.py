@@ -251,7 +251,7 @@ def test_the_countdown_starts_from_the_first_serve(client, judge, battle):
     html = serve(client, judge, at=T0 + dt.timedelta(seconds=3)).content.decode()
     read = float(re.search(r'data-min-read="([\d.]+)"', html).group(1))
     left = float(re.search(r'data-read-left="([\d.]+)"', html).group(1))
-    assert read == max(settings.ARENA["MIN_READ_S"], 11 / 4)  # 9 + 2 words of final messages
+    assert read == max(settings.ARENA.min_read_s, 11 / 4)  # 9 + 2 words of final messages
     assert left == pytest.approx(read - 3)
 
 
@@ -269,7 +269,7 @@ def test_retract_within_the_window(client, judge, battle):
 def test_retract_after_the_window_is_refused(client, judge, battle):
     serve(client, judge)
     post_vote(client, battle, "A")
-    late = T0 + dt.timedelta(seconds=31 + settings.ARENA["VOTE_RETRACT_WINDOW_S"])
+    late = T0 + dt.timedelta(seconds=31 + settings.ARENA.vote_retract_window_s)
     with time_machine.travel(late, tick=False):
         response = client.post(f"/judge/{battle.pk}/retract/")
     assert 400 <= response.status_code < 500

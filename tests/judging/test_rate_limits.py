@@ -10,7 +10,7 @@ from tests.judging.battle_factories import T0, ended_battle, people
 
 
 def test_judge_next_over_the_limit_is_429_with_retry_after(api, judge, settings, db):
-    settings.ARENA = {**settings.ARENA, "JUDGE_NEXT_RATE_PER_MIN": 3}
+    settings.ARENA = settings.ARENA.replace(judge_next_rate_per_min=3)
     client = api(judge)
     with time_machine.travel(T0 + dt.timedelta(seconds=15), tick=False):
         codes = [client.get("/api/judge/next/").status_code for _ in range(4)]
@@ -31,7 +31,7 @@ def test_judge_next_over_the_limit_is_429_with_retry_after(api, judge, settings,
 
 
 def test_votes_over_the_limit_are_429_and_not_stored(api, alice, judge, roster, settings):
-    settings.ARENA = {**settings.ARENA, "VOTE_RATE_PER_MIN": 2}
+    settings.ARENA = settings.ARENA.replace(vote_rate_per_min=2)
     battles = [ended_battle(alice) for _ in range(3)]
     for battle in battles:
         Assignment.objects.create(judge=judge, battle=battle, served_at=T0)
@@ -65,7 +65,7 @@ def test_the_counter_lives_in_redis(judge, settings, db):
 
 
 def test_the_judge_page_over_the_limit_says_so_with_429(client, judge, settings, db):
-    settings.ARENA = {**settings.ARENA, "JUDGE_NEXT_RATE_PER_MIN": 1}
+    settings.ARENA = settings.ARENA.replace(judge_next_rate_per_min=1)
     client.force_login(judge)
     with time_machine.travel(T0 + dt.timedelta(seconds=50), tick=False):
         assert client.get("/judge/").status_code == 200

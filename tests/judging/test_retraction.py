@@ -65,7 +65,7 @@ def test_retraction_after_the_window_is_409_and_changes_nothing(api, alice, judg
 
 
 def test_the_window_is_a_setting(api, alice, judge, roster, settings):
-    settings.ARENA = {**settings.ARENA, "VOTE_RETRACT_WINDOW_S": 10}
+    settings.ARENA = settings.ARENA.replace(vote_retract_window_s=10)
     battle = ended_battle(alice)
     judge_on(judge, battle, "A")
     assert retract(api, judge, battle, VOTED + dt.timedelta(seconds=11)).status_code == 409

@@ -15,7 +15,7 @@ from tests.ratings.factories import decided_battle, judges, round_robin
 
 @pytest.fixture(autouse=True)
 def _few_replicates(settings):
-    settings.ARENA = {**settings.ARENA, "BOOTSTRAP_REPLICATES": 20}
+    settings.ARENA = settings.ARENA.replace(bootstrap_replicates=20)
 
 
 @pytest.fixture

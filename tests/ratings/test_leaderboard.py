@@ -22,7 +22,7 @@ from tests.ratings.factories import decided_battle, judges, round_robin
 
 @pytest.fixture(autouse=True)
 def _few_replicates(settings):
-    settings.ARENA = {**settings.ARENA, "BOOTSTRAP_REPLICATES": 20}
+    settings.ARENA = settings.ARENA.replace(bootstrap_replicates=20)
 
 
 def test_leaderboard_rows_have_the_stable_fields(roster, django_assert_max_num_queries):

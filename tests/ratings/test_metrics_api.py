@@ -68,7 +68,7 @@ def arena_day(alice, roster, settings):
     b4 running: submitted 2 min ago, wait 60 s, δ 5 s
     b5 queued 30 s ago; b6 excluded, submitted 30 h ago
     and a queued battle of another arena, which no figure may count."""
-    settings.ARENA = {**settings.ARENA, "BATTLE_SLOTS": 4, "DUP_THETA": 0.55}
+    settings.ARENA = settings.ARENA.replace(battle_slots=4, dup_theta=0.55)
     s1, s2, s3 = ago(10 * HOUR), ago(50 * 60), ago(3 * 86400)
     q1, p1, e1, h1 = after(s1, 10, 12, 72, 372)
     q2, p2, e2, h2 = after(s2, 20, 23, 83, 683)

@@ -22,7 +22,7 @@ from tests.ratings.factories import decided_battle, judges, round_robin
 
 @pytest.fixture(autouse=True)
 def _few_replicates(settings):
-    settings.ARENA = {**settings.ARENA, "BOOTSTRAP_REPLICATES": 50}
+    settings.ARENA = settings.ARENA.replace(bootstrap_replicates=50)
 
 
 @pytest.fixture
@@ -335,7 +335,7 @@ def test_the_refit_is_on_the_scheduler_every_period(settings):
     scheduler = CronScheduler(connection=django_rq.get_connection("ratings"))
     scheduler.load_config_from_file("arena_site.cron")
     (job,) = [j for j in scheduler.get_jobs() if j.func is ratings_refit]
-    assert (job.queue_name, job.interval) == ("ratings", settings.ARENA["REFIT_PERIOD_S"])
+    assert (job.queue_name, job.interval) == ("ratings", settings.ARENA.refit_period_s)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -546,7 +546,7 @@ def test_the_arena_picks_the_docker_backend_from_settings(settings, sandbox_root
     from sandboxes import services
     from sandboxes.docker_backend import DockerBackend
 
-    settings.ARENA = {**settings.ARENA, "SANDBOX_BACKEND": "docker", "SANDBOX_ROOT": sandbox_root}
+    settings.ARENA = settings.ARENA.replace(sandbox_backend="docker", sandbox_root=sandbox_root)
     backend = services.sandbox_backend()
     assert isinstance(backend, DockerBackend)
-    assert backend.image == settings.ARENA["DOCKER_IMAGE"]
+    assert backend.image == settings.ARENA.docker_image

@@ -44,7 +44,7 @@ def test_janitor_reaps_the_sandbox_of_a_worker_killed_mid_run(sandbox_root, tmp_
     )
     run_dir = worker.stdout.readline().strip()
     lease = SandboxLease.objects.get(released_at=None)
-    uid = settings.ARENA["SANDBOX_UID_BASE"] + lease.slot
+    uid = settings.ARENA.sandbox_uid_base + lease.slot
     assert lease.path == run_dir and lease.worker_pid == worker.pid
 
     worker.send_signal(signal.SIGKILL)

@@ -194,7 +194,7 @@ def _demo_battles_run(demo, tasks: list[tuple[str, int]], singles: list[str]) ->
     for instruction, target in [*tasks, *((single, 1) for single in singles)]:
         # The redundancy draw is random (SPEC §5.2); the demo asks for its sample.
         fraction = 1.0 if target > 1 else 0.0
-        with override_settings(ARENA={**settings.ARENA, "REDUNDANCY_FRACTION": fraction}):
+        with override_settings(ARENA=settings.ARENA.replace(redundancy_fraction=fraction)):
             battles.append(task_submit(user=demo, instruction=instruction, rng=rng))
     if len(singles) >= 2:
         battle_end_side(user=demo, battle_id=battles[len(tasks) + 1].pk, side="B")
@@ -206,7 +206,7 @@ def _demo_battles_run(demo, tasks: list[tuple[str, int]], singles: list[str]) ->
             connection.close()
 
     # Run in submission order, a few at once: ended_at then orders them for judge_next.
-    slots = max(1, min(3, settings.ARENA["BATTLE_SLOTS"]))
+    slots = max(1, min(3, settings.ARENA.battle_slots))
     for start in range(0, len(battles), slots):
         with ThreadPoolExecutor(max_workers=slots) as pool:
             list(pool.map(run, [b.pk for b in battles[start : start + slots]]))

@@ -49,7 +49,7 @@ class Command(BaseCommand):
     def diagnose(self, steps: int) -> dict:
         backend = sandbox_backend()
         lease = lease_acquire(backend=backend.name, run_id=None)
-        uid = settings.ARENA["SANDBOX_UID_BASE"] + lease.slot
+        uid = settings.ARENA.sandbox_uid_base + lease.slot
         redis_port = settings.REDIS_URL.rsplit(":", 1)[-1].split("/")[0]
         report: dict = {"backend": backend.name, **backend.health()}
         try:

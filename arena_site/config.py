@@ -1,0 +1,215 @@
+"""The arena's own settings (``settings.ARENA``): one typed, validated, frozen object.
+
+Every knob is a field with its type, default and bounds; ``ArenaConfig.from_env`` reads
+the ``ARENA_<FIELD>`` variables that exist for it, and any bad value, in the
+environment or in a test's ``replace(...)``, stops with ``ImproperlyConfigured`` naming
+the variable. A field that no code reads does not belong here.
+
+The method's constants (SPEC) carry their SPEC symbol in the comment beside them; the
+operations guide (docs/operations.md) lists the variables."""
+
+import dataclasses
+import json
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+
+# Where per-run directories go unless ARENA_SANDBOX_ROOT says (from_env puts it under
+# the data directory).
+DEFAULT_SANDBOX_ROOT = Path(__file__).resolve().parent.parent / "var" / "sandboxes"
+# Bounds: (minimum, maximum) for numbers; None is unbounded on that side.
+_BOUNDS = "bounds"
+# The environment variable a field is read from (absent: a constant, not read).
+_ENV = "env"
+
+
+def knob(default: Any, env: str | None = None, *, lo: float | None = None,
+         hi: float | None = None, choices: tuple[str, ...] | None = None) -> Any:  # fmt: skip
+    """A field of ArenaConfig: its default, the variable it comes from, its bounds. A
+    mutable default (a dict) is copied for each instance."""
+    metadata = {_ENV: env, _BOUNDS: (lo, hi), "choices": choices}
+    if isinstance(default, dict):
+        return field(default_factory=lambda: dict(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArenaConfig:
+    # --- SPEC §2 admission ---------------------------------------------------------
+    queue_max: int = knob(1000, "ARENA_QUEUE_MAX", lo=1)  # QUEUE_MAX
+    team_queue_quota: int = knob(100, "ARENA_TEAM_QUEUE_QUOTA", lo=1)
+    dup_theta: float = knob(0.55, "ARENA_DUP_THETA", lo=0.0, hi=1.0)  # θ
+    dup_window_days: int = knob(7, "ARENA_DUP_WINDOW_DAYS", lo=0)  # DUP_WINDOW
+    dup_max_tasks: int = knob(200, lo=1)  # the newest tasks the guard compares with
+    instruction_max_chars: int = knob(20_000, "ARENA_INSTRUCTION_MAX_CHARS", lo=1)
+    attachments_max_count: int = knob(5, "ARENA_ATTACHMENTS_MAX_COUNT", lo=0)
+    attachment_max_bytes: int = knob(10 * 1024**2, "ARENA_ATTACHMENT_MAX_BYTES", lo=1)
+    attachments_max_total_bytes: int = knob(25 * 1024**2, "ARENA_ATTACHMENTS_MAX_TOTAL_BYTES", lo=1)
+    # --- SPEC §3 matchmaking -------------------------------------------------------
+    match_kappa: float = knob(4.0, "ARENA_MATCH_KAPPA", lo=0.0)  # κ
+    match_epsilon: float = knob(0.05, "ARENA_MATCH_EPSILON", lo=1e-9)  # ε > 0
+    # --- execution -----------------------------------------------------------------
+    # A running battle without a lane heartbeat for this long is failed by the janitor.
+    stuck_after_s: int = knob(300, "ARENA_STUCK_AFTER_S", lo=10)
+    battle_slots: int = knob(4, "ARENA_BATTLE_SLOTS", lo=1)  # C
+    step_budget: int = knob(20, "ARENA_STEP_BUDGET", lo=1)
+    wall_budget_s: int = knob(300, "ARENA_WALL_BUDGET_S", lo=1)
+    shell_timeout_s: int = knob(20, "ARENA_SHELL_TIMEOUT_S", lo=1)
+    shell_output_max_bytes: int = knob(64 * 1024, "ARENA_SHELL_OUTPUT_MAX_BYTES", lo=1024)
+    sandbox_backend: str = knob("local", "ARENA_SANDBOX_BACKEND", choices=("local", "docker"))
+    docker_image: str = knob("agent-arena-desktop", "ARENA_DOCKER_IMAGE")
+    # A desktop (Xvfb + Chromium) in every sandbox; off gives shell-only sandboxes.
+    sandbox_desktop: bool = knob(True, "ARENA_SANDBOX_DESKTOP")
+    sandbox_root: Path = knob(DEFAULT_SANDBOX_ROOT, "ARENA_SANDBOX_ROOT")
+    # Resolve sandbox egress destinations through the host's DNS. Off: only literal
+    # addresses pass the policy and no DNS query leaves the host (the tests run so).
+    egress_resolve: bool = knob(True, "ARENA_EGRESS_RESOLVE")
+    sandbox_uid_base: int = knob(61000, "ARENA_SANDBOX_UID_BASE", lo=1000)
+    deliver_max_files: int = knob(10, lo=1)
+    deliver_max_bytes: int = knob(5 * 1024**2, lo=1)
+    # --- SPEC §5 judging -----------------------------------------------------------
+    redundancy_fraction: float = knob(0.10, "ARENA_REDUNDANCY_FRACTION", lo=0.0, hi=1.0)
+    redundancy_target: int = knob(3, lo=2)
+    min_read_s: float = knob(5.0, "ARENA_MIN_READ_S", lo=0.0)  # MIN_READ_S
+    read_words_per_s: float = knob(4.0, lo=0.1)
+    trust_new: float = knob(0.5, lo=0.1, hi=1.0)  # ω of a new judge
+    trust_min: float = knob(0.1, lo=0.0, hi=1.0)  # ω_min
+    calibration_gamma: float = knob(0.25, "ARENA_CALIBRATION_GAMMA", lo=0.0, hi=1.0)  # γ_cal
+    # A judge may take back a vote this long after casting it (never vote again on it).
+    vote_retract_window_s: int = knob(120, "ARENA_VOTE_RETRACT_WINDOW_S", lo=0)
+    # Per-judge request limits (fixed one-minute windows in the shared cache): 429 above.
+    vote_rate_per_min: int = knob(30, "ARENA_VOTE_RATE_PER_MIN", lo=1)
+    judge_next_rate_per_min: int = knob(60, "ARENA_JUDGE_NEXT_RATE_PER_MIN", lo=1)
+    # §5.4 calibration showcase: a new submitter's first battles pair a strong and a
+    # weak rated agent, weighted γ_cal.
+    calibration_tasks: int = knob(3, "ARENA_CALIBRATION_TASKS", lo=0)
+    calibration_showcase: bool = knob(True, "ARENA_CALIBRATION_SHOWCASE")
+    # --- agents (providers): a call may take timeout × (1 + retries) plus backoff ----
+    provider_timeout_s: float = knob(60.0, "ARENA_PROVIDER_TIMEOUT_S", lo=1.0)
+    provider_max_retries: int = knob(2, "ARENA_PROVIDER_MAX_RETRIES", lo=0)
+    # {"model id": [usd per million input tokens, usd per million output tokens]}
+    model_prices: Mapping[str, tuple[float, float]] = knob({}, "ARENA_MODEL_PRICES")
+    # --- SPEC §7 ratings -------------------------------------------------------------
+    r0: float = knob(1000.0)  # R0
+    k_max: float = knob(48.0, lo=0.0)  # K_max
+    k_min: float = knob(12.0, lo=0.0)  # K_min
+    n0: int = knob(30, lo=1)  # n0: provisional below
+    ridge: float = knob(1e-3, lo=0.0)  # r
+    refit_period_s: int = knob(60, "ARENA_REFIT_PERIOD_S", lo=1)  # Δ
+    # Bootstrap replicates of each refit's rank bands (SPEC §7.3; tests set it low).
+    bootstrap_replicates: int = knob(1000, "ARENA_BOOTSTRAP_REPLICATES", lo=0)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            _check(f, getattr(self, f.name))
+        if self.k_min > self.k_max:
+            raise ImproperlyConfigured(f"K_MIN ({self.k_min}) must not exceed K_MAX ({self.k_max})")
+
+    def replace(self, **changes: Any) -> "ArenaConfig":
+        """A copy with ``changes``, validated like the original (tests, commands)."""
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, *,
+                 data_dir: Path | None = None) -> "ArenaConfig":  # fmt: skip
+        """The config from ``environ`` (default ``os.environ``): each field's variable
+        when set and not empty, else its default. Relative defaults of paths are under
+        ``data_dir``."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            variable = f.metadata[_ENV]
+            raw = environ.get(variable, "") if variable else ""
+            if raw.strip():
+                values[f.name] = _parse(f, variable, raw)
+            elif f.name == "sandbox_root" and data_dir is not None:
+                values[f.name] = data_dir / "sandboxes"
+        return cls(**values)
+
+
+def _name(f: dataclasses.Field) -> str:
+    return f.metadata[_ENV] or f"ARENA {f.name.upper()}"
+
+
+def _parse(f: dataclasses.Field, variable: str, raw: str) -> Any:
+    kind = f.type
+    text = raw.strip()
+    try:
+        if kind is bool:
+            lowered = text.lower()
+            if lowered in {"1", "true", "yes", "on"}:
+                return True
+            if lowered in {"0", "false", "no", "off"}:
+                return False
+            raise ValueError("not a boolean")
+        if kind is int:
+            return int(text)
+        if kind is float:
+            return float(text)
+        if kind is Path:
+            return Path(text)
+        if kind is str:
+            return text
+        return json.loads(text)
+    except ValueError as exc:
+        expected = {bool: "a boolean (true/false)", int: "an integer", float: "a number"}
+        raise ImproperlyConfigured(
+            f"{variable} must be {expected.get(kind, 'JSON')}, got {raw!r}"
+        ) from exc
+
+
+def _check(f: dataclasses.Field, value: Any) -> None:
+    name = _name(f)
+    kind = f.type
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ImproperlyConfigured(f"{name} must be a boolean, got {value!r}")
+        return
+    if kind in (int, float):
+        numeric = isinstance(value, int | float) and not isinstance(value, bool)
+        if not numeric or (kind is int and not isinstance(value, int)):
+            expected = "an integer" if kind is int else "a number"
+            raise ImproperlyConfigured(f"{name} must be {expected}, got {value!r}")
+        if not math.isfinite(value):
+            raise ImproperlyConfigured(f"{name} must be finite, got {value!r}")
+        lo, hi = f.metadata[_BOUNDS]
+        if lo is not None and value < lo:
+            raise ImproperlyConfigured(f"{name} must be >= {lo}, got {value}")
+        if hi is not None and value > hi:
+            raise ImproperlyConfigured(f"{name} must be <= {hi}, got {value}")
+        return
+    if kind is str:
+        choices = f.metadata["choices"]
+        if not isinstance(value, str) or (choices and value not in choices):
+            allowed = f"one of {', '.join(choices)}" if choices else "a string"
+            raise ImproperlyConfigured(f"{name} must be {allowed}, got {value!r}")
+        return
+    if kind is Path:
+        if not isinstance(value, Path):
+            raise ImproperlyConfigured(f"{name} must be a path, got {value!r}")
+        return
+    if f.name == "model_prices":
+        _check_prices(name, value)
+
+
+def _check_prices(name: str, value: Any) -> None:
+    if not isinstance(value, Mapping):
+        raise ImproperlyConfigured(f'{name} must be a JSON object {{"model": [in, out]}}')
+    for model, price in value.items():
+        ok = (
+            isinstance(model, str)
+            and isinstance(price, list | tuple)
+            and len(price) == 2
+            and all(isinstance(p, int | float) and not isinstance(p, bool) for p in price)
+            and all(math.isfinite(p) and p >= 0 for p in price)
+        )
+        if not ok:
+            raise ImproperlyConfigured(
+                f"{name}: the price of {model!r} must be [usd per million input tokens, "
+                f"usd per million output tokens], two numbers >= 0; got {price!r}"
+            )
