@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DEBIAN_PACKAGES=(bubblewrap chromium xvfb xdotool python3 curl procps fonts-dejavu-core)
+DEBIAN_PACKAGES=(bubblewrap chromium xvfb xdotool python3 curl procps fonts-dejavu-core
+    tesseract-ocr tesseract-ocr-eng)
 
 say() { printf 'setup: %s\n' "$*"; }
 
