@@ -22,6 +22,8 @@ from django.core.exceptions import ImproperlyConfigured
 # Where per-run directories go unless ARENA_SANDBOX_ROOT says (from_env puts it under
 # the data directory).
 DEFAULT_SANDBOX_ROOT = Path(__file__).resolve().parent.parent / "var" / "sandboxes"
+# Where Debian's tesseract-ocr-eng installs the OCR language data (the leak scan).
+DEFAULT_TESSDATA = Path("/usr/share/tesseract-ocr/5/tessdata")
 # Bounds: (minimum, maximum) for numbers; None is unbounded on that side.
 _BOUNDS = "bounds"
 # The environment variable a field is read from (absent: a constant, not read).
@@ -80,8 +82,23 @@ class ArenaConfig:
     trust_new: float = knob(0.5, lo=0.1, hi=1.0)  # ω of a new judge
     trust_min: float = knob(0.1, lo=0.0, hi=1.0)  # ω_min
     calibration_gamma: float = knob(0.25, "ARENA_CALIBRATION_GAMMA", lo=0.0, hi=1.0)  # γ_cal
-    # A judge may take back a vote this long after casting it (never vote again on it).
-    vote_retract_window_s: int = knob(120, "ARENA_VOTE_RETRACT_WINDOW_S", lo=0)
+    # A judge may undo a vote this long after casting it, before any name shows (and then
+    # vote again); after it the vote stands. 0: votes are final at once.
+    vote_undo_window_s: int = knob(10, "ARENA_VOTE_UNDO_WINDOW_S", lo=0, hi=600)
+    # How long a battle stays open for judging: past it, it is decided with the votes it
+    # has (the submitting team's alone, self-judged, when no independent one is
+    # admissible) or excluded under rule 6 (JUDGING_TTL).
+    judging_ttl_s: int = knob(86_400, "ARENA_JUDGING_TTL_S", lo=60)
+    # Rule 6 early: this many × the target distinct judges abstained or voted too fast,
+    # and no admissible vote exists.
+    rule6_factor: int = knob(6, lo=1)
+    # §5.4 probation: a judge's votes carry at most this ω and cannot decide against
+    # established judges until PROBATION_VOTES of them were compared on redundancy
+    # battles (or an operator ends the probation).
+    probation_votes: int = knob(5, "ARENA_PROBATION_VOTES", lo=0)
+    probation_trust_cap: float = knob(0.5, lo=0.1, hi=1.0)
+    # Judge accounts need an operator's approval before they are served battles.
+    judge_approval: bool = knob(False, "ARENA_JUDGE_APPROVAL")
     # Per-judge request limits (fixed one-minute windows in the shared cache): 429 above.
     vote_rate_per_min: int = knob(30, "ARENA_VOTE_RATE_PER_MIN", lo=1)
     judge_next_rate_per_min: int = knob(60, "ARENA_JUDGE_NEXT_RATE_PER_MIN", lo=1)
@@ -89,6 +106,12 @@ class ArenaConfig:
     # weak rated agent, weighted γ_cal.
     calibration_tasks: int = knob(3, "ARENA_CALIBRATION_TASKS", lo=0)
     calibration_showcase: bool = knob(True, "ARENA_CALIBRATION_SHOWCASE")
+    # --- SPEC §5.1 identity-leak scan (docs/leak-scan.md) ------------------------------
+    # Read step screenshots and delivered images with OCR (Tesseract) before a battle
+    # is judged; off, only text is scanned.
+    leak_ocr: bool = knob(True, "ARENA_LEAK_OCR")
+    # Tesseract's language data (eng.traineddata; Debian's tesseract-ocr-eng).
+    leak_tessdata: Path = knob(DEFAULT_TESSDATA, "ARENA_LEAK_TESSDATA")
     # --- agents (providers): a call may take timeout × (1 + retries) plus backoff ----
     provider_timeout_s: float = knob(60.0, "ARENA_PROVIDER_TIMEOUT_S", lo=1.0)
     provider_max_retries: int = knob(2, "ARENA_PROVIDER_MAX_RETRIES", lo=0)

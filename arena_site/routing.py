@@ -1,9 +1,11 @@
 from django.urls import path
 
 from battles.consumers import BattleConsumer
+from judging.consumers import JudgeConsumer
 from ratings.consumers import LeaderboardConsumer
 
 websocket_urlpatterns = [
     path("ws/battles/<int:battle_id>/", BattleConsumer.as_asgi()),
     path("ws/leaderboard/", LeaderboardConsumer.as_asgi()),
+    path("ws/judge/", JudgeConsumer.as_asgi()),
 ]

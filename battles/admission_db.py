@@ -147,6 +147,7 @@ def queued_counts(*, arena_id: int, team_id: int) -> tuple[int, int]:
 @dataclass(frozen=True)
 class RosterEntry:
     agent_id: int
+    team_id: int | None  # the team that entered the agent; None for the arena's own
     step_budget: int | None
     wall_budget_s: int | None
     rated_battles: int
@@ -157,14 +158,15 @@ def active_roster(*, arena_id: int) -> list[RosterEntry]:
     """Active (not retired, not paused) agents with their rating state, by id."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT a.id, a.step_budget, a.wall_budget_s, r.rated_battles, r.streaming_rating "
+            f"SELECT a.id, a.team_id, a.step_budget, a.wall_budget_s, r.rated_battles, "
+            f"r.streaming_rating "
             f"FROM {_table(Agent)} a LEFT JOIN {_table(AgentRating)} r ON r.agent_id = a.id "
             f"WHERE a.arena_id = %s AND a.retired_at IS NULL AND a.is_paused = %s "
             f"ORDER BY a.id",
             [arena_id, False],
         )
         rows = cursor.fetchall()
-    return [RosterEntry(row[0], row[1], row[2], row[3] or 0, row[4]) for row in rows]
+    return [RosterEntry(row[0], row[1], row[2], row[3], row[4] or 0, row[5]) for row in rows]
 
 
 def rows_insert(*objs: Model) -> None:

@@ -6,6 +6,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.http import Http404
 
+from battles.presenters import render_battle_panel
 from battles.selectors import access_battle
 
 CLOSE_NOT_FOUND = 4404
@@ -40,6 +41,4 @@ class BattleConsumer(AsyncWebsocketConsumer):
 
     @database_sync_to_async
     def _panel(self, battle_id: int) -> str:
-        from battles.views import render_battle_panel
-
         return render_battle_panel(battle_id)

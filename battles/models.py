@@ -57,6 +57,8 @@ class Battle(models.Model):
     class Status(models.TextChoices):
         QUEUED = "queued"
         RUNNING = "running"
+        # Both lanes ended; the identity-leak scan runs before any judge sees it.
+        SCREENING = "screening"
         JUDGING = "judging"
         DECIDED = "decided"
         EXCLUDED = "excluded"
@@ -67,6 +69,13 @@ class Battle(models.Model):
         B = "B"
         TIE = "tie"
         BOTH_BAD = "both_bad"
+
+    class DecisionSource(models.TextChoices):
+        """Who decided the battle, through ``judging.services.battle_decide``."""
+
+        CROWD = "crowd", "independent judges"
+        SUBMITTER = "submitter", "the submitting team's own votes only (self-judged)"
+        IMPORT = "import", "imported historical judgment"
 
     class ExclusionReason(models.TextChoices):
         """SPEC §5.3, in the order the rules apply."""
@@ -91,9 +100,12 @@ class Battle(models.Model):
     outcome = models.CharField(max_length=10, choices=Outcome.choices, blank=True)
     evidence_weight = models.FloatField(null=True, blank=True)
     exclusion_reason = models.CharField(max_length=40, blank=True, choices=ExclusionReason.choices)
-    # SPEC §5.4: decided by the submitter's own blind vote alone (no independent judge
-    # had an admissible vote); counted in the published self-judged-only tally.
-    self_judged = models.BooleanField(default=False)
+    # Who decided it; "submitter" (SPEC §5.4: the submitting team's own blind votes
+    # alone, no independent judge had an admissible one) is the published
+    # self-judged-only tally.
+    decision_source = models.CharField(max_length=10, choices=DecisionSource.choices, blank=True)
+    # When the decision was made and published: from then on no vote on it can count.
+    decided_at = models.DateTimeField(null=True, blank=True)
     # The judge of the earliest vote that produced the outcome: the battle's cluster in
     # the cluster-robust interval of SPEC §7.3 (the votes themselves are flagged counted).
     cluster_judge = models.ForeignKey(

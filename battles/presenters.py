@@ -7,12 +7,14 @@ delivered files are addressed by battle, side and position only), and every text
 agents wrote passes through ``Redactor``, which blanks any roster name, slug, model
 id, alias, provider or entrant team name the leak scan would find."""
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import PurePosixPath
 from typing import Any
 
+from django.template.loader import render_to_string
 from django.urls import reverse
 
+from agents.identity import LeakScanner
 from agents.models import Agent
 from battles.models import Battle, Run
 
@@ -21,12 +23,11 @@ HIDDEN = "[hidden]"
 
 class Redactor:
     """Blanks, in text, every identity of the given agents that the leak scan of SPEC
-    §5.1 would find (``judging.leaks``: whole tokens, any case, separator variants;
+    §5.1 would find (``agents.identity``: on folded text, so homoglyphs, invisible
+    characters and spread-out letters too; whole tokens, any case, separator variants;
     ordinary words such as "idle" are left alone), plus providers and entrant teams."""
 
     def __init__(self, agents: Iterable[Agent]) -> None:
-        from judging.leaks import LeakScanner
-
         names: list[str] = []
         for agent in agents:
             names += agent.identity_strings()
@@ -65,7 +66,7 @@ def _step_payload(step, battle_id: int, side: str, redactor: Redactor | None) ->
     return {
         "index": step.index,
         "screenshot": screenshot,
-        "tool": step.tool,
+        "tool": clean(step.tool),  # the agent's own word when it named no tool of the set
         "args": clean(step.args),
         "result": {
             "ok": result.get("ok"),
@@ -76,7 +77,15 @@ def _step_payload(step, battle_id: int, side: str, redactor: Redactor | None) ->
             "timed_out": result.get("timed_out", False),
             "error": clean(result.get("error", "")),
         },
+        "page": _page(result.get("page"), clean),
     }
+
+
+def _page(page: Any, clean: Callable[[Any], Any]) -> dict[str, str] | None:
+    """The browser page a step left (URL and title, as the sandbox reported them)."""
+    if not isinstance(page, dict):
+        return None
+    return {key: clean(str(page.get(key) or "")) for key in ("url", "title")}
 
 
 def attachment_rows(attachments: Iterable, battle_id: int | None) -> list[dict[str, Any]]:
@@ -207,3 +216,11 @@ def waterfall(run: Run) -> dict[str, Any]:
         key = f"{span.kind}_ms"
         totals[key] = totals.get(key, 0) + span.latency_ms
     return {"rows": rows, "totals": totals, "duration_ms": int(duration)}
+
+
+def render_battle_panel(battle_id: int) -> str:
+    """The blind live panel of a battle (status + both lanes), as sent over the socket."""
+    battle = Battle.objects.select_related("task").get(pk=battle_id)
+    return render_to_string(
+        "battles/_panel.html", {"battle": battle, "payload": battle_payload(battle, reveal=False)}
+    )

@@ -33,11 +33,22 @@ def access_battle(user: AbstractBaseUser, battle_id: int) -> Battle:
     return battle
 
 
+CLOSED = (Battle.Status.DECIDED, Battle.Status.EXCLUDED, Battle.Status.FAILED)
+
+
 def user_may_see_identities(user: AbstractBaseUser, battle: Battle) -> bool:
-    """Identities stay hidden until the user has voted on the battle (staff excepted)."""
+    """Who fought a battle shows only once no vote on it can count any more (SPEC §5.1):
+    the battle is decided, excluded or failed, and the user is staff, voted on it (a
+    final vote) or belongs to its team. Staff see it always."""
     if user.is_staff:
         return True
-    return battle.votes.filter(judge=user, retracted=False).exists()
+    if battle.status not in CLOSED:
+        return False
+    if battle.team_id in team_ids_of(user):
+        return True
+    from django.utils import timezone
+
+    return battle.votes.filter(judge=user, retracted=False, final_at__lte=timezone.now()).exists()
 
 
 def team_tasks(team_ids: list[int]):

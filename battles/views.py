@@ -6,7 +6,6 @@ from django.conf import settings
 from django.contrib import messages
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.views import consent_required
@@ -19,17 +18,9 @@ from battles.attachments import (
     stored_path,
 )
 from battles.models import Battle, Step
-from battles.presenters import battle_payload, waterfall
+from battles.presenters import render_battle_panel, waterfall
 from battles.selectors import access_battle, team_ids_of, user_may_see_identities
 from battles.services import Conversation, battle_end_side, task_submit
-
-
-def render_battle_panel(battle_id: int) -> str:
-    """The blind live panel of a battle (status + both lanes), as sent over the socket."""
-    battle = Battle.objects.select_related("task").get(pk=battle_id)
-    return render_to_string(
-        "battles/_panel.html", {"battle": battle, "payload": battle_payload(battle, reveal=False)}
-    )
 
 
 @consent_required

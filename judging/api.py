@@ -1,37 +1,76 @@
-"""The judging API: the next blind battle, votes, and taking a vote back."""
+"""The judging API: the next blind battle, a vote, its status (and, once the battle is
+decided, the reveal), and undoing it within its window."""
 
-from datetime import timedelta
-
-from django.conf import settings
-from drf_spectacular.types import OpenApiTypes
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from battles.presenters import battle_payload, battle_reveal
-from battles.services import task_check_admissible
+from arena_site.schema import ErrorOutput
+from battles.api import BattleOutput
+from battles.presenters import battle_payload
 from judging.models import Vote
-from judging.services import judge_next, reading_time_s, vote_cast, vote_retract
-
-
-class ErrorOutput(serializers.Serializer):
-    error = serializers.DictField(help_text='{"code": str, "message": str}')
-
+from judging.presenters import vote_status_payload
+from judging.services import describe, judge_next, reading_time_s, vote_cast, vote_status, vote_undo
 
 RATE_LIMITED = OpenApiResponse(
     ErrorOutput,
     description="Rate limited (code rate_limited): the judge's per-minute limit is spent; "
     "the Retry-After header says how many seconds to wait.",
 )
+FORBIDDEN = OpenApiResponse(
+    ErrorOutput,
+    description="consent_required (accept the current terms first), judge_not_approved "
+    "(ARENA_JUDGE_APPROVAL is on and an operator has not approved you yet) or "
+    "conflict_of_interest (your team entered an agent of this battle).",
+)
+
+
+class VoteStatusOutput(serializers.Serializer):
+    vote = serializers.IntegerField()
+    battle = serializers.IntegerField()
+    choice = serializers.ChoiceField(choices=Vote.Choice.choices)
+    final = serializers.BooleanField(help_text="Past the undo window: the vote stands.")
+    undo_until = serializers.DateTimeField(
+        allow_null=True, help_text="Until when DELETE …/votes/mine/ undoes it; null when final."
+    )
+    counts = serializers.BooleanField(
+        allow_null=True, help_text="Whether the vote counts; null while that is not known yet."
+    )
+    admissible = serializers.BooleanField()
+    inadmissible_reason = serializers.CharField(
+        allow_null=True,
+        help_text="abstain, too_fast, untrusted_judge or identities_public (the battle was "
+        "decided while you held it).",
+    )
+    submitter_vote = serializers.BooleanField(
+        help_text="You belong to the submitting team: a submitter vote (SPEC §5.4)."
+    )
+    battle_status = serializers.CharField()
+    message = serializers.CharField(help_text="What the vote means now, in words.")
+    reveal = serializers.DictField(
+        allow_null=True,
+        help_text="Each side's identity, once the battle is decided (or excluded) and your "
+        "vote is final; null before.",
+    )
+    status_url = serializers.CharField()
+
+
+class JudgeBattleOutput(BattleOutput):
+    min_read_s = serializers.FloatField(
+        help_text="The reading time (SPEC §5.3): a vote sooner does not count."
+    )
+    vote_url = serializers.CharField(help_text="Where to POST the vote.")
 
 
 class JudgeNextApi(APIView):
     @extend_schema(
-        responses={200: OpenApiTypes.OBJECT, 204: None, 429: RATE_LIMITED},
-        description="The next battle for you to judge, blind (sides A and B). Serving it "
-        "starts your reading time (served_at, server clock). 204: nothing to judge. "
-        "Limited to ARENA JUDGE_NEXT_RATE_PER_MIN requests a minute per judge.",
+        responses={200: JudgeBattleOutput, 204: None, 403: FORBIDDEN, 429: RATE_LIMITED},
+        description="The battle for you to judge now, blind (sides A and B): the one you hold "
+        "until you vote or skip, else the next. Serving it starts your reading time "
+        "(served_at, server clock). 204: nothing to judge. Limited to ARENA "
+        "JUDGE_NEXT_RATE_PER_MIN requests a minute per judge.",
     )
     def get(self, request):
         battle = judge_next(judge=request.user)
@@ -45,7 +84,8 @@ class JudgeNextApi(APIView):
 
 class VoteInput(serializers.Serializer):
     choice = serializers.ChoiceField(
-        choices=Vote.Choice.choices, help_text="A, B, tie, both_bad or abstain."
+        choices=Vote.Choice.choices,
+        help_text="A, B, tie, both_bad, or abstain (a skip: recorded, never counted).",
     )
 
 
@@ -53,69 +93,68 @@ class VoteCreateApi(APIView):
     @extend_schema(
         request=VoteInput,
         responses={
-            201: OpenApiTypes.OBJECT,
+            201: VoteStatusOutput,
+            403: FORBIDDEN,
             404: OpenApiResponse(ErrorOutput, description="The battle was not served to you."),
             409: OpenApiResponse(
                 ErrorOutput,
-                description="already_voted (one live vote per judge and battle), "
-                "vote_retracted (you retracted a vote on it after its reveal) or not_judging.",
+                description="already_voted (one live vote per judge and battle) or not_judging.",
             ),
             429: RATE_LIMITED,
         },
-        description="Casts your vote on a battle served to you and returns the reveal. "
-        "Every vote is stored; it counts only when admissible (not an abstention, not "
-        "before the reading time, not from an untrusted judge). Limited to ARENA "
-        "VOTE_RATE_PER_MIN votes and retractions a minute per judge.",
+        description="Casts your vote on a battle served to you. It is stored at once and can "
+        "be undone until undo_until (ARENA VOTE_UNDO_WINDOW_S); then it is final. Poll "
+        "status_url: the reveal comes once the battle is decided. A vote counts only when "
+        "admissible (not a skip, not before the reading time, not from an untrusted judge, "
+        "not on a battle decided while you held it). Limited to ARENA VOTE_RATE_PER_MIN votes "
+        "and undos a minute per judge.",
     )
     def post(self, request, pk: int):
-        task_check_admissible(user=request.user)
         data = VoteInput(data=request.data)
         data.is_valid(raise_exception=True)
         vote = vote_cast(judge=request.user, battle_id=pk, choice=data.validated_data["choice"])
-        body = {
-            "vote": vote.pk,
-            "choice": vote.choice,
-            "admissible": vote.admissible,
-            "inadmissible_reason": vote.inadmissible_reason or None,
-            "reveal": battle_reveal(vote.battle),
-            "min_read_s": settings.ARENA.min_read_s,
-            "retract_until": _retract_until(vote),
-        }
+        vote = Vote.objects.select_related("battle").get(pk=vote.pk)  # as resolved
+        body = vote_status_payload(describe(vote, now=timezone.now()))
         return Response(body, status=status.HTTP_201_CREATED)
 
 
-def _retract_until(vote: Vote) -> str:
-    until = vote.voted_at + timedelta(seconds=settings.ARENA.vote_retract_window_s)
-    return until.isoformat()
-
-
-class VoteRetractOutput(serializers.Serializer):
+class VoteUndoOutput(serializers.Serializer):
     vote = serializers.IntegerField()
-    retracted = serializers.BooleanField()
-    retracted_at = serializers.DateTimeField()
+    battle = serializers.IntegerField()
+    undone = serializers.BooleanField(help_text="Always true: the vote no longer stands.")
+    undone_at = serializers.DateTimeField()
 
 
-class VoteRetractApi(APIView):
+class VoteMineApi(APIView):
+    @extend_schema(
+        operation_id="battles_votes_mine_retrieve",
+        responses={
+            200: VoteStatusOutput,
+            404: OpenApiResponse(ErrorOutput, description="You have no live vote on it."),
+        },
+        description="Your live vote on the battle and what it means now; the reveal once the "
+        "battle is decided and your vote is final.",
+    )
+    def get(self, request, pk: int):
+        return Response(vote_status_payload(vote_status(judge=request.user, battle_id=pk)))
+
     @extend_schema(
         operation_id="battles_votes_mine_destroy",
         responses={
-            200: VoteRetractOutput,
-            404: OpenApiResponse(
-                ErrorOutput, description="You have no live vote on this battle (not_found)."
-            ),
+            200: VoteUndoOutput,
+            404: OpenApiResponse(ErrorOutput, description="You have no live vote on it."),
             409: OpenApiResponse(
                 ErrorOutput,
-                description="retract_window_closed: more than ARENA VOTE_RETRACT_WINDOW_S "
-                "seconds (default 120) have passed since the vote.",
+                description="vote_final: the undo window has passed (or the battle was "
+                "decided with your vote); a final vote stands.",
             ),
             429: RATE_LIMITED,
         },
-        description="Retracts your live vote on the battle within VOTE_RETRACT_WINDOW_S of "
-        "casting it. The vote is kept, marked retracted, and no longer counts; if it decided "
-        "the battle, the battle reopens (its streaming rating change is reverted) and is "
-        "re-resolved from the remaining votes. You cannot vote on the battle again: you "
-        "have seen its reveal.",
+        description="Undoes your vote within its window, before any name was shown. You may "
+        "then vote on the battle again (its reading time still runs from when it was served).",
     )
     def delete(self, request, pk: int):
-        vote = vote_retract(judge=request.user, battle_id=pk)
-        return Response({"vote": vote.pk, "retracted": True, "retracted_at": vote.retracted_at})
+        vote = vote_undo(judge=request.user, battle_id=pk)
+        return Response(
+            {"vote": vote.pk, "battle": pk, "undone": True, "undone_at": vote.retracted_at}
+        )

@@ -1,7 +1,14 @@
-"""RQ jobs for judging."""
+"""RQ jobs for judging: primitive ids in, one service call."""
 
 from judging.services import battle_resolve as _battle_resolve
+from judging.services import battle_screen as _battle_screen
 from judging.services import battles_resolve_pending as _battles_resolve_pending
+from judging.services.screening import battles_screen_pending
+
+
+def battle_screen(battle_id: int) -> None:
+    """Enqueued when a battle's lanes end: rules 1–5, then it opens for judging."""
+    _battle_screen(battle_id=battle_id)
 
 
 def battle_resolve(battle_id: int) -> None:
@@ -9,5 +16,7 @@ def battle_resolve(battle_id: int) -> None:
 
 
 def battles_resolve_pending() -> None:
-    """For the scheduler: resolve judging battles whose votes were never resolved."""
+    """For the scheduler: undo windows that ended unnoticed, battles past JUDGING_TTL,
+    and screenings whose job was lost."""
+    battles_screen_pending()
     _battles_resolve_pending()

@@ -19,6 +19,17 @@ class JudgeProfile(models.Model):
         default=0,
         help_text="seen_v: redundancy-battle votes compared with the other judges' consensus.",
     )
+    approved_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="An operator let this account judge (needed when ARENA_JUDGE_APPROVAL is on).",
+    )
+    established_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Probation ended (PROBATION_VOTES compared votes, or an operator's word); "
+        "empty while on probation.",
+    )
 
     class Meta:
         constraints = [
@@ -34,6 +45,14 @@ class JudgeProfile(models.Model):
         """ω = clip((agree + 1) / (seen + 2), ω_min, 1) (SPEC §5.4)."""
         self.trust = min(1.0, max(trust_min, (self.agree_count + 1) / (self.seen_count + 2)))
 
+    @property
+    def on_probation(self) -> bool:
+        return self.established_at is None
+
+    def weight(self, *, probation_cap: float) -> float:
+        """ω as it counts in a consensus: capped while on probation (SPEC §5.4)."""
+        return min(self.trust, probation_cap) if self.on_probation else self.trust
+
 
 class Assignment(models.Model):
     """A battle served to a judge. ``served_at`` (server clock) starts the reading time."""
@@ -45,6 +64,12 @@ class Assignment(models.Model):
         "battles.Battle", on_delete=models.CASCADE, related_name="assignments"
     )
     served_at = models.DateTimeField()
+    voided_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="The battle was decided (its result public) while this judge held it "
+        "without a vote: a vote from them no longer counts.",
+    )
 
     class Meta:
         constraints = [
@@ -72,7 +97,11 @@ class Vote(models.Model):
     choice = models.CharField(max_length=10, choices=Choice.choices)
     served_at = models.DateTimeField()
     voted_at = models.DateTimeField()
-    retracted = models.BooleanField(default=False)
+    final_at = models.DateTimeField(
+        help_text="End of the undo window: before it the judge may take the vote back "
+        "(then vote again), after it the vote stands and the names may show."
+    )
+    retracted = models.BooleanField(default=False, help_text="Undone within its window.")
     retracted_at = models.DateTimeField(null=True, blank=True)
     is_submitter = models.BooleanField(default=False)
     admissible = models.BooleanField()
@@ -96,6 +125,9 @@ class Vote(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(voted_at__gte=models.F("served_at")), name="vote_after_served"
+            ),
+            models.CheckConstraint(
+                condition=Q(final_at__gte=models.F("voted_at")), name="vote_final_after_cast"
             ),
         ]
 
@@ -140,12 +172,15 @@ class ExclusionLogEntry(models.Model):
 
 
 class JudgeTrustLogEntry(models.Model):
-    """An admin marking a judge untrusted (their votes become inadmissible) or trusted
-    again: who, when and why."""
+    """An operator changing a judge's standing: marking them untrusted (their votes
+    become inadmissible) or trusted again, approving the account to judge, ending its
+    probation. Who, when and why."""
 
     class Action(models.TextChoices):
         UNTRUST = "untrust", "mark untrusted"
         TRUST = "trust", "trust again"
+        APPROVE = "approve", "approve as a judge"
+        ESTABLISH = "establish", "end probation"
 
     judge = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="trust_log"
@@ -157,7 +192,8 @@ class JudgeTrustLogEntry(models.Model):
 
     class Meta:
         ordering = ["-at", "-pk"]
-        verbose_name_plural = "judge trust log"
+        verbose_name = "judge standing log entry"
+        verbose_name_plural = "judge standing log"
 
     def __str__(self) -> str:
         return f"{self.action} {self.judge}"

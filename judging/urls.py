@@ -7,7 +7,8 @@ app_name = "judging"
 urlpatterns = [
     path("judge/", views.judge_page, name="judge"),
     path("judge/<int:battle_id>/vote/", views.vote, name="vote"),
-    path("judge/<int:battle_id>/retract/", views.retract, name="retract"),
+    path("judge/<int:battle_id>/undo/", views.undo, name="undo"),
+    path("judge/<int:battle_id>/vote/status/", views.vote_state, name="vote-status"),
     path(
         "judge/<int:battle_id>/<str:side>/steps/<int:index>/screenshot",
         views.step_screenshot,

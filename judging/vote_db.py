@@ -1,11 +1,12 @@
 """The vote path's one locking read, in SQL.
 
-Casting a vote needs the battle row locked and, about this judge, when it was served,
-whether they retracted a vote on it and whether they are untrusted, plus both final
-messages (the reading time). Built through the ORM, that query (five subqueries)
-costs about 7 ms of Python to compile on this class of machine, against 1 ms to run:
-here it is written once. Table names come from the models and every value is a bound
-parameter; tests/judging covers each branch.
+Casting a vote needs the battle row locked and, about this judge: when it was served to
+them and whether that assignment was voided, whether they are untrusted, whether they
+belong to the submitting team (a submitter vote) or to a team that entered one of the
+agents (a conflict of interest), plus both final messages (the reading time). Built
+through the ORM, such a query costs several milliseconds of Python to compile on this
+class of machine against about one to run: here it is written once. Table names come
+from the models and every value is a bound parameter; tests/judging covers each branch.
 """
 
 from datetime import UTC, datetime
@@ -13,9 +14,10 @@ from datetime import UTC, datetime
 from django.db import connection
 from django.utils.dateparse import parse_datetime
 
+from accounts.models import Membership
 from agents.models import Agent
 from battles.models import Battle, Run, Task
-from judging.models import Assignment, JudgeProfile, Vote
+from judging.models import Assignment, JudgeProfile
 
 
 def _table(model) -> str:
@@ -23,10 +25,10 @@ def _table(model) -> str:
 
 
 def battle_for_vote(*, battle_id: int, judge_id: int) -> Battle | None:
-    """The battle locked FOR UPDATE (of its own row), with ``task_submitter_id``,
-    ``served_at`` (None when never served to this judge), ``retracted_before``,
-    ``judge_untrusted``, ``final_a`` and ``final_b`` set on it, and its two agents
-    loaded. None when there is no such battle. Precondition: inside a transaction."""
+    """The battle locked FOR UPDATE (of its own row), with ``served_at`` (None when never
+    served to this judge), ``held_voided``, ``judge_untrusted``, ``judge_in_team``,
+    ``judge_entrant``, ``final_a`` and ``final_b`` set on it, and its two agents loaded.
+    None when there is no such battle. Precondition: inside a transaction."""
     lock = ""
     if connection.features.has_select_for_update_of:
         lock = " FOR UPDATE OF b"
@@ -36,10 +38,16 @@ def battle_for_vote(*, battle_id: int, judge_id: int) -> Battle | None:
         SELECT b.*, t.submitter_id AS task_submitter_id,
           (SELECT a.served_at FROM {_table(Assignment)} a
             WHERE a.battle_id = b.id AND a.judge_id = %s) AS served_at,
-          EXISTS (SELECT 1 FROM {_table(Vote)} v
-            WHERE v.battle_id = b.id AND v.judge_id = %s AND v.retracted) AS retracted_before,
+          EXISTS (SELECT 1 FROM {_table(Assignment)} a
+            WHERE a.battle_id = b.id AND a.judge_id = %s AND a.voided_at IS NOT NULL)
+            AS held_voided,
           EXISTS (SELECT 1 FROM {_table(JudgeProfile)} p
             WHERE p.user_id = %s AND p.is_untrusted) AS judge_untrusted,
+          EXISTS (SELECT 1 FROM {_table(Membership)} m
+            WHERE m.team_id = b.team_id AND m.user_id = %s) AS judge_in_team,
+          EXISTS (SELECT 1 FROM {_table(Membership)} m JOIN {_table(Agent)} g
+              ON g.team_id = m.team_id
+            WHERE m.user_id = %s AND g.id IN (b.agent_a_id, b.agent_b_id)) AS judge_entrant,
           (SELECT r.final_message FROM {_table(Run)} r
             WHERE r.battle_id = b.id AND r.side = 'A') AS final_a,
           (SELECT r.final_message FROM {_table(Run)} r
@@ -47,11 +55,13 @@ def battle_for_vote(*, battle_id: int, judge_id: int) -> Battle | None:
         FROM {_table(Battle)} b JOIN {_table(Task)} t ON t.id = b.task_id
         WHERE b.id = %s{lock}
     """
-    rows = list(Battle.objects.raw(sql, [judge_id, judge_id, judge_id, battle_id]))
+    rows = list(Battle.objects.raw(sql, [judge_id] * 5 + [battle_id]))
     if not rows:
         return None
     battle = rows[0]
     battle.served_at = _aware(battle.served_at)
+    for flag in ("held_voided", "judge_untrusted", "judge_in_team", "judge_entrant"):
+        setattr(battle, flag, bool(getattr(battle, flag)))
     agents = Agent.objects.in_bulk([battle.agent_a_id, battle.agent_b_id])
     battle.agent_a, battle.agent_b = agents[battle.agent_a_id], agents[battle.agent_b_id]
     return battle

@@ -18,6 +18,9 @@ def arena_metrics(
     *, arena_id: int, now: datetime, window_s: int = 86400, alpha_s: int = 3600
 ) -> dict[str, Any]:
     """The figures of SPEC §6 for ``arena_id`` as of ``now``, JSON-safe. Two queries.
+    Live figures only: battles decided by an import of historical votes are left out
+    (and h, the first admissible judgment, is stamped only by a vote that became final,
+    so an undone vote never counts as a judgment).
 
     - Latencies: observed in the window ``(now − window_s, now]`` (a latency counts when
       its closing stamp falls in the window; see ``ratings.metrics``).
@@ -35,7 +38,10 @@ def arena_metrics(
     slots = settings.ARENA.battle_slots
     cap = metrics.DUPLICATE_CORPUS_MAX
 
-    battles = Battle.objects.filter(arena_id=arena_id)
+    # Live figures: battles decided by an import of historical votes are not live.
+    battles = Battle.objects.filter(arena_id=arena_id).exclude(
+        decision_source=Battle.DecisionSource.IMPORT
+    )
     rated = Q(status=Battle.Status.DECIDED, first_judgment_at__isnull=False)
     weight = Coalesce("evidence_weight", Value(1.0), output_field=FloatField())
     totals = battles.aggregate(

@@ -20,10 +20,9 @@ from django.db.models import F
 from django.utils import timezone
 
 from battles.models import Battle
-from judging.models import Vote
-from judging.selectors import rated_battles
 from ratings.bradley_terry import Rating, rate
 from ratings.models import RatingPoint, RatingSnapshot, RefitState
+from ratings.selectors import rated_battles
 from ratings.services import OUTCOME_Y, leaderboard_push
 
 logger = logging.getLogger(__name__)
@@ -76,22 +75,6 @@ class RefitResult:
     stamped: int  # battles that got r from this run
 
 
-def deciding_judges(battle_ids: list[int]) -> dict[int, int]:
-    """battle id → the judge of its earliest admissible, non-retracted vote, an
-    independent judge's before the submitter's (SPEC §5.4: the submitter's vote decides
-    only when no independent one is admissible). For battles decided before judging
-    recorded ``Battle.cluster_judge``."""
-    votes = (
-        Vote.objects.filter(battle_id__in=battle_ids, admissible=True, retracted=False)
-        .order_by("battle_id", "is_submitter", "voted_at", "pk")
-        .values_list("battle_id", "judge_id")
-    )
-    judges: dict[int, int] = {}
-    for battle_id, judge_id in votes:
-        judges.setdefault(battle_id, judge_id)
-    return judges
-
-
 def refit_input(*, arena_id: int, params: FitParams) -> FitInput:
     rows = list(
         rated_battles(arena_id=arena_id)
@@ -107,9 +90,6 @@ def refit_input(*, arena_id: int, params: FitParams) -> FitInput:
         )
     )
     judges = {row[0]: row[6] for row in rows if row[6] is not None}
-    legacy = [row[0] for row in rows if row[6] is None]
-    if legacy:
-        judges |= deciding_judges(legacy)
     agent_index: dict[int, int] = {}
     cluster_index: dict[int, int] = {}
     n = len(rows)
@@ -130,7 +110,7 @@ def refit_input(*, arena_id: int, params: FitParams) -> FitInput:
         b[i] = agent_index.setdefault(agent_b, len(agent_index))
         y[i] = OUTCOME_Y[outcome]
         w[i] = weight
-        # A battle with no vote on record (none is expected) is a cluster of its own.
+        # A battle whose deciding judge is gone (a deleted account) is a cluster of its own.
         key = judge if judge is not None else -pk
         cluster[i] = cluster_index.setdefault(key, len(cluster_index))
         digest.update(f"{pk},{agent_a},{agent_b},{outcome},{weight!r},{judge}\n".encode())

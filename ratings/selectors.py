@@ -12,7 +12,6 @@ from django.utils import timezone
 
 from agents.models import Agent
 from battles.models import Battle
-from judging.selectors import exclusion_counts, rated_battles, self_judged_tally
 from ratings.models import RatingPoint, RefitState
 
 UNAVAILABLE_TEXT = {
@@ -20,6 +19,37 @@ UNAVAILABLE_TEXT = {
     "disconnected": "disconnected",
     "separated": "separated",
 }
+
+
+def exclusion_counts(*, arena_id: int) -> dict[str, int]:
+    """Excluded battles of the arena per SPEC §5.3 reason, every reason in rule order
+    (zeros included)."""
+    rows = (
+        Battle.objects.filter(arena_id=arena_id, status=Battle.Status.EXCLUDED)
+        .exclude(exclusion_reason="")
+        .values("exclusion_reason")
+        .annotate(n=Count("pk"))
+    )
+    found = {row["exclusion_reason"]: row["n"] for row in rows}
+    return {reason: found.get(reason, 0) for reason in Battle.ExclusionReason.values}
+
+
+def self_judged_tally(*, arena_id: int) -> int:
+    """Decided battles whose outcome rests on the submitting team's own blind votes."""
+    return Battle.objects.filter(
+        arena_id=arena_id,
+        status=Battle.Status.DECIDED,
+        decision_source=Battle.DecisionSource.SUBMITTER,
+    ).count()
+
+
+def rated_battles(*, arena_id: int):
+    """The battles that enter the arena's rating: decided (and so published: a decision
+    is final and public when it is made), with an outcome, not excluded (self-judged
+    ones included; each carries evidence_weight and cluster_judge)."""
+    return Battle.objects.filter(
+        arena_id=arena_id, status=Battle.Status.DECIDED, exclusion_reason=""
+    ).exclude(outcome="")
 
 
 def refit_status(*, arena_id: int, now: datetime | None = None) -> dict[str, Any]:

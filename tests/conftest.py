@@ -32,7 +32,9 @@ def sandbox_root():
 def _private_dirs(settings, tmp_path, sandbox_root):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed only
     settings.PRIVATE_MEDIA_ROOT = tmp_path / "private"
-    settings.ARENA = settings.ARENA.replace(sandbox_root=sandbox_root)
+    # Votes final at once (no undo window to wait out): the undo window has tests of its
+    # own that set it.
+    settings.ARENA = settings.ARENA.replace(sandbox_root=sandbox_root, vote_undo_window_s=0)
 
 
 @pytest.fixture(autouse=True)

@@ -74,6 +74,8 @@ def child_env(*, sandbox_root: Path, private_media_root: Path) -> dict[str, str]
         # One admissible vote decides every battle: a 10 % draw of redundancy 3 would
         # make a one-vote test flaky.
         ARENA_REDUNDANCY_FRACTION="0",
+        # As in this process (tests/conftest.py): votes final at once unless a test says.
+        ARENA_VOTE_UNDO_WINDOW_S=str(settings.ARENA.vote_undo_window_s),
         ARENA_RQ_ASYNC="true",
         PYTHONUNBUFFERED="1",
         PYTHONDONTWRITEBYTECODE="1",

@@ -1,6 +1,6 @@
 // The judge page: each side as a replay (scrubber, play/pause, the screen with the
 // pointer marked), the reading-time countdown, keyboard shortcuts for the vote, and the
-// retraction countdown after it. Everything it shows comes from the page's markup.
+// undo countdown after it. Everything it shows comes from the page's markup.
 (function () {
   "use strict";
   const STEP_MS = 1200;
@@ -113,19 +113,21 @@
     tick();
   }
 
-  function startRetractCountdown(card) {
-    const button = document.getElementById("retract");
-    const label = document.getElementById("retract-timer");
-    if (!button) return;
-    const closesAt = Date.now() + 1000 * parseFloat(card.dataset.retractLeft || "0");
+  function startUndoCountdown() {
+    const button = document.getElementById("undo");
+    const label = document.getElementById("undo-timer");
+    if (!button || button.dataset.started) return;
+    button.dataset.started = "1";
+    const closesAt = Date.now() + 1000 * parseFloat(button.dataset.left || "0");
     (function tick() {
       const left = Math.ceil((closesAt - Date.now()) / 1000);
       if (left <= 0) {
-        document.getElementById("retract-form").remove();
+        const form = document.getElementById("undo-form");
+        if (form) form.remove();
         return;
       }
       label.textContent = "(" + left + " s)";
-      setTimeout(tick, 1000);
+      setTimeout(tick, 250);
     })();
   }
 
@@ -171,10 +173,10 @@
       }
     });
     document.body.addEventListener("htmx:afterSettle", () => {
+      startUndoCountdown();
       const card = document.getElementById("reveal-card");
-      if (card && !card.dataset.started) {
-        card.dataset.started = "1";
-        startRetractCountdown(card);
+      if (card && !card.dataset.shown) {
+        card.dataset.shown = "1";
         card.scrollIntoView({ behavior: "smooth", block: "nearest" });
         const next = document.getElementById("next-battle");
         if (next) next.focus({ preventScroll: true });

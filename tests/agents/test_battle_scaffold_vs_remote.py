@@ -12,6 +12,7 @@ from agents.models import Agent, Arena
 from battles.models import Battle, Run, Span, Step
 from battles.services import battle_run, task_submit
 from examples.remote_entrant.server import EntrantServer
+from judging.services import battle_screen
 from tests.agents.fake_providers import FakeAnthropic, tool_call
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -64,6 +65,7 @@ def test_scaffold_agent_and_remote_entrant_fight_a_whole_battle(
         Run.objects.filter(battle=battle, side="B").update(agent=remote)
 
         battle_run(battle_id=battle.pk)
+        battle_screen(battle_id=battle.pk)
 
     battle.refresh_from_db()
     assert battle.status == "judging"

@@ -8,6 +8,7 @@ from django.utils import timezone
 from agents.models import Agent
 from battles.models import Battle, Run, Step
 from battles.services import battle_run, task_submit
+from judging.services import battle_screen
 
 pytestmark = pytest.mark.django_db(transaction=True)  # lanes run in threads with own connections
 
@@ -28,6 +29,9 @@ def test_both_lanes_run_and_every_step_is_stored(alice, roster):
 
     battle_run(battle_id=battle.pk)
 
+    battle.refresh_from_db()
+    assert battle.status == "screening"  # no judge sees it before the leak scan ran
+    battle_screen(battle_id=battle.pk)  # the judging queue's job
     battle.refresh_from_db()
     assert battle.status == "judging"
     assert battle.dequeued_at <= battle.lanes_started_at <= battle.ended_at
@@ -86,6 +90,7 @@ def test_a_broken_agent_is_a_recorded_error_not_a_crashed_battle(alice, roster, 
     monkeypatch.setattr(policies.IdlePolicy, "next_action", explode)
     battle = submit_between(alice, "list the files", "rulebook", "idle")
     battle_run(battle_id=battle.pk)
+    battle_screen(battle_id=battle.pk)
     battle.refresh_from_db()
     # the battle ends normally; side B made no step, so SPEC §5.3 rule 3 (an outage,
     # not a performance) keeps it from judges and from the rating

@@ -54,7 +54,7 @@ def test_the_job_of_a_newer_battle_runs_the_oldest_first(queued):
     jobs.battle_run(newest.pk)
     oldest.refresh_from_db()
     newest.refresh_from_db()
-    assert oldest.status == Battle.Status.JUDGING, oldest.failure_reason  # real lanes
+    assert oldest.status == Battle.Status.SCREENING, oldest.failure_reason  # real lanes
     assert newest.status == Battle.Status.QUEUED
 
 

@@ -38,10 +38,11 @@ def test_battle_worker_runs_both_lanes_to_judging(
     queue = django_rq.get_queue("battles")
     assert queue.job_ids == [f"battle-{battle.pk}"]
 
-    # And a real worker drains the battles queue
+    # And a real worker drains the battles queue, then the judging queue (the screening
+    # job the battle enqueued when its lanes ended)
     env = child_env(sandbox_root=sandbox_root, private_media_root=tmp_path / "private")
     worker = ServerProcess.start(
-        "rqworker-burst", worker_command("battles", burst=True), env, tmp_path / "logs"
+        "rqworker-burst", worker_command("battles", "judging", burst=True), env, tmp_path / "logs"
     )
     try:
         returncode = worker.wait(timeout=120)

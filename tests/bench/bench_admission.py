@@ -121,7 +121,7 @@ def bench_admission() -> dict:
         return " ".join(rng.choice(words) for _ in range(14)) + f" #{rng.random():.12f}"
 
     times = []
-    with mock.patch("battles.services._enqueue_battle"):  # Redis enqueue is not admission
+    with mock.patch("battles.services.admission.battle_enqueue"):  # Redis enqueue is not admission
         for _ in range(200):  # the 200 recent tasks the check compares against
             task_submit(user=user, instruction=instruction(), rng=rng)
         for _ in range(300):

@@ -38,6 +38,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arena_site.settings")
 os.environ.setdefault("ARENA_EGRESS_RESOLVE", "false")
 # The children read these: no per-judge vote limit in the way of a burst of votes.
 os.environ["ARENA_VOTE_RATE_PER_MIN"] = "1000000"
+# The path measured is a deciding vote's: final at once (no undo window), so the vote and
+# its decision commit together and the frame leaves at that commit. With a window the
+# same path runs when the window ends (the judging job or the judge's page).
+os.environ["ARENA_VOTE_UNDO_WINDOW_S"] = "0"
 
 import django
 

@@ -3,6 +3,7 @@ browser receives before the vote is free of agent identity; the replay marks the
 pointer; voting opens after the reading time and works from the keyboard; the reveal
 follows; and on a phone both sides and the vote buttons fit the width."""
 
+import datetime as dt
 import io
 import random
 import re
@@ -19,6 +20,8 @@ from agents.models import Agent
 from agents.services import roster_install_builtins
 from battles.models import Battle, Run, Step
 from battles.services import task_submit
+from judging.models import Assignment
+from judging.services import vote_cast
 from tests.conftest import make_person
 from tests.e2e.test_arena_loop import PASSWORD, production_hash
 from tests.servers import ensure_public_arena
@@ -58,8 +61,17 @@ def fill_side(run: Run, media_root: Path, steps: list[tuple[str, dict]], final: 
     )
 
 
+UNDO_S = 3
+
+
 @pytest.fixture
-def judged_battle(arena_servers):
+def undo_window(settings):
+    """Before the servers start: they take the window from this process's settings."""
+    settings.ARENA = settings.ARENA.replace(vote_undo_window_s=UNDO_S)
+
+
+@pytest.fixture
+def judged_battle(undo_window, arena_servers):
     """A battle submitted through admission whose lanes are test data: side A clicks at
     (960, 600), side B types; its target is three judges, so two judges get it."""
     terms = consent_terms_publish(text="You agree to publication.")
@@ -202,20 +214,47 @@ def test_everything_before_the_vote_is_blind_then_the_keyboard_votes(judged_batt
     assert not re.search(r"\b1[56]0[0-9]\s*ms\b|duration", page.content())  # no timings
 
     # When the judge presses B once voting is open
+    seen_before_vote = len(responses), len(frames)
     page.keyboard.press("b")
 
-    # Then the reveal names both sides, says the vote counts, and offers retraction
-    reveal = page.locator("#reveal-card")
-    expect(reveal).to_be_visible()
-    expect(reveal.locator(".choice")).to_have_text("B is better")
-    expect(reveal.locator(".reveal-a")).to_have_text("Nimbus Seven")
-    expect(reveal.locator(".reveal-b")).to_have_text("Rulebook")
-    expect(reveal.locator("#vote-counts")).to_contain_text("Your vote counts")
-    expect(page.locator("#who-A")).to_contain_text("Nimbus Seven")
-    expect(page.locator("#retract")).to_be_visible()
+    # Then her vote is recorded with an undo button for its window, and no name shows
+    card = page.locator("#reveal-card")
+    expect(card).to_be_visible()
+    expect(card.locator(".choice")).to_have_text("B is better")
+    expect(page.locator("#undo")).to_be_visible()
     expect(form.locator('button[value="B"]')).to_have_class(re.compile(r"\bchosen\b"))
+    # After the window the vote is final; the battle (three judges wanted) is still open,
+    # so the names still do not show, and nothing received since the vote names anyone
+    expect(page.locator("#names-later")).to_be_visible(timeout=(UNDO_S + 5) * 1000)
+    expect(page.locator("#undo")).to_have_count(0)
+    expect(card.locator("#vote-counts")).to_contain_text("Your vote is in")
+    expect(card.locator(".reveal-a")).to_have_count(0)
+    after = [r for r in responses[seen_before_vote[0] :] if not 300 <= r.status < 400]
+    later = [("document", page.content())]
+    later += [(r.url, r.body().decode("latin-1")) for r in after]
+    later += [("ws frame", f if isinstance(f, str) else f.decode("latin-1"))
+              for f in frames[seen_before_vote[1] :]]  # fmt: skip
+    assert [(w, hit) for w, body in later for hit in identity_hits(body, names, patterns)] == []
     vote = battle.votes.get(judge=judith)
-    assert (vote.choice, vote.admissible) == ("B", True)
+    assert (vote.choice, vote.admissible, vote.counted) == ("B", True, False)
+
+    # When two more judges' votes decide the battle, her page shows who was who
+    from tests.judging.battle_factories import people
+
+    now = timezone.now()
+    for other, choice in zip(people(2, prefix="late"), ("B", "A"), strict=True):
+        Assignment.objects.create(
+            judge=other, battle=battle, served_at=now - dt.timedelta(minutes=1)
+        )
+        vote_cast(judge=other, battle_id=battle.pk, choice=choice)
+    # (their undo windows end; the server's scheduled job or her page's next poll
+    # resolves the battle)
+    expect(card.locator(".reveal-a")).to_have_text("Nimbus Seven", timeout=20_000)
+    battle.refresh_from_db()
+    assert (battle.status, battle.outcome) == ("decided", "B")
+    expect(card.locator(".reveal-b")).to_have_text("Rulebook")
+    expect(card.locator("#vote-counts")).to_contain_text("Your vote counts")
+    expect(page.locator("#who-A")).to_contain_text("Nimbus Seven")
     context.close()
 
 
@@ -259,5 +298,6 @@ def test_on_a_phone_the_sides_stack_and_the_vote_buttons_fit(judged_battle, brow
     expect(vote_tie).to_be_enabled(timeout=10_000)
     vote_tie.tap()
     expect(page.locator("#reveal-card .choice")).to_have_text("Tie")
+    expect(page.locator("#undo")).to_be_in_viewport()
     assert battle.votes.get(judge=jules).choice == "tie"
     context.close()

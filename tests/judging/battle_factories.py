@@ -72,8 +72,16 @@ def ended_battle(
 
 
 def people(count: int, prefix: str = "crowd") -> list:
+    """Judges with no team, who accepted the current consent terms (when there are any)."""
+    from accounts.services import consent_accept, consent_terms_current
+
     User = get_user_model()
-    return [User.objects.create_user(f"{prefix}{i}", password="x") for i in range(count)]
+    users = [User.objects.create_user(f"{prefix}{i}", password="x") for i in range(count)]
+    terms = consent_terms_current()
+    if terms is not None:
+        for user in users:
+            consent_accept(user=user, terms=terms)
+    return users
 
 
 def serve(judge, at: dt.datetime = T0) -> Battle | None:

@@ -8,9 +8,11 @@ from django.utils import timezone
 
 from agents.models import Arena
 from battles.models import Battle, Run
-from judging.selectors import exclusion_counts, rated_battles, self_judged_tally
 from judging.services import battle_resolve, battle_screen, judge_next
+from ratings.selectors import exclusion_counts, rated_battles, self_judged_tally
 from tests.judging.battle_factories import T0, cast, ended_battle, judge_on, serve
+
+SCREENING = Battle.Status.SCREENING
 
 RULES = [
     "named_model",
@@ -57,7 +59,7 @@ def test_the_six_reason_codes_in_spec_order():
     ],
 )
 def test_rules_apply_in_order_first_match_wins(alice, roster, kwargs, reason):
-    battle = ended_battle(alice, **kwargs)
+    battle = ended_battle(alice, status=SCREENING, **kwargs)
     assert battle_screen(battle_id=battle.pk) == reason
     battle.refresh_from_db()
     assert battle.exclusion_reason == reason
@@ -65,26 +67,32 @@ def test_rules_apply_in_order_first_match_wins(alice, roster, kwargs, reason):
 
 
 def test_a_missing_run_is_rule_2_and_beats_rules_3_to_5(alice, roster):
-    battle = ended_battle(alice, steps=(0, 1), budgets=(3, 4))
+    battle = ended_battle(alice, steps=(0, 1), budgets=(3, 4), status=SCREENING)
     Run.objects.filter(battle=battle, side="B").delete()
     assert battle_screen(battle_id=battle.pk) == "no_run"
 
 
 def test_an_end_requested_by_the_submitter_is_rule_4(alice, roster):
-    battle = ended_battle(alice, end_reasons=("delivered", "step_budget"))
+    battle = ended_battle(alice, end_reasons=("delivered", "step_budget"), status=SCREENING)
     Run.objects.filter(battle=battle, side="B").update(end_requested_at=timezone.now())
     assert battle_screen(battle_id=battle.pk) == "ended_by_submitter"
 
 
-def test_screening_only_touches_a_battle_that_just_opened(alice, roster):
-    battle = ended_battle(alice, steps=(0, 0), status=Battle.Status.DECIDED)
+@pytest.mark.parametrize("status", [Battle.Status.JUDGING, Battle.Status.DECIDED])
+def test_screening_only_touches_a_battle_in_screening(alice, roster, status):
+    battle = ended_battle(alice, steps=(0, 0), status=status)
     assert battle_screen(battle_id=battle.pk) == ""
     battle.refresh_from_db()
-    assert battle.status == Battle.Status.DECIDED and battle.exclusion_reason == ""
+    assert battle.status == status and battle.exclusion_reason == ""
+
+
+def test_a_battle_in_screening_is_never_served(alice, judge, roster):
+    ended_battle(alice, status=SCREENING)
+    assert serve(judge) is None
 
 
 def test_excluded_battles_are_never_served_and_take_no_votes(alice, judge, roster):
-    battle = ended_battle(alice, budgets=(20, 10))
+    battle = ended_battle(alice, budgets=(20, 10), status=SCREENING)
     battle_screen(battle_id=battle.pk)
     assert serve(judge) is None
     from judging.models import Assignment
@@ -98,14 +106,16 @@ def test_excluded_battles_are_never_served_and_take_no_votes(alice, judge, roste
 
 
 def test_excluded_battle_keeps_its_replay_for_its_team(alice, api, roster):
-    battle = ended_battle(alice, budgets=(20, 10))
+    battle = ended_battle(alice, budgets=(20, 10), status=SCREENING)
     battle_screen(battle_id=battle.pk)
     response = api(alice).get(f"/api/battles/{battle.pk}/")
     assert response.status_code == 200
     assert response.json()["sides"]["A"]["final_message"] == "6*7 = 42"
 
 
-def test_rule_6_when_every_vote_of_the_target_is_inadmissible(alice, roster):
+def test_inadmissible_votes_of_the_target_leave_the_battle_open(alice, roster):
+    """Rule 6 is bounded (see test_cheap_votes.py): three inadmissible judgments on a
+    three-judge battle consume nothing; it stays in the pool."""
     from tests.judging.battle_factories import people
 
     j1, j2, j3 = people(3)
@@ -113,12 +123,10 @@ def test_rule_6_when_every_vote_of_the_target_is_inadmissible(alice, roster):
     judge_on(j1, battle, "abstain")
     serve(j2)
     cast(j2, battle, "A", at=T0 + dt.timedelta(seconds=1))  # too fast
-    assert battle_resolve(battle_id=battle.pk) is False  # 2 of 3 judgments: keep waiting
+    judge_on(j3, battle, "abstain")
+    battle_resolve(battle_id=battle.pk)
     battle.refresh_from_db()
-    assert battle.status == Battle.Status.JUDGING
-    judge_on(j3, battle, "abstain")  # the third judgment: resolved with the vote
-    battle.refresh_from_db()
-    assert (battle.status, battle.exclusion_reason) == ("excluded", "no_admissible_vote")
+    assert (battle.status, battle.exclusion_reason) == ("judging", "")
 
 
 def test_exclusion_counts_have_every_reason_in_order_and_count_only_excluded(alice, judge, roster):
@@ -129,7 +137,7 @@ def test_exclusion_counts_have_every_reason_in_order_and_count_only_excluded(ali
         {"messages": ("rulebook", "x")},
         {},
     ]:
-        battle_screen(battle_id=ended_battle(alice, **kwargs).pk)
+        battle_screen(battle_id=ended_battle(alice, status=SCREENING, **kwargs).pk)
     arena = Arena.objects.public()
 
     counts = exclusion_counts(arena_id=arena.pk)
@@ -153,15 +161,15 @@ def test_rated_battles_are_decided_with_an_outcome_and_not_excluded(alice, judge
     judge_on(judge, decided, "B")
     battle_resolve(battle_id=decided.pk)
     ended_battle(alice)  # still judging
-    battle_screen(battle_id=ended_battle(alice, budgets=(1, 2)).pk)  # excluded
+    battle_screen(battle_id=ended_battle(alice, budgets=(1, 2), status=SCREENING).pk)
     assert list(rated_battles(arena_id=arena.pk).values_list("pk", "outcome")) == [
         (decided.pk, "B")
     ]
 
 
 def test_the_served_queue_skips_excluded_battles(alice, judge, roster):
-    bad = ended_battle(alice, steps=(0, 1))
-    good = ended_battle(alice)
+    bad = ended_battle(alice, steps=(0, 1), status=SCREENING)
+    good = ended_battle(alice, status=SCREENING)
     battle_screen(battle_id=bad.pk)
     battle_screen(battle_id=good.pk)
     assert judge_next(judge=judge).pk == good.pk
@@ -172,14 +180,18 @@ def test_the_served_queue_skips_excluded_battles(alice, judge, roster):
     ("message", "status", "reason"),
     [("As Rulebook, I say 42.", "excluded", "named_model"), ("42.", "judging", "")],
 )
-def test_battle_run_screens_the_battle_when_its_lanes_end(
+def test_battle_run_leaves_the_battle_to_screening_when_its_lanes_end(
     alice, judge, roster, monkeypatch, message, status, reason
 ):
-    """The hook in battles.services.battle_run: the lanes (faked: no sandbox) end, and
-    the battle opens for judging already screened."""
-    import battles.services
+    """The hook in battle_run: the lanes (faked: no sandbox) end, the battle waits in
+    screening (never served) with the judging job enqueued, and the job opens it for
+    judging or excludes it."""
+    import django_rq
+
+    import battles.services.orchestration
     from battles.models import Step
     from battles.services import battle_run
+    from judging import jobs
 
     def lane(*, run_id, inputs, barrier=None):
         run = Run.objects.get(pk=run_id)
@@ -191,11 +203,16 @@ def test_battle_run_screens_the_battle_when_its_lanes_end(
         )
         return run
 
-    monkeypatch.setattr(battles.services, "run_lane", lane)
+    monkeypatch.setattr(battles.services.orchestration, "run_lane", lane)
     battle = ended_battle(alice, steps=(0, 0), status=Battle.Status.QUEUED)
 
     battle_run(battle_id=battle.pk)
 
+    battle.refresh_from_db()
+    assert battle.status == SCREENING and judge_next(judge=judge) is None
+    job = django_rq.get_queue("judging").fetch_job(f"screen-{battle.pk}")
+    assert (job.func_name, job.args) == ("judging.jobs.battle_screen", (battle.pk,))
+    jobs.battle_screen(battle.pk)
     battle.refresh_from_db()
     assert (battle.status, battle.exclusion_reason) == (status, reason)
     assert (judge_next(judge=judge) is None) == (status == "excluded")

@@ -149,7 +149,7 @@ def test_the_judge_api_payload_is_blind_too(api, judge, battle):
     assert leaks(body.content.decode(), battle) == []
     side_a = body.json()["sides"]["A"]
     assert side_a["steps"][0]["screenshot"] == f"/judge/{battle.pk}/A/steps/0/screenshot"
-    assert set(side_a["steps"][0]) == {"index", "screenshot", "tool", "args", "result"}
+    assert set(side_a["steps"][0]) == {"index", "screenshot", "tool", "args", "result", "page"}
     assert body.json()["outcome"] is None
 
 
@@ -255,25 +255,39 @@ def test_the_countdown_starts_from_the_first_serve(client, judge, battle):
     assert left == pytest.approx(read - 3)
 
 
-def test_retract_within_the_window(client, judge, battle):
+def test_undo_within_the_window_reloads_the_battle_to_vote_again(client, judge, battle, settings):
+    settings.ARENA = settings.ARENA.replace(vote_undo_window_s=10)
     serve(client, judge)
     html = post_vote(client, battle, "A").content.decode()
-    assert 'id="retract"' in html
-    with time_machine.travel(T0 + dt.timedelta(seconds=31), tick=False):
-        response = client.post(f"/judge/{battle.pk}/retract/")
-    assert response.status_code == 200
-    assert "Vote retracted" in response.content.decode()
+    assert 'id="undo"' in html and 'data-left="10"' in html
+    assert leaks(html, battle) == []  # no name before the window ends
+    with time_machine.travel(T0 + dt.timedelta(seconds=35), tick=False):
+        response = client.post(f"/judge/{battle.pk}/undo/")
+    assert response.status_code == 204 and response["HX-Refresh"] == "true"
     assert Vote.objects.get(judge=judge).retracted is True
+    # the page shows the same battle again, open for a new vote
+    page = serve(client, judge, at=T0 + dt.timedelta(seconds=36)).content.decode()
+    assert f'hx-post="/judge/{battle.pk}/vote/"' in page
 
 
-def test_retract_after_the_window_is_refused(client, judge, battle):
+def test_undo_after_the_window_is_refused(client, judge, battle, settings):
+    settings.ARENA = settings.ARENA.replace(vote_undo_window_s=10)
     serve(client, judge)
     post_vote(client, battle, "A")
-    late = T0 + dt.timedelta(seconds=31 + settings.ARENA.vote_retract_window_s)
-    with time_machine.travel(late, tick=False):
-        response = client.post(f"/judge/{battle.pk}/retract/")
-    assert 400 <= response.status_code < 500
+    with time_machine.travel(T0 + dt.timedelta(seconds=41), tick=False):
+        response = client.post(f"/judge/{battle.pk}/undo/")
+    assert response.status_code == 409
+    assert "final" in response.content.decode()
     assert Vote.objects.get(judge=judge).retracted is False
+
+
+def test_the_status_fragment_reveals_once_the_window_ends(client, judge, battle, settings):
+    settings.ARENA = settings.ARENA.replace(vote_undo_window_s=10)
+    serve(client, judge)
+    post_vote(client, battle, "B")
+    with time_machine.travel(T0 + dt.timedelta(seconds=41), tick=False):
+        html = client.get(f"/judge/{battle.pk}/vote/status/").content.decode()
+    assert 'class="reveal-b">Rulebook<' in html and "Your vote counts." in html
 
 
 def test_nothing_to_judge(client, judge, db):
@@ -341,6 +355,7 @@ def test_the_quality_page_shows_agreement_and_each_judge(client, judged_sample, 
     row = re.search(r'<tr data-judge="j2">(.*?)</tr>', html, re.S).group(1)
     assert "abstain × 1" in row
     assert re.search(r'data-reason="named_model"><td>1\. Judge-visible text named a model', html)
-    # The late battle's only vote was too fast: rule 6.
-    assert re.search(r'data-reason="no_admissible_vote"><td>6\..*?<td class="num">1<', html)
+    # The late battle's only vote was too fast: it stays open (rule 6 is bounded).
+    assert re.search(r'data-reason="no_admissible_vote"><td>6\..*?<td class="num">0<', html)
     assert 'id="self-judged">0<' in html
+    assert '<span class="tag probation">probation</span>' in row

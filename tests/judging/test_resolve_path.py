@@ -8,7 +8,8 @@ import django_rq
 import pytest
 from django.utils import timezone
 
-import judging.services
+import judging.services.resolution
+import judging.services.voting
 from battles.models import Battle
 from judging.jobs import battle_resolve as job_battle_resolve
 from judging.models import Assignment, Vote
@@ -45,12 +46,12 @@ def test_a_deciding_vote_is_resolved_before_the_response_with_no_job(alice, judg
 def test_when_the_in_process_resolve_fails_the_job_is_enqueued(alice, judge, roster, monkeypatch):
     battle = ended_battle(alice)
     served_long_ago(judge, battle)
-    real = judging.services._battle_reconcile
+    real = judging.services.resolution._resolve_locked
 
     def broken(battle):
         raise RuntimeError("database hiccup")
 
-    monkeypatch.setattr(judging.services, "_battle_reconcile", broken)
+    monkeypatch.setattr(judging.services.resolution, "_resolve_locked", broken)
     vote_cast(judge=judge, battle_id=battle.pk, choice="B")
 
     battle.refresh_from_db()
@@ -58,7 +59,7 @@ def test_when_the_in_process_resolve_fails_the_job_is_enqueued(alice, judge, ros
     queue = django_rq.get_queue("judging")
     (job,) = queue.jobs
     assert (job.func_name, job.args) == ("judging.jobs.battle_resolve", (battle.pk,))
-    monkeypatch.setattr(judging.services, "_battle_reconcile", real)
+    monkeypatch.setattr(judging.services.resolution, "_resolve_locked", real)
     job_battle_resolve(battle.pk)
     battle.refresh_from_db()
     assert (battle.status, battle.outcome) == ("decided", "B")
@@ -69,7 +70,7 @@ def test_the_sweep_resolves_what_a_lost_process_left(alice, judge, roster, monke
     untouched = ended_battle(alice)
     served_long_ago(judge, battle)
     # the resolution never happened (its job lost with a dead worker, say)
-    monkeypatch.setattr(judging.services, "_battle_resolve_here", lambda battle_id: None)
+    monkeypatch.setattr(judging.services.voting, "resolve_here", lambda battle: None)
     vote_cast(judge=judge, battle_id=battle.pk, choice="tie")
     assert Battle.objects.get(pk=battle.pk).status == "judging"
 
@@ -90,6 +91,7 @@ def test_a_real_worker_runs_the_judging_job(alice, judge, roster, tmp_path, sand
         choice="A",
         served_at=timezone.now() - dt.timedelta(minutes=1),
         voted_at=timezone.now(),
+        final_at=timezone.now(),
         admissible=True,
     )
     queue = django_rq.get_queue("judging")

@@ -10,8 +10,9 @@ from django.utils import timezone
 from agents.models import Agent
 from battles.models import Battle, Run
 from battles.services import task_submit
+from judging.decision import consensus
 from judging.models import Vote
-from judging.services import battle_resolve, consensus, vote_cast
+from judging.services import battle_resolve, vote_cast
 from ratings.models import AgentRating
 
 T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
@@ -166,9 +167,8 @@ def test_an_inadmissible_vote_does_not_decide(api, judge, finished_battle):
     finished_battle.refresh_from_db()
     assert finished_battle.outcome == ""
     assert AgentRating.objects.filter(rated_battles__gt=0).count() == 0
-    # the battle had its one judgment and none is admissible: rule 6
-    assert finished_battle.status == "excluded"
-    assert finished_battle.exclusion_reason == "no_admissible_vote"
+    # one instant vote consumes nothing: the battle stays in the pool (SPEC §5.3 rule 6)
+    assert (finished_battle.status, finished_battle.exclusion_reason) == ("judging", "")
 
 
 def test_abstain_is_a_live_vote_but_not_evidence(api, judge, finished_battle):
@@ -178,9 +178,8 @@ def test_abstain_is_a_live_vote_but_not_evidence(api, judge, finished_battle):
     assert Vote.objects.get().retracted is False
     battle_resolve(battle_id=finished_battle.pk)
     finished_battle.refresh_from_db()
-    assert finished_battle.outcome == "" and finished_battle.exclusion_reason == (
-        "no_admissible_vote"
-    )
+    # a skip: the battle waits for another judge
+    assert (finished_battle.outcome, finished_battle.status) == ("", "judging")
 
 
 @pytest.mark.parametrize(
@@ -239,3 +238,16 @@ def test_event_times_r_and_l_are_stamped_once(api, judge, finished_battle, clien
     client.get("/")
     finished_battle.refresh_from_db()
     assert finished_battle.leaderboard_served_at == served  # the first serve only
+
+
+def test_the_judge_api_checks_consent_like_the_judge_page(api, judge, finished_battle):
+    """A judge whose accepted terms are not the current ones is refused by the API too."""
+    from accounts.services import consent_terms_publish
+
+    consent_terms_publish(text="New terms: votes are published with the battle.")
+    response = api(judge).get("/api/judge/next/")
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "consent_required"
+    from judging.models import Assignment
+
+    assert not Assignment.objects.exists()

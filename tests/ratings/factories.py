@@ -46,6 +46,9 @@ def decided_battle(
         submitted_at=judged_at - timedelta(minutes=10),
         ended_at=judged_at - timedelta(minutes=2),
         first_judgment_at=judged_at,
+        decided_at=judged_at if status == Battle.Status.DECIDED else None,
+        decision_source=Battle.DecisionSource.CROWD if status == Battle.Status.DECIDED else "",
+        cluster_judge=judge,
     )
     if judge is not None:
         Vote.objects.create(
@@ -54,6 +57,7 @@ def decided_battle(
             choice=outcome,
             served_at=judged_at - timedelta(minutes=1),
             voted_at=judged_at,
+            final_at=judged_at,
             admissible=True,
         )
     return battle

@@ -66,7 +66,7 @@ def test_the_board_publishes_exclusion_counts_and_the_self_judged_tally(alice, r
     mine = decided_battle(
         submitter=alice, a=agents["idle"], b=agents["surveyor"], outcome="B", judge=alice
     )
-    Battle.objects.filter(pk=mine.pk).update(self_judged=True)
+    Battle.objects.filter(pk=mine.pk).update(decision_source=Battle.DecisionSource.SUBMITTER)
     body = Client().get("/api/leaderboard/").json()
     assert list(body["exclusions"].items()) == [
         ("named_model", 2),
@@ -125,6 +125,7 @@ def test_a_decided_battle_is_pushed_to_the_leaderboard_socket(alice, judge, rost
         choice="A",
         served_at=served.served_at,
         voted_at="2026-11-30T12:01:00Z",
+        final_at="2026-11-30T12:01:00Z",
         admissible=True,
     )
     winner = battle.agent_a.slug

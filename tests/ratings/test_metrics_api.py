@@ -168,6 +168,7 @@ def test_queue_capacity_and_load(arena_day):
     assert figures["status_counts"] == {
         "queued": 1,
         "running": 1,
+        "screening": 0,
         "judging": 0,
         "decided": 3,
         "excluded": 1,

@@ -11,11 +11,10 @@ from django.utils import timezone
 
 from agents.models import Agent, Arena
 from battles.models import Battle
-from judging.models import Vote
 from ratings import bradley_terry
 from ratings.jobs import ratings_refit
 from ratings.models import AgentRating, RatingPoint, RatingSnapshot, RefitState
-from ratings.refit import FitParams, arena_refit, deciding_judges, refit_input
+from ratings.refit import FitParams, arena_refit, refit_input
 from ratings.services import rating_apply_battle
 from tests.ratings.factories import decided_battle, judges, round_robin
 
@@ -244,27 +243,6 @@ def test_an_agent_the_fit_cannot_place_shows_the_reason(played, alice, agents, c
     page = Client().get("/").content.decode()
     cell = page.split('data-agent="champion"')[1].split("</tr>")[0]
     assert '<span class="label unavailable"' in cell and "separated" in cell
-
-
-def test_the_cluster_is_the_independent_judge_before_the_submitter(alice, agents, crowd):
-    battle = decided_battle(
-        submitter=alice, a=agents["idle"], b=agents["rulebook"], outcome="B", judge=alice
-    )
-    Vote.objects.filter(battle=battle).update(is_submitter=True)
-    later = battle.first_judgment_at + timedelta(minutes=1)
-    Vote.objects.create(
-        judge=crowd[2], battle=battle, choice="B", served_at=later, voted_at=later, admissible=True
-    )
-    Vote.objects.create(
-        judge=crowd[3],
-        battle=battle,
-        choice="B",
-        served_at=battle.first_judgment_at,
-        voted_at=battle.first_judgment_at,
-        admissible=True,
-        retracted=True,
-    )
-    assert deciding_judges([battle.pk]) == {battle.pk: crowd[2].pk}
 
 
 def test_the_cluster_is_the_recorded_cluster_judge(alice, agents, crowd):

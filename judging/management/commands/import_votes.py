@@ -5,8 +5,9 @@ The file and its column mapping are read by the offline CLI's parser
 becomes a decided Battle with its outcome and evidence weight, on a Task of the import
 team (one per distinct --task value, else one for the file), with one admissible Vote
 by the judge user ``import:<judge value>`` (``import:unknown`` without --judge). Rows
-are marked as imported (ratings.ImportedBattle under a VoteImport). The streaming Elo
-takes the battles in file order; the next refit publishes them and stamps r.
+are marked as imported (ratings.ImportedBattle under a VoteImport). Each battle is
+decided through ``judging.services.battle_decide`` (source "import"), so the streaming
+Elo takes the battles in file order; the next refit publishes them and stamps r.
 
 Agents are matched by slug, then by display name. Unknown names stop the import with
 their list, unless --create-agents is given: then each becomes a retired built-in
@@ -33,9 +34,10 @@ from accounts.models import Team
 from agents.models import Agent, Arena
 from battles.models import Battle, Task
 from judging.models import Vote
+from judging.services import battle_decide
 from ratings import cli
 from ratings.models import ImportedBattle, VoteImport
-from ratings.services import leaderboard_push, rating_apply_battle
+from ratings.services import leaderboard_push
 
 IMPORT_TEAM = "import:historical-votes"
 IMPORT_SUBMITTER = "import:submitter"
@@ -168,28 +170,36 @@ class Command(BaseCommand):
             agent_b = agents[parsed.agents[parsed.b[i]]]
             outcome = _outcome(float(parsed.y[i]), winners[i])
             judge = judge_users[judges[i]]
+            # Created open and decided at once through the one door; the row is new in
+            # this transaction, so no one else can hold it.
             battle = Battle.objects.create(
                 arena=arena,
                 team=team,
                 task=task_rows[tasks[i]],
                 agent_a=agent_a,
                 agent_b=agent_b,
-                status=Battle.Status.DECIDED,
-                outcome=outcome,
-                evidence_weight=float(parsed.w[i]),
+                status=Battle.Status.JUDGING,
                 submitted_at=now,
-                cluster_judge=judge,
             )
-            Vote.objects.create(
+            vote = Vote.objects.create(
                 judge=judge,
                 battle=battle,
                 choice=outcome,
                 served_at=now,
                 voted_at=now,
+                final_at=now,
                 admissible=True,
             )
             ImportedBattle.objects.create(vote_import=vote_import, battle=battle, row=i + 1)
-            rating_apply_battle(battle=battle, push=False)
+            battle_decide(
+                battle=battle,
+                outcome=outcome,
+                weight=float(parsed.w[i]),
+                source=Battle.DecisionSource.IMPORT,
+                votes=[vote],
+                cluster_judge_id=judge.pk,
+                push=False,
+            )
         return vote_import
 
 

@@ -122,3 +122,24 @@ def test_both_bad_stays_a_label_of_its_own(roster, tmp_path):
     assert list(Vote.objects.order_by("battle_id").values_list("choice", flat=True)) == outcomes
     # ½ in the streaming update either way
     assert AgentRating.objects.get(agent__slug="idle").draws == 2
+
+
+def test_imported_votes_are_not_live_metrics(roster, csv_file):
+    """SPEC §6 figures describe the live arena: an import of historical votes adds no
+    judgment, no decided battle and no freshness weight to them."""
+    from django.utils import timezone
+
+    from agents.models import Arena
+    from ratings.metrics_selectors import arena_metrics
+
+    arena_id = Arena.objects.public().pk
+    before = arena_metrics(arena_id=arena_id, now=timezone.now())
+    call_command("import_votes", str(csv_file), *FLAGS)
+    after = arena_metrics(arena_id=arena_id, now=timezone.now())
+    assert Battle.objects.filter(decision_source="import").count() == 3
+    assert after["status_counts"] == before["status_counts"]
+    assert after["latencies"]["judgment"]["n"] == 0
+    assert (after["freshness"], after["duplicate_rate"]) == (
+        before["freshness"],
+        before["duplicate_rate"],
+    )

@@ -151,13 +151,22 @@ OPEN_TASKS = [
 def demo_history_seed() -> list[str]:
     """Runs and judges the demo battles once (a demo team with any task is left alone).
     Returns lines to print."""
-    from battles.models import Battle
-    from judging.services import judge_next, vote_cast
+    from django.test import override_settings
 
     User = get_user_model()
     demo = User.objects.get(username="demo")
     if demo.tasks.exists():
         return ["demo battles: already seeded"]
+    # The demo judges confirm at once (no undo window to wait out).
+    with override_settings(ARENA=settings.ARENA.replace(vote_undo_window_s=0)):
+        return _demo_history(demo)
+
+
+def _demo_history(demo) -> list[str]:
+    from battles.models import Battle
+    from judging.services import judge_next, vote_cast
+
+    User = get_user_model()
     excluded = [ABSTAINED_TASK, ENDED_EARLY_TASK, NAMING_TASK]
     battles = _demo_battles_run(demo, DEMO_TASKS, excluded)
     judges = [User.objects.get(username=name) for name in JUDGES]
@@ -166,7 +175,8 @@ def demo_history_seed() -> list[str]:
         return [f"demo battles: some did not finish (failed: {failed}); no votes seeded"]
     votes = _demo_votes_cast(battles, judges)
     battles += _demo_battles_run(demo, [(task, 1) for task in OPEN_TASKS], [])
-    # One vote without reading: stored, too fast, and its battle falls to rule 6.
+    # One vote without reading: stored as too fast; it does not count, and the battle
+    # stays open for other judges (one account cannot remove it from the rating).
     rushed = judge_next(judge=judges[0])
     if rushed is not None:
         vote_cast(judge=judges[0], battle_id=rushed.pk, choice="A")
@@ -188,6 +198,7 @@ def _demo_battles_run(demo, tasks: list[tuple[str, int]], singles: list[str]) ->
 
     from battles.models import Battle
     from battles.services import battle_end_side, battle_run, task_submit
+    from judging.services import battle_screen
 
     rng = random.Random(2026)  # noqa: S311 - a reproducible demo, not a secret
     battles = []
@@ -202,6 +213,7 @@ def _demo_battles_run(demo, tasks: list[tuple[str, int]], singles: list[str]) ->
     def run(battle_id: int) -> None:
         try:
             battle_run(battle_id=battle_id)
+            battle_screen(battle_id=battle_id)  # here, not on a worker: judging follows
         finally:
             connection.close()
 

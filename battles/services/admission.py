@@ -1,0 +1,317 @@
+"""Admission (SPEC §2): one service behind the submit form and the API. Checks in SPEC
+order, then the task, its battle and both runs are created under the arena's row lock
+and the battle job is enqueued after commit."""
+
+import logging
+import math
+import random
+from collections.abc import Sequence
+from datetime import timedelta
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.urls import reverse
+from django.utils import timezone
+
+from accounts.selectors import consent_is_current
+from agents.models import PUBLIC_ARENA_SLUG, Arena
+from arena_site.exceptions import ApplicationError
+from battles import admission_db
+from battles.attachments import (
+    Staged,
+    attachments_check,
+    attachments_stage,
+    attachments_store,
+)
+from battles.classify import classify
+from battles.matchmaking import Candidate, draw_pair
+from battles.models import Battle, Task
+from battles.services.creation import Entrant, battle_enqueue, battle_rows, redundancy_draw
+from battles.similarity import most_similar, trigrams
+from sandboxes.netpolicy import EgressRefused, check_url, default_resolver
+
+logger = logging.getLogger(__name__)
+_system_rng = random.SystemRandom()
+
+
+def _check_instruction(instruction: object) -> str:
+    if not isinstance(instruction, str):
+        raise ApplicationError("instruction must be a string.", code="invalid_instruction")
+    text = instruction.strip()
+    if not text:
+        raise ApplicationError(
+            "The instruction is empty: describe the task for the agents.", code="empty_instruction"
+        )
+    limit = settings.ARENA.instruction_max_chars
+    if len(text) > limit:
+        raise ApplicationError(
+            f"The instruction is {len(text)} characters; the limit is {limit}.",
+            code="instruction_too_long",
+            status=413,
+        )
+    if "\x00" in text or any(ord(c) < 32 and c not in "\t\n\r" for c in text):
+        raise ApplicationError(
+            "The instruction contains control characters; send plain text.",
+            code="invalid_instruction",
+        )
+    return text
+
+
+def _check_start_url(start_url: object) -> str:
+    """The start URL, stripped; "" for none. Its form is checked by the egress policy's
+    strict parser (the one the proxy uses): a URL that parser refuses for its form
+    (scheme, user info, a malformed host or port, whitespace, control characters,
+    backslashes) is ``invalid_start_url``, one whose destination it refuses
+    ``start_url_not_public``."""
+    if start_url in (None, ""):
+        return ""
+    if not isinstance(start_url, str) or len(start_url) > 2000:
+        raise ApplicationError(
+            "start_url must be a URL of at most 2000 characters.", code="invalid_start_url"
+        )
+    url = start_url.strip()
+    # Without DNS, names pass (the egress proxy checks them when dialled); address
+    # literals and odd spellings are checked either way.
+    try:
+        check_url(url, start_url_resolver() or _no_names)
+    except _NameNotChecked:
+        pass
+    except EgressRefused as exc:
+        from sandboxes import netpolicy
+
+        malformed = (netpolicy.SCHEME, netpolicy.USERINFO, netpolicy.INVALID_HOST)
+        if exc.reason in (*malformed, netpolicy.MALFORMED_URL):
+            raise ApplicationError(
+                "start_url must be an absolute http:// or https:// URL with a valid host "
+                f"and port, no user info, spaces or control characters ({exc.reason}).",
+                code="invalid_start_url",
+            ) from exc
+        host = urlsplit(url).hostname or "the host"  # check_url parsed it: no ValueError
+        raise ApplicationError(
+            f"start_url must point to a public host on port 80 or 443; "
+            f"{host} is refused ({exc.reason}).",
+            code="start_url_not_public",
+        ) from exc
+    return url
+
+
+class _NameNotChecked(Exception):
+    """Raised by ``_no_names``: the host is a name and no DNS may be asked."""
+
+
+def _no_names(host: str, port: int) -> list:
+    raise _NameNotChecked(host)
+
+
+def start_url_resolver():
+    """How admission resolves a start URL's host: the host's DNS, or (with
+    ARENA_EGRESS_RESOLVE off) not at all."""
+    return default_resolver if settings.ARENA.egress_resolve else None
+
+
+class Conversation(Exception):
+    """The submission was conversation, not a task: answer ``reply``, start nothing."""
+
+    def __init__(self, reply: str) -> None:
+        super().__init__(reply)
+        self.reply = reply
+
+
+def _near_duplicate_check(*, user_id: int, grams: frozenset) -> None:
+    """SPEC §2: refuse when J ≥ θ against any of the submitter's tasks of the window
+    (at most the newest DUP_MAX_TASKS)."""
+    arena = settings.ARENA
+    recent = admission_db.recent_task_grams(
+        user_id=user_id,
+        since=timezone.now() - timedelta(days=arena.dup_window_days),
+        limit=arena.dup_max_tasks,
+    )
+    when = {task_id: created for task_id, created, _ in recent}
+    earlier, score = most_similar(grams, ((task_id, known) for task_id, _, known in recent))
+    if earlier is not None and score >= arena.dup_theta:
+        raise ApplicationError(
+            f"This task is nearly the same as your task #{earlier} of "
+            f"{when[earlier]:%Y-%m-%d %H:%M} UTC (similarity {score:.2f} ≥ "
+            f"{arena.dup_theta}); change it to submit a new one.",
+            code="near_duplicate",
+            status=409,
+            extra={"earlier_task": earlier, "similarity": round(score, 4)},
+        )
+
+
+def _consent_refused() -> ApplicationError:
+    return ApplicationError(
+        "Accept the current publication consent terms before submitting tasks.",
+        code="consent_required",
+        status=403,
+        extra={"consent_url": reverse("accounts:consent")},
+    )
+
+
+def task_check_admissible(*, user: AbstractBaseUser) -> None:
+    """Authorisation half of admission: the rules that do not depend on the task."""
+    if not consent_is_current(user):
+        raise _consent_refused()
+
+
+def _queue_check(*, arena_id: int, team_id: int) -> None:
+    """Bounded admission. Called with the arena row locked, so concurrent submissions
+    count each other."""
+    total, team = admission_db.queued_counts(arena_id=arena_id, team_id=team_id)
+    if total >= settings.ARENA.queue_max:
+        raise ApplicationError(
+            "The arena's queue is full; try again shortly.",
+            code="queue_full",
+            status=429,
+            headers={"Retry-After": "60"},
+        )
+    if team >= settings.ARENA.team_queue_quota:
+        raise ApplicationError(
+            "Your team has the maximum number of queued tasks; wait for some to start.",
+            code="team_quota",
+            status=429,
+            headers={"Retry-After": "60"},
+        )
+
+
+def _candidate(entry: admission_db.RosterEntry) -> Candidate:
+    """The matchmaker's view of an agent: its rated-battle count and current strength
+    (θ from the streaming rating; none before its first rated battle)."""
+    n = entry.rated_battles
+    theta = None
+    if n and entry.streaming_rating is not None:
+        theta = (entry.streaming_rating - settings.ARENA.r0) * math.log(10) / 400
+    return Candidate(entry.agent_id, n, theta)
+
+
+def calibration_pair(
+    roster: Sequence[admission_db.RosterEntry], rng: random.Random
+) -> tuple[int, int] | None:
+    """SPEC §5.4's calibration showcase for a new submitter: a pairing chosen to show
+    contrast, one agent from the top third of the rated (non-provisional) field by
+    streaming rating and one from the bottom third, sides in random order. None when
+    fewer than two agents are rated: then the ordinary draw applies."""
+    rated = sorted(
+        (e for e in roster if e.rated_battles >= settings.ARENA.n0),
+        key=lambda e: (-(e.streaming_rating or 0.0), e.agent_id),
+    )
+    if len(rated) < 2:
+        return None
+    third = max(1, len(rated) // 3)
+    strong = rng.choice(rated[:third]).agent_id
+    weak = rng.choice(rated[-third:]).agent_id
+    return (strong, weak) if rng.random() < 0.5 else (weak, strong)
+
+
+def task_submit(
+    *,
+    user: AbstractBaseUser,
+    instruction: object,
+    start_url: object = "",
+    attachments: Sequence[object] = (),
+    rng: random.Random | None = None,
+) -> Battle:
+    """Admits a task and creates its battle in one transaction; the battle job is
+    enqueued after commit. Raises ``ApplicationError`` with the reason on refusal.
+
+    ``attachments`` are uploaded files (Django ``UploadedFile``). They are checked
+    before anything is created, streamed to a staging area (hashed, type-confirmed)
+    before the arena row is locked, and moved into place inside the transaction; if
+    it fails, the files this call wrote are removed again."""
+    submitter = admission_db.submitter_context(
+        user_id=user.pk, cap=settings.ARENA.calibration_tasks
+    )
+    if not submitter.consent_current:
+        raise _consent_refused()
+    text = _check_instruction(instruction)
+    pending = attachments_check(list(attachments))
+    verdict = classify(text)
+    if not verdict.is_task:
+        raise Conversation(verdict.reply)
+    url = _check_start_url(start_url)
+    grams = trigrams(text)
+    _near_duplicate_check(user_id=user.pk, grams=grams)
+    if submitter.team_id is None:
+        raise ApplicationError("Your account belongs to no team.", code="no_team", status=403)
+    calibration = (
+        settings.ARENA.calibration_showcase
+        and submitter.earlier_tasks < settings.ARENA.calibration_tasks
+    )
+    staged = attachments_stage(pending)
+    try:
+        battle = _task_create(
+            user=user,
+            team_id=submitter.team_id,
+            text=text,
+            url=url,
+            staged=staged,
+            calibration=calibration,
+            rng=rng or _system_rng,
+        )
+    except BaseException:
+        staged.discard()
+        raise
+    admission_db.trigram_cache.put((battle.task.pk, battle.task.created_at), grams)
+    return battle
+
+
+def _task_create(
+    *,
+    user: AbstractBaseUser,
+    team_id: int,
+    text: str,
+    url: str,
+    staged: Staged,
+    calibration: bool,
+    rng: random.Random,
+) -> Battle:
+    """The "do" half of admission: the queue bound, the draw and every row, under the
+    arena's row lock."""
+    with transaction.atomic():
+        arena_id = admission_db.arena_lock(slug=PUBLIC_ARENA_SLUG)
+        if arena_id is None:  # a flushed database lost the migration's row
+            Arena.objects.public()
+            arena_id = admission_db.arena_lock(slug=PUBLIC_ARENA_SLUG)
+        _queue_check(arena_id=arena_id, team_id=team_id)
+        # A team's own agents never meet its tasks (SPEC §5.1 conflicts of interest).
+        roster = [
+            entry
+            for entry in admission_db.active_roster(arena_id=arena_id)
+            if entry.team_id is None or entry.team_id != team_id
+        ]
+        if len(roster) < 2:
+            raise ApplicationError(
+                "The arena has fewer than two active agents your team did not enter; an "
+                "admin must add some.",
+                code="roster_too_small",
+                status=503,
+            )
+        pair = calibration_pair(roster, rng) if calibration else None
+        side_a, side_b = pair or draw_pair(
+            [_candidate(entry) for entry in roster],
+            rng,
+            kappa=settings.ARENA.match_kappa,
+            epsilon=settings.ARENA.match_epsilon,
+        )
+        task = Task(team_id=team_id, submitter=user, instruction=text, start_url=url)
+        admission_db.rows_insert(task)
+        attachments_store(task=task, staged=staged)
+        by_id = {e.agent_id: Entrant(e.agent_id, e.team_id, e.step_budget, e.wall_budget_s)
+                 for e in roster}  # fmt: skip
+        battle, runs = battle_rows(
+            arena_id=arena_id,
+            task=task,
+            side_a=by_id[side_a],
+            side_b=by_id[side_b],
+            redundancy_target=redundancy_draw(rng),
+            is_calibration=pair is not None,
+        )
+        admission_db.rows_insert(battle)
+        for run in runs:
+            run.battle = battle  # now that it has its id
+        admission_db.rows_insert(*runs)
+        battle_id = battle.pk
+        transaction.on_commit(lambda: battle_enqueue(battle_id))
+    return battle

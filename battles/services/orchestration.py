@@ -1,0 +1,175 @@
+"""Running a battle: claiming it from the queue (FIFO), driving both lanes at once,
+opening it for screening when both have ended, and failing what a dead worker left."""
+
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from arena_site.exceptions import ApplicationError
+from arena_site.redis import queue
+from battles.models import Battle, Run
+from battles.parity import LaneInputs, lane_attachments, shared_tools
+from battles.services.lanes import run_lane
+from battles.services.live import battle_publish
+
+logger = logging.getLogger(__name__)
+
+
+def battle_end_side(*, user: AbstractBaseUser, battle_id: int, side: str) -> Run:
+    """The submitter ends one side early from the live page (end reason
+    ended_by_submitter; the battle is then excluded from the rating, SPEC §5.3)."""
+    with transaction.atomic():
+        battle = Battle.objects.select_for_update().filter(pk=battle_id).first()
+        if battle is None or battle.task.submitter_id != user.pk:
+            raise ApplicationError("No such battle.", code="not_found", status=404)
+        run = battle.runs.filter(side=side).first()
+        if run is None:
+            raise ApplicationError("A battle has sides A and B.", code="invalid_side")
+        if run.status == Run.Status.ENDED:
+            raise ApplicationError(
+                f"Side {side} has already ended.", code="already_ended", status=409
+            )
+        Run.objects.filter(pk=run.pk, end_requested_at=None).update(end_requested_at=timezone.now())
+    return run
+
+
+STUCK_REASON = (
+    "the worker running this battle stopped (no progress for {seconds} s); its sandboxes "
+    "were reaped and nothing was rated"
+)
+
+
+def battles_fail_stuck(*, stuck_after_s: int | None = None) -> list[int]:
+    """Fails running battles whose lanes stopped beating (a worker killed mid-battle):
+    a visible reason on the battle, runs ended with "error". Returns their ids."""
+    seconds = stuck_after_s or settings.ARENA.stuck_after_s
+    cutoff = timezone.now() - timedelta(seconds=seconds)
+    stuck = Battle.objects.filter(status=Battle.Status.RUNNING).filter(
+        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at=None, dequeued_at__lt=cutoff)
+    )
+    failed = []
+    for battle_id in stuck.values_list("pk", flat=True):
+        reason = STUCK_REASON.format(seconds=seconds)
+        with transaction.atomic():
+            claimed = Battle.objects.filter(pk=battle_id, status=Battle.Status.RUNNING).update(
+                status=Battle.Status.FAILED, failure_reason=reason, ended_at=timezone.now()
+            )
+            if not claimed:
+                continue
+            Run.objects.filter(battle_id=battle_id).exclude(status=Run.Status.ENDED).update(
+                status=Run.Status.ENDED,
+                end_reason=Run.EndReason.ERROR,
+                error=reason,
+                ended_at=timezone.now(),
+            )
+            battle_publish(battle_id=battle_id)
+        failed.append(battle_id)
+    return failed
+
+
+def battle_claim_oldest() -> int | None:
+    """FIFO dispatch (SPEC §6): claims the earliest submitted queued battle of any arena
+    (ties by id, i.e. admission order; the rule of ``queueing.fifo_next``) and marks it
+    running. Concurrent workers skip each other's locked rows, so each battle is claimed
+    once. None when nothing waits."""
+    with transaction.atomic():
+        battle_id = (
+            Battle.objects.filter(status=Battle.Status.QUEUED)
+            .order_by("submitted_at", "pk")
+            .select_for_update(skip_locked=True)
+            .values_list("pk", flat=True)
+            .first()
+        )
+        if battle_id is None:
+            return None
+        now = timezone.now()
+        Battle.objects.filter(pk=battle_id).update(
+            status=Battle.Status.RUNNING, dequeued_at=now, heartbeat_at=now
+        )
+    return battle_id
+
+
+def battle_run_next() -> int | None:
+    """Runs the oldest queued battle to its end; returns its id (None when the queue is
+    empty). Every admission enqueues one job that calls this, and each of the
+    BATTLE_SLOTS battle workers runs one job at a time, so the queue is served first in,
+    first out whatever order the jobs arrive in."""
+    battle_id = battle_claim_oldest()
+    if battle_id is not None:
+        _battle_drive(battle_id)
+    return battle_id
+
+
+def battle_run(*, battle_id: int) -> None:
+    """Claims this queued battle and drives both lanes to their end. Idempotent: a
+    battle that is not queued any more is left alone."""
+    now = timezone.now()
+    claimed = Battle.objects.filter(pk=battle_id, status=Battle.Status.QUEUED).update(
+        status=Battle.Status.RUNNING, dequeued_at=now, heartbeat_at=now
+    )
+    if not claimed:
+        logger.info("battle %s is not queued; nothing to do", battle_id)
+        return
+    _battle_drive(battle_id)
+
+
+def _battle_drive(battle_id: int) -> None:
+    """Drives a claimed (running) battle's two lanes to their end and opens it for
+    judging, or fails it with the reason."""
+    battle_publish(battle_id=battle_id)
+    battle = Battle.objects.select_related("task").get(pk=battle_id)
+    runs = list(battle.runs.select_related("agent"))
+    inputs = LaneInputs(
+        instruction=battle.task.instruction,
+        start_url=battle.task.start_url,
+        step_budget=runs[0].step_budget,
+        wall_budget_s=runs[0].wall_budget_s,
+        tools=shared_tools([run.agent for run in runs]),
+        attachments=lane_attachments(battle.task.attachments.order_by("pk")),
+    )
+    barrier = threading.Barrier(len(runs), action=lambda: _lanes_started(battle_id))
+    try:
+        with ThreadPoolExecutor(max_workers=len(runs)) as pool:
+            for future in [pool.submit(_lane_thread, run.pk, inputs, barrier) for run in runs]:
+                future.result()
+    except Exception as exc:
+        logger.exception("battle %s failed", battle_id)
+        Battle.objects.filter(pk=battle_id).update(
+            status=Battle.Status.FAILED,
+            failure_reason=f"orchestrator error: {exc}",
+            ended_at=timezone.now(),
+        )
+        battle_publish(battle_id=battle_id)
+        return
+    # No judge is served it before exclusion rules 1–5 (SPEC §5.3, the identity-leak
+    # scan first) have run: screening is the judging queue's job, so this slot is free
+    # for the next battle meanwhile (the sweep re-runs a screening whose job was lost).
+    with transaction.atomic():
+        ended = Battle.objects.filter(pk=battle_id, status=Battle.Status.RUNNING).update(
+            status=Battle.Status.SCREENING, ended_at=timezone.now()
+        )
+        if ended:
+            transaction.on_commit(lambda: screening_enqueue(battle_id))
+    battle_publish(battle_id=battle_id)
+
+
+def screening_enqueue(battle_id: int) -> None:
+    queue("judging").enqueue("judging.jobs.battle_screen", battle_id, job_id=f"screen-{battle_id}")
+
+
+def _lanes_started(battle_id: int) -> None:
+    Battle.objects.filter(pk=battle_id).update(lanes_started_at=timezone.now())
+
+
+def _lane_thread(run_id: int, inputs: LaneInputs, barrier: threading.Barrier) -> None:
+    try:
+        run_lane(run_id=run_id, inputs=inputs, barrier=barrier)
+    finally:
+        connection.close()  # each lane thread has its own connection
