@@ -1,7 +1,13 @@
+"""Admin for the roster. An agent's standing (paused, retired, its arena, its entrant
+team) changes only with a reason, kept in the agent standing log; agents are retired,
+never deleted (their battles stay in the ratings)."""
+
 from django import forms
 from django.contrib import admin
+from django.db import transaction
 
-from agents.models import Agent, Arena
+from agents.models import Agent, AgentStandingLogEntry, Arena
+from agents.services import agent_standing_changes, agent_standing_log
 
 
 @admin.register(Arena)
@@ -17,6 +23,13 @@ class AgentForm(forms.ModelForm):
         widget=forms.PasswordInput(render_value=False),
         help_text="HMAC secret for remote agents. Leave empty to keep the current one.",
     )
+    standing_note = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        label="Why the standing changes",
+        help_text="Required when pausing, retiring, reinstating, or moving the agent to "
+        "another arena or team; kept in the agent standing log.",
+    )
 
     class Meta:
         model = Agent
@@ -31,6 +44,16 @@ class AgentForm(forms.ModelForm):
         if not value and self.instance.pk:
             return self.instance.remote_secret
         return value
+
+    def clean(self):
+        data = super().clean()
+        if self.instance.pk:
+            self.standing_changes = agent_standing_changes(agent=self.instance, proposed=data)
+            if self.standing_changes and not (data.get("standing_note") or "").strip():
+                self.add_error("standing_note", "Say why (kept in the agent standing log).")
+        else:
+            self.standing_changes = {}
+        return data
 
 
 @admin.register(Agent)
@@ -54,5 +77,37 @@ class AgentAdmin(admin.ModelAdmin):
         ("Model", {"fields": ["provider", "model_id", "system_prompt", "params"]}),
         ("Built-in / remote", {"fields": ["builtin_policy", "remote_secret"]}),
         ("Budgets and tools", {"fields": ["tool_set", "step_budget", "wall_budget_s"]}),
-        ("Status", {"fields": ["is_baseline", "is_paused", "retired_at"]}),
+        ("Status", {"fields": ["is_baseline", "is_paused", "retired_at", "standing_note"]}),
     ]
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # retire instead: battles keep their agents
+
+    @transaction.atomic
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if change and form.standing_changes:
+            agent_standing_log(
+                agent=obj,
+                changes=form.standing_changes,
+                note=form.cleaned_data["standing_note"],
+                actor=request.user,
+            )
+
+
+@admin.register(AgentStandingLogEntry)
+class AgentStandingLogEntryAdmin(admin.ModelAdmin):
+    """Read-only: entries are written by the agent form above."""
+
+    list_display = ["at", "agent", "changes", "actor", "note"]
+    list_filter = ["agent__arena"]
+    search_fields = ["agent__slug", "note"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

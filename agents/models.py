@@ -1,5 +1,6 @@
 """The roster: arenas (the scope of a leaderboard) and the agents entered in them."""
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
@@ -112,3 +113,23 @@ class Agent(models.Model):
         """Every string that would reveal this agent to a judge."""
         names = [self.display_name, self.slug, self.model_id, *self.aliases]
         return [n for n in names if n]
+
+
+class AgentStandingLogEntry(models.Model):
+    """An operator changing an agent's standing on the roster (paused, retired, its arena
+    or its entrant team): what changed, who, when and why. Never edited."""
+
+    STANDING_FIELDS = ("is_paused", "retired_at", "arena", "team")
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="standing_log")
+    changes = models.JSONField(help_text='{"field": [before, after]} of the standing fields.')
+    note = models.TextField()
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+        verbose_name_plural = "agent standing log"
+
+    def __str__(self) -> str:
+        return f"{self.agent}: {', '.join(self.changes)}"

@@ -1,12 +1,16 @@
 """Writes for the roster."""
 
 import time
+from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.utils import timezone
 
-from agents.models import Agent, Arena
+from agents.models import Agent, AgentStandingLogEntry, Arena
 from agents.policies import BUILTIN_POLICIES, BUILTIN_ROSTER, Policy
+from arena_site.exceptions import ApplicationError
 
 
 @transaction.atomic
@@ -27,6 +31,44 @@ def roster_install_builtins(*, arena: Arena) -> list[Agent]:
         )
         agents.append(agent)
     return agents
+
+
+def _plain(value: Any) -> Any:
+    """A standing value as the log keeps it (ids for rows, ISO text for times)."""
+    if hasattr(value, "pk"):
+        return value.pk
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return value
+
+
+def agent_standing_changes(*, agent: Agent, proposed: dict[str, Any]) -> dict[str, list]:
+    """The standing fields ``proposed`` would change: {field: [before, after]}."""
+    current = Agent.objects.get(pk=agent.pk) if agent.pk else None
+    changes = {}
+    for name in AgentStandingLogEntry.STANDING_FIELDS:
+        if name not in proposed or current is None:
+            continue
+        before, after = _plain(getattr(current, name)), _plain(proposed[name])
+        if before != after:
+            changes[name] = [before, after]
+    return changes
+
+
+@transaction.atomic
+def agent_standing_log(
+    *, agent: Agent, changes: dict[str, list], note: str, actor: AbstractBaseUser
+) -> AgentStandingLogEntry:
+    """Records an operator's change of the agent's standing (paused, retired, arena,
+    entrant team) with the reason. The caller saves the agent in the same transaction."""
+    if not note.strip():
+        raise ApplicationError(
+            "Say why the agent's standing changes (kept in the standing log).",
+            code="note_required",
+        )
+    return AgentStandingLogEntry.objects.create(
+        agent=agent, changes=changes, note=note.strip(), actor=actor, at=timezone.now()
+    )
 
 
 class AgentFailure(Exception):

@@ -1,10 +1,25 @@
+"""Admin for battles: evidence, read-only. A battle's judging state changes only through
+the audited exclusion log (judging admin); tasks, runs, steps and spans are what the
+agents did and what judges saw, and are never edited or deleted here."""
+
 from django.contrib import admin
 
 from battles.models import Attachment, Battle, Run, Span, Step, Task
 
 
+class EvidenceAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
 @admin.register(Task)
-class TaskAdmin(admin.ModelAdmin):
+class TaskAdmin(EvidenceAdmin):
     list_display = ["id", "team", "submitter", "created_at"]
     search_fields = ["instruction"]
 
@@ -14,10 +29,14 @@ class RunInline(admin.TabularInline):
     extra = 0
     fields = ["side", "agent", "status", "end_reason", "step_budget", "input_digest"]
     readonly_fields = fields
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(Battle)
-class BattleAdmin(admin.ModelAdmin):
+class BattleAdmin(EvidenceAdmin):
     list_display = [
         "id",
         "status",
@@ -25,42 +44,31 @@ class BattleAdmin(admin.ModelAdmin):
         "agent_b",
         "outcome",
         "exclusion_reason",
-        "self_judged",
+        "decision_source",
         "redundancy_target",
         "submitted_at",
     ]
-    list_filter = ["status", "outcome", "exclusion_reason", "self_judged", "redundancy_target"]
+    list_filter = ["status", "outcome", "exclusion_reason", "decision_source", "redundancy_target"]
     inlines = [RunInline]
-    # Judging state changes only through the audited exclusion log (judging admin).
-    readonly_fields = [
-        "status",
-        "outcome",
-        "evidence_weight",
-        "exclusion_reason",
-        "self_judged",
-        "cluster_judge",
-        "streaming_applied",
-    ]
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(EvidenceAdmin):
     list_display = ["id", "battle", "side", "agent", "status", "end_reason"]
 
 
 @admin.register(Step)
-class StepAdmin(admin.ModelAdmin):
+class StepAdmin(EvidenceAdmin):
     list_display = ["id", "run", "index", "tool", "duration_ms"]
 
 
 @admin.register(Attachment)
-class AttachmentAdmin(admin.ModelAdmin):
+class AttachmentAdmin(EvidenceAdmin):
     list_display = ["name", "task", "team", "size", "content_type", "created_at"]
-    readonly_fields = ["sha256", "path", "size"]
 
 
 @admin.register(Span)
-class SpanAdmin(admin.ModelAdmin):
+class SpanAdmin(EvidenceAdmin):
     list_display = [
         "run",
         "step_index",

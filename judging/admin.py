@@ -1,6 +1,7 @@
 """Admin for judging: judges and their trust, votes, and the two audit logs through
-which an admin excludes or re-admits a battle and marks a judge untrusted (adding a
-log entry performs the action through the service; entries are never edited)."""
+which an operator excludes or re-admits a battle and changes a judge's standing
+(untrusted, trusted again, approved, probation ended). Adding a log entry performs the
+action through the service; entries are never edited or deleted."""
 
 from django import forms
 from django.contrib import admin, messages
@@ -12,40 +13,69 @@ from django.urls import reverse
 from arena_site.exceptions import ApplicationError
 from battles.models import Battle
 from judging.models import Assignment, ExclusionLogEntry, JudgeProfile, JudgeTrustLogEntry, Vote
-from judging.services import (
-    battle_exclude,
-    battle_exclusion_check,
-    battle_readmit,
-    judge_trust_set,
-)
+from judging.services import battle_exclude, battle_readmit, judge_standing_set, judge_trust_set
+from judging.services.exclusions import battle_exclusion_check
+
+StandingAction = JudgeTrustLogEntry.Action
 
 
 @admin.register(JudgeProfile)
 class JudgeProfileAdmin(admin.ModelAdmin):
-    list_display = ["user", "trust", "agree_count", "seen_count", "is_untrusted"]
+    list_display = [
+        "user", "trust", "agree_count", "seen_count", "is_untrusted", "approved_at",
+        "established_at",
+    ]  # fmt: skip
     list_filter = ["is_untrusted"]
     search_fields = ["user__username"]
-    # Trust moves only by the rules; untrusting goes through the audited trust log.
-    readonly_fields = ["user", "trust", "agree_count", "seen_count", "is_untrusted"]
-    actions = ["mark_untrusted"]
+    # Trust moves only by the rules; standing changes go through the audited log.
+    readonly_fields = [
+        "user", "trust", "agree_count", "seen_count", "is_untrusted", "approved_at",
+        "established_at",
+    ]  # fmt: skip
+    actions = ["mark_untrusted", "approve", "establish"]
 
     def has_add_permission(self, request) -> bool:
         return False
 
-    @admin.action(description="Mark the selected judge untrusted (asks why)…")
-    def mark_untrusted(self, request, queryset):
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def _to_log(self, request, queryset, action: str):
         if queryset.count() != 1:
             self.message_user(request, "Select one judge at a time.", messages.WARNING)
             return None
         profile = queryset.get()
         url = reverse("admin:judging_judgetrustlogentry_add")
-        return redirect(f"{url}?judge={profile.user_id}&action={JudgeTrustLogEntry.Action.UNTRUST}")
+        return redirect(f"{url}?judge={profile.user_id}&action={action}")
+
+    @admin.action(description="Mark the selected judge untrusted (asks why)…")
+    def mark_untrusted(self, request, queryset):
+        return self._to_log(request, queryset, StandingAction.UNTRUST)
+
+    @admin.action(description="Approve the selected account as a judge (asks why)…")
+    def approve(self, request, queryset):
+        return self._to_log(request, queryset, StandingAction.APPROVE)
+
+    @admin.action(description="End the selected judge's probation (asks why)…")
+    def establish(self, request, queryset):
+        return self._to_log(request, queryset, StandingAction.ESTABLISH)
 
 
 @admin.register(Assignment)
 class AssignmentAdmin(admin.ModelAdmin):
-    list_display = ["judge", "battle", "served_at"]
+    """What was served to whom and when (the reading time's start): evidence, read-only."""
+
+    list_display = ["judge", "battle", "served_at", "voided_at"]
     raw_id_fields = ["judge", "battle"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(Vote)
@@ -63,6 +93,7 @@ class VoteAdmin(admin.ModelAdmin):
     ]
     list_filter = ["choice", "admissible", "retracted", "counted", "is_submitter"]
     raw_id_fields = ["judge", "battle"]
+    readonly_fields = [f.name for f in Vote._meta.fields]
 
     # Votes are evidence: they change only through the judging services.
     def has_add_permission(self, request) -> bool:
@@ -146,9 +177,15 @@ class TrustForm(forms.ModelForm):
         if judge is None or not action:
             return data
         profile = JudgeProfile.objects.filter(user=judge).first()
-        untrusted = bool(profile and profile.is_untrusted)
-        if (action == JudgeTrustLogEntry.Action.UNTRUST) == untrusted:
-            raise ValidationError(f"{judge} is already {'untrusted' if untrusted else 'trusted'}.")
+        if action in (StandingAction.UNTRUST, StandingAction.TRUST):
+            untrusted = bool(profile and profile.is_untrusted)
+            if (action == StandingAction.UNTRUST) == untrusted:
+                state = "untrusted" if untrusted else "trusted"
+                raise ValidationError(f"{judge} is already {state}.")
+        elif action == StandingAction.APPROVE and profile and profile.approved_at:
+            raise ValidationError(f"{judge} is already approved.")
+        elif action == StandingAction.ESTABLISH and profile and profile.established_at:
+            raise ValidationError(f"{judge} is already past probation.")
         return data
 
 
@@ -174,11 +211,17 @@ class JudgeTrustLogEntryAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         data = form.cleaned_data
-        entry = judge_trust_set(
-            judge_id=data["judge"].pk,
-            untrusted=data["action"] == JudgeTrustLogEntry.Action.UNTRUST,
-            note=data["note"],
-            actor=request.user,
-        )
+        action = data["action"]
+        if action in (StandingAction.UNTRUST, StandingAction.TRUST):
+            entry = judge_trust_set(
+                judge_id=data["judge"].pk,
+                untrusted=action == StandingAction.UNTRUST,
+                note=data["note"],
+                actor=request.user,
+            )
+        else:
+            entry = judge_standing_set(
+                judge_id=data["judge"].pk, action=action, note=data["note"], actor=request.user
+            )
         obj.pk = entry.pk
         obj.at, obj.actor = entry.at, entry.actor

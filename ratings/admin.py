@@ -3,8 +3,22 @@ from django.contrib import admin
 from ratings.models import AgentRating, RatingPoint, RatingSnapshot, RefitState, VoteImport
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rating state moves only by the rules (decided battles, the refit): an admin may
+    look, never edit, add or delete."""
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
 @admin.register(AgentRating)
-class AgentRatingAdmin(admin.ModelAdmin):
+class AgentRatingAdmin(ReadOnlyAdmin):
     list_display = [
         "agent",
         "arena",
@@ -38,34 +52,19 @@ class RatingPointInline(admin.TabularInline):
 
 
 @admin.register(RatingSnapshot)
-class RatingSnapshotAdmin(admin.ModelAdmin):
-    """Snapshots are written by the refit job only: read-only here."""
+class RatingSnapshotAdmin(ReadOnlyAdmin):
+    """Snapshots are written by the refit job only."""
 
     list_display = ["computed_at", "arena", "battles", "compute_ms", "clusters", "seed"]
     list_filter = ["arena"]
     inlines = [RatingPointInline]
 
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
 
 @admin.register(RefitState)
-class RefitStateAdmin(admin.ModelAdmin):
+class RefitStateAdmin(ReadOnlyAdmin):
     list_display = ["arena", "runs", "last_run_at", "last_compute_ms", "last_wrote_snapshot"]
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(VoteImport)
-class VoteImportAdmin(admin.ModelAdmin):
+class VoteImportAdmin(ReadOnlyAdmin):
     list_display = ["file_name", "arena", "rows", "battles", "created_at"]
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False

@@ -184,4 +184,49 @@ def test_the_battle_admin_shows_but_does_not_edit_judging_state(admin_client, al
     listing = admin_client.get("/admin/battles/battle/?exclusion_reason=no_run")
     assert listing.status_code == 200
     form = page.context["adminform"].form
-    assert not {"status", "exclusion_reason", "outcome", "self_judged"} & set(form.fields)
+    assert not {"status", "exclusion_reason", "outcome", "decision_source"} & set(form.fields)
+
+
+@pytest.mark.parametrize(
+    ("url", "field"),
+    [
+        ("/admin/battles/battle/{battle}/change/", {"agent_a": "{agent}", "redundancy_target": 9}),
+        ("/admin/battles/run/{run}/change/", {"step_budget": 999}),
+        ("/admin/ratings/agentrating/{rating}/change/", {"streaming_rating": 3000}),
+    ],
+)
+def test_evidence_and_rating_rows_cannot_be_edited_or_deleted(
+    admin_client, alice, judge, roster, url, field
+):
+    battle = ended_battle(alice)
+    judge_on(judge, battle, "A")
+    rating = AgentRating.objects.order_by("pk").first()
+    run = battle.runs.first()
+    ids = {"battle": battle.pk, "run": run.pk, "rating": rating.pk, "agent": battle.agent_b_id}
+    target = url.format(**ids)
+    data = {k: str(v).format(**ids) for k, v in field.items()}
+    before = (battle.agent_a_id, run.step_budget, rating.streaming_rating)
+
+    assert admin_client.post(target, data).status_code == 403
+    assert (
+        admin_client.post(target.replace("/change/", "/delete/"), {"post": "yes"}).status_code
+        == 403
+    )
+
+    battle.refresh_from_db()
+    run.refresh_from_db()
+    rating.refresh_from_db()
+    assert (battle.agent_a_id, run.step_budget, rating.streaming_rating) == before
+
+
+def test_admin_approves_a_judge_through_the_audited_form(admin_client, admin_user, judge, roster):
+    response = admin_client.post(
+        TRUST_ADD, {"judge": judge.pk, "action": "approve", "note": "met at the workshop"}
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    profile = JudgeProfile.objects.get(user=judge)
+    assert profile.approved_at is not None and profile.established_at is None
+    entry = JudgeTrustLogEntry.objects.get()
+    assert (entry.action, entry.note, entry.actor) == ("approve", "met at the workshop", admin_user)
+    again = admin_client.post(TRUST_ADD, {"judge": judge.pk, "action": "approve", "note": "x"})
+    assert again.status_code == 200 and "already approved" in again.content.decode()
