@@ -118,6 +118,11 @@ class Sandbox(ABC):
     @abstractmethod
     def destroy(self) -> None: ...
 
+    def page_state(self) -> dict[str, str] | None:
+        """The browser's page as it is now: ``{"url", "title"}``, bounded (the sandbox
+        is untrusted); None when there is no browser or it does not answer."""
+        return None
+
     def health(self) -> dict[str, Any]:
         return {"ok": True}
 

@@ -83,10 +83,11 @@ def sandbox_uid(uid_base: int, slot: int) -> int:
 
 
 class DockerSandbox(LocalSandbox):
-    """A sandbox in a container. The tools are the local sandbox's, unchanged: they speak
-    to the same supervisor over the same socket, read the same framebuffer file and the
-    same work dir, all reached through the run dir's bind mounts. What differs is who
-    owns the processes: the engine, so liveness and teardown go through it."""
+    """A sandbox in a container. The tools (and ``page_state``) are the local sandbox's,
+    unchanged: they speak to the same supervisor over the same socket, read the same
+    framebuffer file and the same work dir, all reached through the run dir's bind
+    mounts. What differs is who owns the processes: the engine, so liveness and
+    teardown go through it."""
 
     def __init__(
         self,

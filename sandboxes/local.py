@@ -48,6 +48,9 @@ RO_ETC = ("/etc/alternatives", "/etc/ld.so.cache", "/etc/localtime", "/etc/fonts
 PROVISION_TIMEOUT_S = 30.0
 X_BUTTONS = {"left": "1", "middle": "2", "right": "3"}
 KEY_ALLOWED = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+_-")
+# The page state after each step (``page_state``): the same bounds as ``navigate``'s.
+PAGE_URL_MAX_CHARS, PAGE_TITLE_MAX_CHARS = 2000, 500
+PAGE_STATE_TIMEOUT_S = 5.0
 
 
 def connect_nofollow(path: Path, timeout_s: float) -> socket.socket:
@@ -250,10 +253,23 @@ class LocalSandbox(Sandbox):
             tool="navigate",
             error=str(reply.get("error", "")),
             data={
-                "url": str(reply.get("url", ""))[:2000],
-                "title": str(reply.get("title", ""))[:500],
+                "url": str(reply.get("url", ""))[:PAGE_URL_MAX_CHARS],
+                "title": str(reply.get("title", ""))[:PAGE_TITLE_MAX_CHARS],
             },
         )
+
+    def page_state(self) -> dict[str, str] | None:
+        if not self.spec.desktop:
+            return None
+        try:
+            reply = self._call("page_state", {"op": "state"}, timeout_s=PAGE_STATE_TIMEOUT_S)
+        except ToolError:
+            return None
+        url, title = reply.get("url"), reply.get("title")
+        return {
+            "url": url[:PAGE_URL_MAX_CHARS] if isinstance(url, str) else "",
+            "title": title[:PAGE_TITLE_MAX_CHARS] if isinstance(title, str) else "",
+        }
 
     def shell(self, command: str, timeout_s: float | None = None) -> ToolResult:
         timeout = min(float(timeout_s or self.spec.shell_timeout_s), self.spec.shell_timeout_s)

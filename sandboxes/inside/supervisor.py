@@ -19,6 +19,7 @@ import resource
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 CTL_DIR = "/run/arena"
@@ -42,6 +43,10 @@ class Browser:
         self.next_id = 0
         self.buffer = b""
         self.session = None
+        # Requests arrive on executor threads, one per host connection: a host that
+        # gave up waiting (a slow page) reconnects while the old call still runs. One
+        # exchange at a time on the pipe; a reply to an abandoned call is skipped.
+        self.lock = threading.RLock()
 
     def call(
         self,
@@ -50,6 +55,10 @@ class Browser:
         session: str | None = None,
         timeout: float = 10.0,
     ) -> dict:
+        with self.lock:
+            return self._call(method, params, session, timeout)
+
+    def _call(self, method: str, params: dict | None, session: str | None, timeout: float) -> dict:
         self.next_id += 1
         message = {"id": self.next_id, "method": method, "params": params or {}}
         if session:

@@ -1,0 +1,247 @@
+"""Screening a battle whose lanes have ended, before any judge is served it: exclusion
+rules 1–5 of SPEC §5.3, the first of which is the identity-leak scan over everything a
+judge will see (docs/leak-scan.md). The battle waits in status "screening" meanwhile;
+the scan runs outside any lock (it reads files and screenshots, OCR may take seconds),
+then one short transaction opens the battle for judging or excludes it."""
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count
+
+from agents.identity import Leak, LeakScanner
+from agents.models import Agent
+from agents.textfold import TooComplex
+from battles.models import Battle, Run
+from battles.services.live import battle_publish
+from judging import ocr
+from judging.services.exclusions import battle_exclude_locked
+from judging.visible import delivered_file_texts, judge_visible_texts
+
+Reason = Battle.ExclusionReason
+
+# A delivered file is scanned whole or not at all: one larger than this (only with a
+# raised delivery limit) cannot be vouched for. Per battle, the same for the sum.
+FILE_MAX_BYTES = 8 * 1024**2
+BATTLE_FILES_MAX_BYTES = 24 * 1024**2
+SCREENSHOT_MAX_BYTES = 16 * 1024**2
+
+
+class Unscannable(Exception):
+    """Something a judge would see that the scan cannot read in full (fails closed)."""
+
+
+def battle_leak_scanner() -> LeakScanner:
+    """Every identity string of every agent ever entered (a retired one still names
+    a model)."""
+    identities: list[str] = []
+    for agent in Agent.objects.all():
+        identities.extend(agent.identity_strings())
+    return LeakScanner(identities)
+
+
+def _read_private(path: Path, limit: int) -> bytes | None:
+    """A private file's bytes, None when it is missing (a judge is served nothing
+    either). A link, anything but a regular file, or more than ``limit`` bytes raise
+    ``Unscannable``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # a link, where the lane only ever writes files
+        raise Unscannable(f"not a plain file ({exc.strerror})") from exc
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise Unscannable("not a plain file")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise Unscannable(f"more than the scan's {limit:,} bytes")
+    return data
+
+
+def _delivered(runs: list[Run]) -> Iterator[tuple[str, str, bytes]]:
+    """(where, name, bytes) of every delivered file a judge can download."""
+    total = 0
+    root = Path(settings.PRIVATE_MEDIA_ROOT) / "deliveries"
+    for run in runs:
+        for position, entry in enumerate(run.delivered_files or []):
+            name = str(entry.get("name", ""))
+            if not name or name != PurePosixPath(name).name or name in (".", ".."):
+                continue  # the judge route serves no such file
+            where = f"side {run.side} delivered file {position + 1} ({name})"
+            try:
+                data = _read_private(root / f"run-{run.pk}" / name, FILE_MAX_BYTES)
+            except Unscannable as exc:
+                raise Unscannable(f"{where}: {exc}") from exc
+            if data is None:
+                continue
+            total += len(data)
+            if total > BATTLE_FILES_MAX_BYTES:
+                raise Unscannable(
+                    f"{where}: the battle's files pass {BATTLE_FILES_MAX_BYTES:,} bytes"
+                )
+            yield where, name, data
+
+
+def _file_texts(runs: list[Run], *, images: bool) -> Iterator[tuple[str, str]]:
+    """(where, text) of the delivered files: text files as text (and markup as a
+    browser shows it), images through OCR when ``images``."""
+    tessdata = settings.ARENA.leak_tessdata
+    pixels = 0
+    for where, name, data in _delivered(runs):
+        if ocr.image_format(data) is None:
+            for reading, text in delivered_file_texts(name, data):
+                yield f"{where} {reading}", text
+            continue
+        if not images:
+            continue
+        readers: dict[str, ocr.ImageReader] = {}
+        try:
+            for index, backdrop, frame in ocr.image_frames(data):
+                pixels += frame.width * frame.height
+                if pixels > ocr.MAX_BATTLE_IMAGE_PIXELS:
+                    raise ocr.Unreadable(
+                        f"the battle's images pass {ocr.MAX_BATTLE_IMAGE_PIXELS:,} pixels"
+                    )
+                reader = readers.setdefault(backdrop, ocr.ImageReader(tessdata))
+                label = f"{where} image (OCR{f', frame {index + 1}' if index else ''})"
+                yield label, reader.read(frame)
+        except ocr.Unreadable as exc:
+            raise Unscannable(f"{where}: {exc}") from exc
+
+
+def _screenshot_texts(runs: list[Run]) -> Iterator[tuple[str, str]]:
+    """(where, text) of every step screenshot through OCR: in step order, each only
+    where it changed since the run's previous one, none seen before in the battle."""
+    tessdata = settings.ARENA.leak_tessdata
+    root = Path(settings.PRIVATE_MEDIA_ROOT).resolve()
+    seen: set[bytes] = set()
+    for run in runs:
+        reader = ocr.ImageReader(tessdata, seen)
+        for step in run.steps.all():
+            path = (root / step.screenshot).resolve() if step.screenshot else root
+            if not path.is_relative_to(root) or path == root:
+                continue  # the screenshot route serves nothing outside the private root
+            where = f"side {run.side} step {step.index} screenshot (OCR)"
+            try:
+                data = _read_private(path, SCREENSHOT_MAX_BYTES)
+                if data is not None:
+                    yield where, reader.read_file(data)
+            except (Unscannable, ocr.Unreadable) as exc:
+                raise Unscannable(f"{where}: {exc}") from exc
+
+
+def _printable(excerpt: str) -> str:
+    """An excerpt fit for the log: control characters (NUL, escapes) shown as U+FFFD."""
+    return "".join("\ufffd" if ord(c) < 32 and c not in "\n\t" else c for c in excerpt)
+
+
+def battle_leak_note(runs: list[Run]) -> str:
+    """The exclusion note when something a judge would see names a roster agent, or
+    cannot be scanned in full (the scan fails closed), else "". Text first (every
+    text, counted), then delivered files, then screenshots (the first hit ends it).
+    ``runs`` have their steps prefetched. Reads files: call outside any lock."""
+    scanner = battle_leak_scanner()
+    try:
+        texts = judge_visible_texts(runs)
+        leaks = [leak for where, text in texts if (leak := _leak(scanner, where, text))]
+        if leaks:
+            first = leaks[0]
+            return (
+                f"{first.where} names {first.identity!r}: …{_printable(first.excerpt)}… "
+                f"({len(leaks)} text(s) with a name)"
+            )
+        reading = settings.ARENA.leak_ocr
+        sources = [_file_texts(runs, images=reading)]
+        if reading:
+            sources.append(_screenshot_texts(runs))
+        for source in sources:
+            for where, text in source:
+                leak = _leak(scanner, where, text)
+                if leak is not None:
+                    return f"{where} names {leak.identity!r}: …{_printable(leak.excerpt)}…"
+    except Unscannable as exc:
+        return f"{exc}: not scanned in full, so it may name an agent"
+    return ""
+
+
+def _leak(scanner: LeakScanner, where: str, text: str) -> Leak | None:
+    try:
+        found = scanner.first(text)
+    except TooComplex as exc:
+        raise Unscannable(f"{where}: {exc}") from exc
+    return Leak(where=where, identity=found[0], excerpt=found[1]) if found else None
+
+
+def exclusion_at_lanes_end(battle: Battle) -> tuple[str, str]:
+    """Rules 1–5 of SPEC §5.3 in order, first match wins: (reason code, note for the
+    log), or ("", "") when the battle may be judged."""
+    runs = list(
+        battle.runs.prefetch_related("steps").annotate(step_count=Count("steps")).order_by("side")
+    )
+    by_side = {run.side: run for run in runs}
+    note = battle_leak_note(runs)
+    if note:
+        return Reason.NAMED_MODEL, note
+    for side in ("A", "B"):
+        if side not in by_side:
+            return Reason.NO_RUN, f"side {side} has no run record"
+    for side in ("A", "B"):
+        run = by_side[side]
+        if run.step_count == 0 and not run.delivered_files:
+            return Reason.NO_TRAJECTORY, (
+                f"side {side} took no step and delivered nothing "
+                f"(end reason {run.end_reason or 'none'})"
+            )
+    for side in ("A", "B"):
+        run = by_side[side]
+        if run.end_reason == Run.EndReason.ENDED_BY_SUBMITTER or run.end_requested_at:
+            return Reason.ENDED_BY_SUBMITTER, f"the submitter ended side {side} early"
+    if by_side["A"].step_budget != by_side["B"].step_budget:
+        return Reason.BUDGET_MISMATCH, (
+            f"step budgets differ: A {by_side['A'].step_budget}, B {by_side['B'].step_budget}"
+        )
+    return "", ""
+
+
+def battle_screen(*, battle_id: int) -> str:
+    """Screens a battle in status "screening": a rule that matches excludes it (never
+    served to judges; its team still sees the replay), else it opens for judging.
+    Returns the reason code, "" when none. Idempotent: a battle not in screening is
+    left alone."""
+    battle = Battle.objects.filter(pk=battle_id, status=Battle.Status.SCREENING).first()
+    if battle is None:
+        return ""
+    reason, note = exclusion_at_lanes_end(battle)
+    with transaction.atomic():
+        battle = Battle.objects.select_for_update().filter(pk=battle_id).first()
+        if battle is None or battle.status != Battle.Status.SCREENING:
+            return ""
+        battle.status = Battle.Status.JUDGING
+        battle.save(update_fields=["status"])
+        if reason:
+            battle_exclude_locked(battle, reason=reason, note=note, actor=None)
+        battle_publish(battle_id=battle_id)  # the live page: "judging" or "excluded"
+    return reason
+
+
+def battles_screen_pending(*, older_than_s: int = 60) -> list[int]:
+    """Screens battles left in "screening" longer than ``older_than_s`` (their job was
+    lost with a worker or a flushed Redis). Returns their ids."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    cutoff = timezone.now() - timedelta(seconds=older_than_s)
+    ids = list(
+        Battle.objects.filter(status=Battle.Status.SCREENING, ended_at__lt=cutoff)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    for battle_id in ids:
+        battle_screen(battle_id=battle_id)
+    return ids
