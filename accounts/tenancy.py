@@ -1,19 +1,61 @@
-"""Tenant scoping. Every API view inherits ``TenantScopedApiMixin``: it owns the team a
-request acts for and the scoped queryset, so a view cannot forget the filter. Any
-bypass must be named ``dangerously_*``."""
+"""Tenant scoping for the API, made structural.
 
-from django.db.models import QuerySet
+Every tenant-owned API view inherits ``TenantScopedApiMixin``, which owns
+``get_queryset`` and ``get_object``. A view only says which rows the request's teams
+may see (``scoped_queryset(team_ids)``); it cannot forget the filter, and anything
+outside the scope answers 404 exactly as a missing row does (never 403, which would
+confirm that the row exists). A subclass cannot override either method: the class is
+refused when it is defined. A deliberate bypass is a method named ``dangerously_*``.
+
+The API views that are not tenant-scoped are listed in ``UNSCOPED_API_VIEWS`` with the
+reason; tests/accounts/test_api_tenancy.py walks the URL patterns and fails on any
+``/api/`` view that is neither scoped nor listed.
+"""
+
+from django.db.models import Model, QuerySet
+from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 
 from accounts.models import Team
 from accounts.selectors import user_primary_team
 from arena_site.exceptions import ApplicationError
 
+# Dotted path of the view class -> why it is not tenant-scoped.
+UNSCOPED_API_VIEWS: dict[str, str] = {
+    # Public: aggregates of the public arena, no team data (SPEC §7, §6).
+    "ratings.api.LeaderboardApi": "public: the public arena's leaderboard",
+    "ratings.metrics_views.MetricsApi": "public: latency and capacity aggregates",
+    # Public: what an entrant needs before having an account.
+    "agents.protocol_api.AgentProtocolApi": "public: the remote-agent protocol document",
+    "drf_spectacular.views.SpectacularAPIView": "public: the OpenAPI schema",
+    # Cross-tenant by design: crowd judging. A judge reads and votes on other teams'
+    # battles, but only those served to them: access goes through the judge's own
+    # assignments (judging.services), which answer 404 for any other battle.
+    "judging.api.JudgeNextApi": "crowd judging: the next battle assigned to this judge",
+    "judging.api.VoteCreateApi": "crowd judging: a vote on a battle served to this judge",
+    "judging.api.VoteMineApi": "crowd judging: this judge's own vote on a battle",
+}
+
+_OWNED = ("get_queryset", "get_object")
+
 
 class TenantScopedApiMixin:
-    """Views set ``scoped_queryset(team_ids)`` returning rows the teams may see."""
+    """Set ``scoped_queryset(team_ids)``: the rows the request's teams may see. The
+    path's ``lookup_url_kwarg`` (``pk``) names the object of a detail view."""
 
     request: Request
+    kwargs: dict
+    lookup_url_kwarg = "pk"
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in _OWNED:
+            if getattr(cls, name) is not getattr(TenantScopedApiMixin, name):
+                raise TypeError(
+                    f"{cls.__qualname__} must not override or shadow {name}: tenant views "
+                    "define scoped_queryset(team_ids) (accounts/tenancy.py). List "
+                    "TenantScopedApiMixin before the DRF base class."
+                )
 
     def get_team(self) -> Team:
         team = user_primary_team(self.request.user)
@@ -27,6 +69,8 @@ class TenantScopedApiMixin:
 
     def get_team_ids(self) -> list[int]:
         user = self.request.user
+        if not user.is_authenticated:
+            return []
         return list(Team.objects.filter(memberships__user=user).values_list("id", flat=True))
 
     def scoped_queryset(self, team_ids: list[int]) -> QuerySet:  # pragma: no cover - abstract
@@ -34,3 +78,13 @@ class TenantScopedApiMixin:
 
     def get_queryset(self) -> QuerySet:
         return self.scoped_queryset(self.get_team_ids())
+
+    def get_object(self) -> Model:
+        """The path's object within the scope; 404 for anything else."""
+        queryset = self.get_queryset()
+        try:
+            obj = queryset.get(pk=self.kwargs[self.lookup_url_kwarg])
+        except (queryset.model.DoesNotExist, ValueError, TypeError):
+            raise NotFound("Not found.") from None
+        self.check_object_permissions(self.request, obj)  # type: ignore[attr-defined]
+        return obj

@@ -1,13 +1,22 @@
 """One domain error type and one handler that renders every API error the same way:
 ``{"error": {"code": str, "message": str}}`` with a fitting HTTP status."""
 
+import logging
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import (
+    PermissionDenied,
+    RequestDataTooBig,
+    SuspiciousOperation,
+    TooManyFieldsSent,
+    TooManyFilesSent,
+)
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
+
+from arena_site.parsers import MalformedRequest, RequestTooLarge
 
 
 class ApplicationError(Exception):
@@ -55,11 +64,22 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         exc = exceptions.NotFound("Not found.")
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied()
+    elif isinstance(exc, RequestDataTooBig | TooManyFieldsSent | TooManyFilesSent):
+        # Django's own body limits (DATA_UPLOAD_*), met when a view reads request.body
+        exc = RequestTooLarge(f"The request is too large: {exc}")
+    elif isinstance(exc, SuspiciousOperation):
+        # as Django would: logged for the operator, a plain 400 for the client
+        logging.getLogger(f"django.security.{type(exc).__name__}").error(str(exc))
+        exc = MalformedRequest()
     response = exception_handler(exc, context)
     if response is None:
         return None
     if isinstance(exc, exceptions.ValidationError):
         code = "invalid"
+        message = _flatten_detail(exc.detail)
+    elif isinstance(exc, exceptions.Throttled):
+        # one code for every 429, as the judge limits answer; DRF set Retry-After
+        code = "rate_limited"
         message = _flatten_detail(exc.detail)
     elif isinstance(exc, exceptions.APIException):
         code = exc.default_code if isinstance(exc.default_code, str) else "error"

@@ -1,20 +1,49 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.core.exceptions import (
+    DisallowedHost,
+    RequestDataTooBig,
+    TooManyFieldsSent,
+    TooManyFilesSent,
+)
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import include, path, register_converter
+from django.views import defaults
 from drf_spectacular.views import SpectacularAPIView
 
 from agents.protocol_api import AgentProtocolApi
+from arena_site.exceptions import error_body
+from arena_site.parsers import ID_MAX
 from battles.api import BattleDetailApi, BattleListApi, TaskDetailApi, TaskListCreateApi
-from judging.api import JudgeNextApi, VoteCreateApi, VoteRetractApi
+from judging.api import JudgeNextApi, VoteCreateApi, VoteMineApi
 from ratings.api import LeaderboardApi
 from ratings.metrics_views import MetricsApi, metrics_page
 
+
+class IdConverter:
+    """A row id in a path: 1 to 2**63 - 1 (PostgreSQL's bigint), so a longer number is
+    a 404 like any missing row, never an overflow in the database."""
+
+    regex = "[0-9]{1,19}"
+
+    def to_python(self, value: str) -> int:
+        number = int(value)
+        if not 1 <= number <= ID_MAX:
+            raise ValueError(value)  # Django: this pattern does not match
+        return number
+
+    def to_url(self, value: int) -> str:
+        return str(int(value))
+
+
+register_converter(IdConverter, "id")
+
 api = [
     path("tasks/", TaskListCreateApi.as_view(), name="tasks"),
-    path("tasks/<int:pk>/", TaskDetailApi.as_view(), name="task"),
+    path("tasks/<id:pk>/", TaskDetailApi.as_view(), name="task"),
     path("battles/", BattleListApi.as_view(), name="battles"),
-    path("battles/<int:pk>/", BattleDetailApi.as_view(), name="battle"),
-    path("battles/<int:pk>/votes/", VoteCreateApi.as_view(), name="votes"),
-    path("battles/<int:pk>/votes/mine/", VoteRetractApi.as_view(), name="vote-mine"),
+    path("battles/<id:pk>/", BattleDetailApi.as_view(), name="battle"),
+    path("battles/<id:pk>/votes/", VoteCreateApi.as_view(), name="votes"),
+    path("battles/<id:pk>/votes/mine/", VoteMineApi.as_view(), name="vote-mine"),
     path("judge/next/", JudgeNextApi.as_view(), name="judge-next"),
     path("leaderboard/", LeaderboardApi.as_view(), name="leaderboard"),
     path("metrics/", MetricsApi.as_view(), name="metrics"),
@@ -31,3 +60,51 @@ urlpatterns = [
     path("", include("judging.urls")),
     path("", include("ratings.urls")),
 ]
+
+
+# Errors Django answers itself, before or outside any DRF view (an unknown path, a bad
+# Host header, a body over DATA_UPLOAD_*, an uncaught exception): under /api/ in the
+# API's envelope, elsewhere Django's HTML pages.
+
+
+def _is_api(request: HttpRequest) -> bool:
+    return request.path_info == "/api" or request.path_info.startswith("/api/")
+
+
+def _api_error(code: str, message: str, status: int) -> JsonResponse:
+    return JsonResponse(error_body(code, message), status=status)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if not _is_api(request):
+        return defaults.bad_request(request, exception)
+    if isinstance(exception, RequestDataTooBig | TooManyFieldsSent | TooManyFilesSent):
+        return _api_error("request_too_large", f"The request is too large: {exception}", 413)
+    if isinstance(exception, DisallowedHost):
+        return _api_error("disallowed_host", "The Host header names no host served here.", 400)
+    return _api_error("bad_request", "The request was refused as malformed.", 400)
+
+
+def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if not _is_api(request):
+        return defaults.permission_denied(request, exception)
+    return _api_error("permission_denied", "You do not have permission to do this.", 403)
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if not _is_api(request):
+        return defaults.page_not_found(request, exception)
+    return _api_error("not_found", "Not found.", 404)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    # Django has logged the traceback (django.request) before calling this.
+    if not _is_api(request):
+        return defaults.server_error(request)
+    return _api_error("server_error", "Internal server error; it has been logged.", 500)
+
+
+handler400 = bad_request
+handler403 = permission_denied
+handler404 = page_not_found
+handler500 = server_error

@@ -1,51 +1,82 @@
-"""The battles API: submit a task, read tasks and battles (tenant-scoped)."""
+"""The battles API: submit a task, read tasks and battles. Every view is tenant-scoped
+(``accounts.tenancy``): another team's task or battle is a 404."""
 
+from django.conf import settings
 from django.db.models import Prefetch, Q, QuerySet
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema, extend_schema_field
+from drf_spectacular.utils import (
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_view,
+)
 from rest_framework import generics, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.tenancy import TenantScopedApiMixin
-from battles.attachments import attachments_check_request_size
-from battles.models import Attachment, Battle, Task
+from agents.models import Agent
+from arena_site.parsers import BoundedMultiPartParser, StrictJSONParser
+from arena_site.schema import LimitedCharField, LimitedListField, StrictCharField, error_response
+from battles.attachments import REQUEST_OVERHEAD_BYTES, attachments_check_request_size
+from battles.models import Attachment, Battle, Run, Task
 from battles.presenters import attachment_rows, battle_payload
 from battles.selectors import user_may_see_identities
 from battles.services import Conversation, task_submit
 
+START_URL_MAX_CHARS = 2000  # as battles.services.admission checks it
+
 
 class TaskSubmitInput(serializers.Serializer):
-    instruction = serializers.CharField(
-        help_text="What both agents should do, in plain text.",
+    instruction = LimitedCharField(
+        help_text="What both agents should do, in plain text (no control characters but "
+        "tab and newline). Over ARENA INSTRUCTION_MAX_CHARS characters (after trimming) "
+        "is a 413 instruction_too_long; empty is a 400 empty_instruction.",
         allow_blank=True,
         trim_whitespace=False,
+        schema_limits=lambda: {"maxLength": settings.ARENA.instruction_max_chars},
     )
-    start_url = serializers.CharField(
+    start_url = StrictCharField(
         required=False,
         allow_blank=True,
-        help_text="Optional http(s) URL on a public host where the agents start.",
+        max_length=START_URL_MAX_CHARS,
+        help_text="Optional absolute http(s) URL on a public host, port 80 or 443, where "
+        "the agents start. Malformed (bad host or port, user info, spaces or control "
+        "characters) is a 400 invalid_start_url; a non-public host a 400 "
+        "start_url_not_public.",
     )
-    attachments = serializers.ListField(
+
+
+class TaskSubmitMultipartInput(TaskSubmitInput):
+    attachments = LimitedListField(
         child=serializers.FileField(allow_empty_file=True, use_url=False),
         required=False,
         help_text="Files for the agents (multipart/form-data, the field repeated once per "
         "file). Limits: ARENA ATTACHMENTS_MAX_COUNT files, ATTACHMENT_MAX_BYTES each, "
-        "ATTACHMENTS_MAX_TOTAL_BYTES together; text, CSV, JSON, Markdown, PDF, PNG, JPEG, "
-        "GIF, WebP and ZIP only. Both sandboxes get them under /work/attachments/.",
+        "ATTACHMENTS_MAX_TOTAL_BYTES together (413 over a size); text, CSV, JSON, "
+        "Markdown, PDF, PNG, JPEG, GIF, WebP and ZIP only. Both sandboxes get them under "
+        "/work/attachments/.",
+        schema_limits=lambda: {
+            "maxItems": settings.ARENA.attachments_max_count,
+            "items": {"type": "string", "format": "binary"},
+        },
     )
 
 
 class TaskSubmitOutput(serializers.Serializer):
-    task = serializers.IntegerField()
-    battle = serializers.IntegerField()
-    status = serializers.CharField()
+    task = serializers.IntegerField(help_text="The new task's id.")
+    battle = serializers.IntegerField(help_text="Its battle's id: GET /api/battles/{id}/.")
+    status = serializers.ChoiceField(choices=Battle.Status.choices)
+
+
+class ConversationOutput(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["conversation"])
+    reply = serializers.CharField(help_text="The arena's answer; nothing was started.")
 
 
 class AttachmentOutput(serializers.Serializer):
     name = serializers.CharField(help_text="The sanitised file name.")
-    size = serializers.IntegerField(help_text="Bytes.")
-    sha256 = serializers.CharField()
+    size = serializers.IntegerField(min_value=1, help_text="Bytes.")
+    sha256 = serializers.CharField(min_length=64, max_length=64)
     content_type = serializers.CharField()
     url = serializers.CharField(
         allow_null=True, help_text="Download (your team, the battle's judges and staff only)."
@@ -54,6 +85,7 @@ class AttachmentOutput(serializers.Serializer):
 
 class TaskOutput(serializers.ModelSerializer):
     battles = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
+    start_url = serializers.CharField(help_text="The start URL; empty when none.")
     attachments = serializers.SerializerMethodField()
 
     class Meta:
@@ -66,6 +98,88 @@ class TaskOutput(serializers.ModelSerializer):
         return attachment_rows(task.attachments.all(), battles[0].pk if battles else None)
 
 
+class BattleRowOutput(serializers.ModelSerializer):
+    class Meta:
+        model = Battle
+        fields = ["id", "status", "task", "submitted_at"]
+
+
+class StepResultOutput(serializers.Serializer):
+    ok = serializers.BooleanField(allow_null=True)
+    stdout = serializers.CharField(allow_null=True)
+    stderr = serializers.CharField(allow_null=True)
+    exit_code = serializers.IntegerField(allow_null=True)
+    truncated = serializers.BooleanField()
+    timed_out = serializers.BooleanField()
+    error = serializers.CharField(allow_null=True)
+
+
+class StepPageOutput(serializers.Serializer):
+    url = serializers.CharField()
+    title = serializers.CharField()
+
+
+class StepOutput(serializers.Serializer):
+    index = serializers.IntegerField(min_value=0)
+    screenshot = serializers.CharField(allow_null=True, help_text="The screenshot's URL.")
+    tool = serializers.CharField()
+    args = serializers.JSONField(help_text="The tool call's arguments.")
+    result = StepResultOutput()
+    page = StepPageOutput(
+        allow_null=True, help_text="The browser page the step left, as the sandbox saw it."
+    )
+
+
+class DeliveredFileOutput(serializers.Serializer):
+    name = serializers.CharField()
+    size = serializers.IntegerField(min_value=0)
+    sha256 = serializers.CharField()
+    url = serializers.CharField()
+
+
+class IdentityOutput(serializers.Serializer):
+    agent = serializers.CharField(help_text="Display name.")
+    slug = serializers.CharField()
+    kind = serializers.ChoiceField(choices=Agent.Kind.choices)
+    provider = serializers.CharField()
+    model = serializers.CharField()
+    baseline = serializers.BooleanField()
+
+
+class SideOutput(serializers.Serializer):
+    status = serializers.ChoiceField(choices=Run.Status.choices)
+    end_reason = serializers.ChoiceField(choices=Run.EndReason.choices, allow_blank=True)
+    final_message = serializers.CharField()
+    files = DeliveredFileOutput(many=True)
+    steps = StepOutput(many=True)
+    identity = IdentityOutput(
+        required=False, help_text="Who played this side; only once you may see it."
+    )
+
+
+class SidesOutput(serializers.Serializer):
+    A = SideOutput(allow_null=True)
+    B = SideOutput(allow_null=True)
+
+
+class BattleTaskOutput(serializers.Serializer):
+    instruction = serializers.CharField()
+    start_url = serializers.CharField()
+    attachments = AttachmentOutput(many=True)
+
+
+class BattleOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=Battle.Status.choices)
+    task = BattleTaskOutput()
+    sides = SidesOutput()
+    outcome = serializers.ChoiceField(
+        choices=Battle.Outcome.choices,
+        allow_null=True,
+        help_text="The decision, once you may see it; null before.",
+    )
+
+
 def _tasks_with_files(team_ids: list[int]) -> QuerySet:
     return Task.objects.filter(team_id__in=team_ids).prefetch_related(
         Prefetch("battles", queryset=Battle.objects.order_by("pk")),
@@ -75,6 +189,8 @@ def _tasks_with_files(team_ids: list[int]) -> QuerySet:
 
 class TaskListCreateApi(TenantScopedApiMixin, generics.ListAPIView):
     serializer_class = TaskOutput
+    # The one multipart endpoint; attachments_check_request_size bounds it first.
+    parser_classes = [StrictJSONParser, BoundedMultiPartParser]
 
     def scoped_queryset(self, team_ids: list[int]) -> QuerySet:
         return _tasks_with_files(team_ids).order_by("-id")
@@ -82,16 +198,43 @@ class TaskListCreateApi(TenantScopedApiMixin, generics.ListAPIView):
     @extend_schema(
         request={
             "application/json": TaskSubmitInput,
-            "multipart/form-data": TaskSubmitInput,
+            "multipart/form-data": TaskSubmitMultipartInput,
         },
-        responses={201: TaskSubmitOutput, 200: OpenApiTypes.OBJECT},
+        responses={
+            201: TaskSubmitOutput,
+            200: OpenApiResponse(
+                ConversationOutput, description="Conversation, not a task: nothing started."
+            ),
+            403: error_response(
+                403, "consent_required (accept the current terms first) or no_team."
+            ),
+            409: error_response(
+                409, "near_duplicate: nearly the same as one of your tasks of the last "
+                "ARENA DUP_WINDOW_DAYS days (earlier_task and similarity name it)."
+            ),
+            413: error_response(
+                413, "request_too_large (the body; for multipart, the attachment total "
+                f"plus {REQUEST_OVERHEAD_BYTES} bytes), instruction_too_long, "
+                "attachment_too_large or attachments_too_large."
+            ),
+            429: error_response(
+                429, "queue_full (the arena's queue) or team_quota (your team's queued "
+                "tasks), with Retry-After; or rate_limited."
+            ),
+            503: error_response(
+                503, "roster_too_small: fewer than two active agents your team did not "
+                "enter."
+            ),
+        },
         description="Admits a task and starts a battle (201), or, when the text is "
         'conversation rather than a task, answers {"status": "conversation", "reply"} '
-        "(200) and starts nothing.",
-    )
+        "(200) and starts nothing. JSON, or multipart/form-data with attachments. "
+        "Admission order (SPEC §2): consent, the instruction, the attachments, "
+        "conversation or task, the start URL, near-duplicates, the queue.",
+    )  # fmt: skip
     def post(self, request):
         attachments_check_request_size(request)  # before the body is parsed
-        data = TaskSubmitInput(data=request.data)
+        data = TaskSubmitMultipartInput(data=request.data)
         data.is_valid(raise_exception=True)
         try:
             battle = task_submit(
@@ -114,9 +257,14 @@ class TaskDetailApi(TenantScopedApiMixin, generics.RetrieveAPIView):
         return _tasks_with_files(team_ids)
 
 
-class BattleScopedMixin(TenantScopedApiMixin):
+class _BattleScope:
+    """Battles a user may read here: their teams' own and those served to them to judge;
+    every battle for staff (operators)."""
+
+    request: object
+
     def scoped_queryset(self, team_ids: list[int]) -> QuerySet:
-        user = self.request.user
+        user = self.request.user  # type: ignore[attr-defined]
         if user.is_staff:
             return Battle.objects.select_related("task")
         return (
@@ -126,25 +274,28 @@ class BattleScopedMixin(TenantScopedApiMixin):
         )
 
 
-class BattleListApi(BattleScopedMixin, APIView):
-    @extend_schema(operation_id="battles_list", responses={200: OpenApiTypes.OBJECT})
-    def get(self, request):
-        battles = self.get_queryset().order_by("-id")[:100]
-        rows = [
-            {"id": b.pk, "status": b.status, "task": b.task_id, "submitted_at": b.submitted_at}
-            for b in battles
-        ]
-        return Response({"results": rows})
+@extend_schema_view(
+    get=extend_schema(
+        operation_id="battles_list",
+        description="Your teams' battles and those served to you to judge, newest first.",
+    )
+)
+class BattleListApi(_BattleScope, TenantScopedApiMixin, generics.ListAPIView):
+    serializer_class = BattleRowOutput
+
+    def scoped_queryset(self, team_ids: list[int]) -> QuerySet:
+        return super().scoped_queryset(team_ids).order_by("-id")
 
 
-class BattleDetailApi(BattleScopedMixin, APIView):
+class BattleDetailApi(_BattleScope, TenantScopedApiMixin, APIView):
     @extend_schema(
         operation_id="battles_retrieve",
-        responses={200: OpenApiTypes.OBJECT},
-        description="The battle, blind (sides A and B) unless you voted on it or are staff.",
+        responses={200: BattleOutput},
+        description="The battle, blind (sides A and B, no identity, no outcome) unless it "
+        "is closed and you voted on it or belong to its team, or you are staff.",
     )
     def get(self, request, pk: int):
-        battle = generics.get_object_or_404(self.get_queryset(), pk=pk)
+        battle = self.get_object()
         return Response(
             battle_payload(battle, reveal=user_may_see_identities(request.user, battle))
         )

@@ -6,7 +6,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents.models import Arena
+from agents.models import Agent, Arena
 from ratings.selectors import leaderboard
 from ratings.services import leaderboard_served
 
@@ -15,10 +15,12 @@ class LeaderboardRowOutput(serializers.Serializer):
     agent = serializers.CharField(help_text="Display name.")
     slug = serializers.CharField()
     url = serializers.CharField(help_text="The agent's page: rating history, head to head.")
-    kind = serializers.CharField(help_text="scaffold, remote or builtin.")
+    kind = serializers.ChoiceField(choices=Agent.Kind.choices)
     baseline = serializers.BooleanField()
     rank = serializers.IntegerField(
-        allow_null=True, help_text="Position by published rating; null when there is none."
+        min_value=1,
+        allow_null=True,
+        help_text="Position by published rating; null when there is none.",
     )
     rating = serializers.FloatField(
         allow_null=True,
@@ -28,10 +30,10 @@ class LeaderboardRowOutput(serializers.Serializer):
     lower = serializers.FloatField(allow_null=True, help_text="95% interval, lower end.")
     upper = serializers.FloatField(allow_null=True, help_text="95% interval, upper end.")
     rank_lower = serializers.IntegerField(
-        allow_null=True, help_text="95% bootstrap rank band, best rank (1 = top)."
+        min_value=1, allow_null=True, help_text="95% bootstrap rank band, best rank (1 = top)."
     )
     rank_upper = serializers.IntegerField(
-        allow_null=True, help_text="95% bootstrap rank band, worst rank."
+        min_value=1, allow_null=True, help_text="95% bootstrap rank band, worst rank."
     )
     provisional = serializers.BooleanField(
         help_text="Fewer than n0 = 30 rated battles in the published refit: no refit value; "
@@ -42,14 +44,18 @@ class LeaderboardRowOutput(serializers.Serializer):
         allow_null=True,
         help_text="Why the refit cannot place the agent (SPEC §7.4), instead of a number.",
     )
-    fit_battles = serializers.IntegerField(help_text="The agent's battles in the refit.")
+    fit_battles = serializers.IntegerField(
+        min_value=0, help_text="The agent's battles in the refit."
+    )
     streaming_rating = serializers.FloatField(
         help_text="Streaming Elo, moved on every decided battle (not the published rating)."
     )
-    votes = serializers.IntegerField(help_text="Decided battles that moved the streaming value.")
-    wins = serializers.IntegerField()
-    losses = serializers.IntegerField()
-    draws = serializers.IntegerField(help_text="Ties and both-bad outcomes.")
+    votes = serializers.IntegerField(
+        min_value=0, help_text="Decided battles that moved the streaming value."
+    )
+    wins = serializers.IntegerField(min_value=0)
+    losses = serializers.IntegerField(min_value=0)
+    draws = serializers.IntegerField(min_value=0, help_text="Ties and both-bad outcomes.")
 
 
 class RefitStatusOutput(serializers.Serializer):
@@ -89,7 +95,8 @@ class LeaderboardOutput(serializers.Serializer):
         help_text="Excluded battles per reason, in SPEC §5.3 order.",
     )
     self_judged_only = serializers.IntegerField(
-        allow_null=True, help_text="Decided battles decided by the submitter's own vote alone."
+        allow_null=True,
+        help_text="Decided battles that rest on the submitting team's own blind votes alone.",
     )
     rows = LeaderboardRowOutput(many=True)
 

@@ -10,8 +10,8 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -22,12 +22,98 @@ from ratings.metrics_selectors import HOUR_S, arena_metrics
 from ratings.svg import BoxRow, Series, bar_chart, box_plot
 
 
+class LatencyOutput(serializers.Serializer):
+    label = serializers.CharField()
+    formula = serializers.CharField(help_text="How it is measured (SPEC §6).")
+    n = serializers.IntegerField(min_value=0, help_text="Battles measured in the window.")
+    p50 = serializers.FloatField(allow_null=True, help_text="Seconds; null when n = 0.")
+    p95 = serializers.FloatField(allow_null=True)
+    p99 = serializers.FloatField(allow_null=True)
+    mean = serializers.FloatField(allow_null=True)
+    min = serializers.FloatField(allow_null=True)
+    p25 = serializers.FloatField(allow_null=True)
+    p75 = serializers.FloatField(allow_null=True)
+    max = serializers.FloatField(allow_null=True)
+
+
+class FreshnessOutput(serializers.Serializer):
+    alpha_s = serializers.FloatField(help_text="α: judgments at most this old are fresh.")
+    value = serializers.FloatField(allow_null=True, help_text="F(α); null with no weight.")
+    fresh_weight = serializers.FloatField()
+    total_weight = serializers.FloatField()
+    battles = serializers.IntegerField(min_value=0)
+
+
+class DuplicateRateOutput(serializers.Serializer):
+    theta = serializers.FloatField(help_text="θ, the near-duplicate threshold.")
+    value = serializers.FloatField(allow_null=True, help_text="D(θ); null with no battles.")
+    duplicates = serializers.IntegerField(min_value=0)
+    battles = serializers.IntegerField(min_value=0)
+    corpus_cap = serializers.IntegerField(min_value=0)
+    capped = serializers.BooleanField()
+
+
+class HourlyOutput(serializers.Serializer):
+    bin_s = serializers.FloatField()
+    start = serializers.DateTimeField()
+    submitted = serializers.ListField(child=serializers.IntegerField(min_value=0))
+    ended = serializers.ListField(child=serializers.IntegerField(min_value=0))
+
+
+class StampOutput(serializers.Serializer):
+    field = serializers.CharField()
+    symbol = serializers.CharField()
+    label = serializers.CharField()
+    battles = serializers.IntegerField(min_value=0)
+
+
+class PendingStampOutput(serializers.Serializer):
+    field = serializers.CharField()
+    symbol = serializers.CharField()
+    label = serializers.CharField()
+    note = serializers.CharField()
+
+
+class StampCaveatOutput(serializers.Serializer):
+    field = serializers.CharField()
+    symbol = serializers.CharField()
+    note = serializers.CharField()
+
+
+class MetricsOutput(serializers.Serializer):
+    arena = serializers.CharField()
+    now = serializers.DateTimeField()
+    window_s = serializers.FloatField(help_text="The window the latencies cover.")
+    latencies = serializers.DictField(child=LatencyOutput(), help_text="By latency name.")
+    queue_depth = serializers.IntegerField(min_value=0)
+    slots_busy = serializers.IntegerField(min_value=0)
+    slots = serializers.IntegerField(min_value=1, help_text="C, the battle slots.")
+    arrivals = serializers.IntegerField(min_value=0)
+    arrival_rate_per_s = serializers.FloatField(min_value=0, help_text="λ.")
+    mean_service_s = serializers.FloatField(allow_null=True, help_text="E[S].")
+    service_n = serializers.IntegerField(min_value=0)
+    offered_load = serializers.FloatField(allow_null=True, help_text="ρ = λ E[S] / C.")
+    stable = serializers.BooleanField(allow_null=True, help_text="ρ < 1.")
+    in_system_now = serializers.IntegerField(min_value=0)
+    in_system_expected = serializers.FloatField(allow_null=True, help_text="λ E[T].")
+    mean_time_in_system_s = serializers.FloatField(allow_null=True, help_text="E[T].")
+    freshness = FreshnessOutput()
+    duplicate_rate = DuplicateRateOutput()
+    status_counts = serializers.DictField(
+        child=serializers.IntegerField(min_value=0), help_text="Battles per status."
+    )
+    hourly = HourlyOutput()
+    stamps = StampOutput(many=True)
+    stamps_not_produced = PendingStampOutput(many=True)
+    stamp_caveats = StampCaveatOutput(many=True)
+
+
 class MetricsApi(APIView):
     permission_classes = [AllowAny]
     authentication_classes = []
 
     @extend_schema(
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: MetricsOutput},
         description=(
             "Latency percentiles (seconds) of SPEC §6 over the last 24 h, queue depth, "
             "busy slots, offered load ρ, freshness F(α) and duplicate rate D(θ) of the "
