@@ -22,6 +22,8 @@ from accounts.services import (
     consent_terms_current,
     user_sign_up,
 )
+from accounts.throttling import SIGN_UPS, too_many
+from arena_site.ratelimit import client_address
 
 
 class SignUpForm(UserCreationForm):
@@ -65,6 +67,13 @@ def _safe_next(request: HttpRequest, default: str) -> str:
 def sign_up(request: HttpRequest) -> HttpResponse:
     form = SignUpForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
+        retry = SIGN_UPS.hit(client_address(request))
+        if retry is not None:
+            return too_many(
+                request,
+                what=f"Too many new accounts from your address: at most {SIGN_UPS.limit} an hour.",
+                retry_after_s=retry,
+            )
         user = user_sign_up(
             username=form.cleaned_data["username"],
             password=form.cleaned_data["password1"],

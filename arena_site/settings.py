@@ -3,12 +3,17 @@ typed helpers below; a bad value fails loudly at start-up, not at first use."""
 
 import json
 import os
+import re
+from datetime import timedelta
+from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
 
 from arena_site.config import ArenaConfig
+from arena_site.secret import SecretKeyError, secret_key_load
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -72,16 +77,70 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_networks(name: str) -> tuple[IPv4Network | IPv6Network, ...]:
+    """Comma-separated addresses or CIDR blocks (``10.0.0.0/8,::1``)."""
+    networks = []
+    for item in env_list(name, []):
+        try:
+            networks.append(ip_network(item, strict=False))
+        except ValueError as exc:
+            raise ImproperlyConfigured(
+                f"{name} must be addresses or CIDR blocks separated by commas, got {item!r}"
+            ) from exc
+    return tuple(networks)
+
+
+def env_header_value(name: str) -> tuple[str, str] | None:
+    """``HEADER=value`` with the header in request.META form, e.g.
+    ``HTTP_X_FORWARDED_PROTO=https``; unset is None."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    header, _, value = raw.partition("=")
+    header, value = header.strip(), value.strip()
+    if not re.fullmatch(r"HTTP_[A-Z0-9_]+", header) or not re.fullmatch(r"[A-Za-z0-9._-]+", value):
+        raise ImproperlyConfigured(
+            f"{name} must be HEADER=value with the header as Django's request.META names it, "
+            f"e.g. HTTP_X_FORWARDED_PROTO=https; got {raw!r}"
+        )
+    return header, value
+
+
 DEBUG = env_bool("ARENA_DEBUG", False)
-SECRET_KEY = os.environ.get("ARENA_SECRET_KEY", "")
-if not SECRET_KEY:
-    if not DEBUG and env_bool("ARENA_REQUIRE_SECRET_KEY", False):
-        raise ImproperlyConfigured("ARENA_SECRET_KEY must be set in production")
-    # Development default: `make run` and the tests work with no configuration.
-    SECRET_KEY = "insecure-development-key-set-ARENA_SECRET_KEY-in-production"  # noqa: S105
 
 ALLOWED_HOSTS = env_list("ARENA_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("ARENA_CSRF_TRUSTED_ORIGINS", [])
+
+# HTTPS (docs/security.md): off by default so `make run` serves plain http://127.0.0.1;
+# a production environment turns them on.
+SECURE_SSL_REDIRECT = env_bool("ARENA_SECURE_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = env_int("ARENA_SECURE_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("ARENA_SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("ARENA_SECURE_HSTS_PRELOAD", False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("ARENA_SECURE_COOKIES", False)
+# Only behind a proxy that sets this header itself (and strips it from clients).
+SECURE_PROXY_SSL_HEADER = env_header_value("ARENA_SECURE_PROXY_SSL_HEADER")
+SESSION_COOKIE_HTTPONLY = True
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+# Every response: nothing but the arena's own files runs or loads (htmx runs without
+# eval; computed bar widths are SVG attributes, not inline styles). 'self' covers the
+# pages' websockets to the same host and port (CSP 3; tests/e2e/test_csp.py checks it).
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF],
+    "style-src": [CSP.SELF],
+    "img-src": [CSP.SELF, "data:"],
+    "connect-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+    "form-action": [CSP.SELF],
+}
+# The client address that per-address limits count (arena_site/ratelimit.py): the peer,
+# or behind these proxies the nearest X-Forwarded-For hop that is not one of them.
+TRUSTED_PROXIES = env_networks("ARENA_TRUSTED_PROXIES")
 
 INSTALLED_APPS = [
     "daphne",
@@ -95,6 +154,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "channels",
     "django_rq",
+    "axes",
     "accounts",
     "agents",
     "sandboxes",
@@ -105,6 +165,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -112,6 +173,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # last: turns a log-in lockout into the 429 page (accounts/throttling.py)
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "arena_site.urls"
@@ -135,6 +198,12 @@ TEMPLATES = [
 
 # PostgreSQL when DATABASE_URL is set; a SQLite file is the zero-setup fallback.
 DATA_DIR = Path(env_str("ARENA_DATA_DIR", str(BASE_DIR / "var")))
+# No built-in key: ARENA_SECRET_KEY, else <data dir>/secret_key (generated by `make setup`
+# and `make run`), else start-up stops and says so (arena_site/secret.py).
+try:
+    SECRET_KEY = secret_key_load(DATA_DIR)
+except SecretKeyError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
 if DATABASE_URL:
     DATABASES = {
@@ -190,6 +259,23 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# Log-in throttling (django-axes; accounts/throttling.py, docs/security.md): failed
+# log-ins within the cool-off are counted per (username, client address) and per client
+# address; a rule at its limit answers 429 with Retry-After until its failures age out.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out client
+    "django.contrib.auth.backends.ModelBackend",
+]
+LOGIN_LOCKOUT_RULES = ((("username", "ip_address"), 5), (("ip_address",), 20))
+AXES_LOCKOUT_PARAMETERS = [list(parameters) for parameters, _ in LOGIN_LOCKOUT_RULES]
+AXES_FAILURE_LIMIT = LOGIN_LOCKOUT_RULES[0][1]
+AXES_COOLOFF_TIME = timedelta(minutes=15)
+AXES_HANDLER = "accounts.throttling.LoginFailureHandler"
+AXES_LOCKOUT_CALLABLE = "accounts.throttling.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "arena_site.ratelimit.client_address"
+# A success must not wipe the per-address count (an attacker's own account would).
+AXES_RESET_ON_SUCCESS = False
+AXES_VERBOSE = False  # no start-up banner from every process
 LOGIN_URL = "accounts:login"
 LOGIN_REDIRECT_URL = "battles:submit"
 LOGOUT_REDIRECT_URL = "ratings:leaderboard"
@@ -207,23 +293,47 @@ WHITENOISE_USE_FINDERS = True
 # and are served only through views that check access.
 PRIVATE_MEDIA_ROOT = Path(env_str("ARENA_PRIVATE_MEDIA_ROOT", str(DATA_DIR / "private")))
 
+# Request bodies: form fields and JSON bodies up to 2.5 MiB, 1000 fields (Django's
+# defaults, stated: the admin's bulk actions post one field per row); few files (a task
+# takes ATTACHMENTS_MAX_COUNT, the margin lets the service name a few too many itself).
+# Attachments are bounded before parsing (battles/attachments.py); an upload over
+# FILE_UPLOAD_MAX_MEMORY_SIZE spools to disk. Over a limit the API answers 413.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+DATA_UPLOAD_MAX_NUMBER_FIELDS = 1000
+DATA_UPLOAD_MAX_NUMBER_FILES = 20
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "accounts.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # Strict input, one output shape (arena_site/parsers.py, docs/api.md): JSON bodies
+    # everywhere, multipart only where a view says so (task attachments); JSON answers.
+    "DEFAULT_PARSER_CLASSES": ["arena_site.parsers.StrictJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "arena_site.parsers.FallbackNegotiation",
+    "DEFAULT_SCHEMA_CLASS": "arena_site.schema.ArenaAutoSchema",
     "EXCEPTION_HANDLER": "arena_site.exceptions.api_exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "arena_site.parsers.StrictLimitOffsetPagination",
     "PAGE_SIZE": 50,
+    # Anonymous calls per client address (accounts/throttling.py); signed-in users are
+    # not throttled here (the judge limits of judging/services.py stay as they are).
+    "DEFAULT_THROTTLE_CLASSES": ["accounts.throttling.AnonymousAddressThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"anon": "120/min"},
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Agent Arena API",
     "DESCRIPTION": "Submit tasks, judge battles blind, read the leaderboard.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # "status" means a battle's or a run's: one enum name each (arena_site/schema.py)
+    "ENUM_NAME_OVERRIDES": {
+        "BattleStatusEnum": "battles.models.Battle.Status",
+        "RunStatusEnum": "battles.models.Run.Status",
+    },
 }
 
 LOGGING = {

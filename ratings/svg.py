@@ -1,8 +1,9 @@
 """Tiny server-side SVG charts for the metrics page: no JavaScript, no build step. Pure.
 
-Every chart is one self-contained ``<svg>`` string: well-formed XML, all text escaped,
-colours from the site's CSS variables (with fallbacks, so the file also renders alone),
-scaled to its container through its viewBox so it fits a phone's width.
+Every chart is one ``<svg>`` string for a page: well-formed XML, all text escaped, styled
+by class from the site's stylesheet (``static/arena.css``, the ``mx-*`` rules: no inline
+style, which the pages' Content-Security-Policy refuses), scaled to its container
+through its viewBox so it fits a phone's width.
 """
 
 import math
@@ -13,23 +14,6 @@ from html import escape
 from ratings.metrics import format_duration
 
 WIDTH = 400  # viewBox units; the chart scales to its container
-
-STYLE = (
-    ".mx-svg{font:13px system-ui,-apple-system,'Segoe UI',sans-serif}"
-    ".mx-svg text{fill:var(--fg,#1d2330)}"
-    ".mx-svg text.mx-muted{fill:var(--muted,#6b7385)}"
-    ".mx-axis{stroke:var(--muted,#6b7385);stroke-width:1}"
-    ".mx-grid{stroke:var(--line,#dfe3ea);stroke-width:1}"
-    ".mx-whisker{stroke:var(--fg,#1d2330);stroke-width:1.2}"
-    ".mx-box{fill:var(--accent,#3b5bdb);fill-opacity:.18;stroke:var(--accent,#3b5bdb);"
-    "stroke-width:1.2}"
-    ".mx-median{stroke:var(--accent,#3b5bdb);stroke-width:3}"
-    ".mx-tail{stroke:var(--bad,#c92a2a);stroke-width:2}"
-    ".mx-mean{fill:#fff;stroke:var(--fg,#1d2330);stroke-width:1.2}"
-    ".mx-bar-0{fill:var(--accent,#3b5bdb)}"
-    ".mx-bar-1{fill:var(--ok,#2b8a3e)}"
-    ".mx-bar-2{fill:#e67700}"
-)
 
 
 def _num(value: float) -> str:
@@ -51,9 +35,8 @@ def _svg(height: float, title: str, desc: str, body: list[str]) -> str:
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" class="mx-svg" role="img" '
         f'viewBox="0 0 {WIDTH} {_num(height)}" width="100%" '
-        f'preserveAspectRatio="xMidYMid meet" style="display:block;max-width:30rem;margin:auto">'
-        f"<title>{escape(title)}</title><desc>{escape(desc)}</desc>"
-        f"<style>{STYLE}</style>{''.join(body)}</svg>"
+        f'preserveAspectRatio="xMidYMid meet">'
+        f"<title>{escape(title)}</title><desc>{escape(desc)}</desc>{''.join(body)}</svg>"
     )
 
 

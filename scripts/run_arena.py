@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from arena_site.secret import ENV_NAME, secret_key_generate  # noqa: E402
 from sandboxes.reaping import become_subreaper, reap_orphans  # noqa: E402
 
 PY = sys.executable
@@ -128,6 +129,9 @@ def logins() -> list[str]:
 def main() -> None:
     env = dict(os.environ)
     env.setdefault("DJANGO_SETTINGS_MODULE", "arena_site.settings")
+    if not env.get(ENV_NAME, "").strip():
+        # the data dir's own key, generated once and kept with its data
+        secret_key_generate(Path(env.get("ARENA_DATA_DIR", ROOT / "var")))
     # The refit's dense solves are small (n agents squared): one BLAS thread each is
     # faster than a pool contending for the cores the sandboxes use
     # (tests/bench/bench_ratings.py measures both).

@@ -75,3 +75,5 @@ install_python_env() {
 
 install_debian_packages
 install_python_env
+# The secret key of the data dir (generated once, never overwritten; arena_site/secret.py)
+.venv/bin/python -m arena_site.secret "${ARENA_DATA_DIR:-var}"

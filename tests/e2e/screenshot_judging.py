@@ -58,7 +58,10 @@ def main() -> None:
         )
         try:
             context = browser.new_context(
-                base_url=base_url, viewport=JUDGE_VIEWPORT, device_scale_factor=1
+                bypass_csp=True,  # wait_for_function evaluates a string
+                base_url=base_url,
+                viewport=JUDGE_VIEWPORT,
+                device_scale_factor=1,
             )
             page = context.new_page()
             page.goto("/accounts/login/")

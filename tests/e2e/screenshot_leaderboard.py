@@ -57,7 +57,11 @@ def main() -> None:
             args=CHROMIUM_ARGS,
         )
         try:
-            context = browser.new_context(viewport=VIEWPORT, device_scale_factor=1)
+            context = browser.new_context(
+                viewport=VIEWPORT,
+                device_scale_factor=1,
+                bypass_csp=True,  # wait_for_function
+            )
             context.add_init_script(PAGE_PROBE)
             page = context.new_page()
             response = page.goto(base_url + "/")

@@ -41,10 +41,7 @@ def test_the_history_plots_one_point_per_published_snapshot(alice, agents, rng):
     assert len(re.findall(r"<polygon ", svg)) == 1  # the 95% band
     assert "2 published snapshots of 3" in svg
     latest = RatingSnapshot.objects.latest().points.get(agent=agents["rulebook"])
-    assert (
-        f'id="published-rating" style="font-size:1.4em;font-weight:600">{latest.rating:.0f}<'
-        in (page)
-    )
+    assert f'id="published-rating" class="headline">{latest.rating:.0f}<' in (page)
 
 
 def test_head_to_head_counts_outcomes_from_the_agents_side(alice, agents):
