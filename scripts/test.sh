@@ -10,6 +10,9 @@ export ARENA_CHANNEL_PREFIX=arena-test ARENA_CACHE_PREFIX=arena-test
 export ARENA_DATA_DIR="${ARENA_DATA_DIR:-$PWD/var/test}"
 mkdir -p "$ARENA_DATA_DIR/staticfiles"  # WhiteNoise warns on every request without it
 export PYTHONDONTWRITEBYTECODE=1
+# A fresh key per run: the suite never signs with a key that exists anywhere else.
+ARENA_SECRET_KEY="$(.venv/bin/python -c 'import secrets; print(secrets.token_urlsafe(50))')"
+export ARENA_SECRET_KEY
 # Small dense solves: one BLAS thread is faster than a pool on a busy machine.
 export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}" OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 # No DNS from the suite: sandbox egress resolves nothing, "public" hosts are simulated.
@@ -20,7 +23,7 @@ $py - <<'PY'
 import os, sys
 import psycopg, redis
 try:
-    psycopg.connect(os.environ["DATABASE_URL"].replace("/arena", "/postgres"), connect_timeout=3).close()
+    psycopg.connect(os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/postgres", connect_timeout=3).close()
 except Exception as exc:
     sys.exit(f"test: PostgreSQL is not reachable at {os.environ['DATABASE_URL']}: {exc}")
 try:
@@ -31,6 +34,8 @@ PY
 
 echo "== lint"
 $py -m ruff check --quiet .
+echo "== import layers (pyproject.toml [tool.importlinter])"
+.venv/bin/lint-imports --no-cache >/dev/null || .venv/bin/lint-imports --no-cache
 echo "== migrations are complete"
 # (on a scratch SQLite: the check needs no server, and no "arena" database must exist)
 DATABASE_URL= ARENA_DATA_DIR="$(mktemp -d)" $py manage.py makemigrations --check --dry-run >/dev/null
