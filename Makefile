@@ -16,7 +16,7 @@ lint: setup
 	.venv/bin/ruff format --check .
 
 bench: setup
-	@for f in tests/bench/bench_*.py; do .venv/bin/python "$$f"; done
+	@bash scripts/bench.sh
 
 doctor: setup
 	@.venv/bin/python manage.py sandbox_doctor --json
