@@ -8,6 +8,7 @@ from django.db import transaction
 
 from agents.models import Agent, AgentStandingLogEntry, Arena
 from agents.services import agent_standing_changes, agent_standing_log
+from arena_site.admin import ReadOnlyAdmin
 
 
 @admin.register(Arena)
@@ -96,18 +97,9 @@ class AgentAdmin(admin.ModelAdmin):
 
 
 @admin.register(AgentStandingLogEntry)
-class AgentStandingLogEntryAdmin(admin.ModelAdmin):
-    """Read-only: entries are written by the agent form above."""
+class AgentStandingLogEntryAdmin(ReadOnlyAdmin):
+    """Entries are written by the agent form above."""
 
     list_display = ["at", "agent", "changes", "actor", "note"]
     list_filter = ["agent__arena"]
     search_fields = ["agent__slug", "note"]
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False

@@ -4,22 +4,12 @@ agents did and what judges saw, and are never edited or deleted here."""
 
 from django.contrib import admin
 
+from arena_site.admin import ReadOnlyAdmin
 from battles.models import Attachment, Battle, Run, Span, Step, Task
 
 
-class EvidenceAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
-
-
 @admin.register(Task)
-class TaskAdmin(EvidenceAdmin):
+class TaskAdmin(ReadOnlyAdmin):
     list_display = ["id", "team", "submitter", "created_at"]
     search_fields = ["instruction"]
 
@@ -36,7 +26,7 @@ class RunInline(admin.TabularInline):
 
 
 @admin.register(Battle)
-class BattleAdmin(EvidenceAdmin):
+class BattleAdmin(ReadOnlyAdmin):
     list_display = [
         "id",
         "status",
@@ -53,22 +43,22 @@ class BattleAdmin(EvidenceAdmin):
 
 
 @admin.register(Run)
-class RunAdmin(EvidenceAdmin):
+class RunAdmin(ReadOnlyAdmin):
     list_display = ["id", "battle", "side", "agent", "status", "end_reason"]
 
 
 @admin.register(Step)
-class StepAdmin(EvidenceAdmin):
+class StepAdmin(ReadOnlyAdmin):
     list_display = ["id", "run", "index", "tool", "duration_ms"]
 
 
 @admin.register(Attachment)
-class AttachmentAdmin(EvidenceAdmin):
+class AttachmentAdmin(ReadOnlyAdmin):
     list_display = ["name", "task", "team", "size", "content_type", "created_at"]
 
 
 @admin.register(Span)
-class SpanAdmin(EvidenceAdmin):
+class SpanAdmin(ReadOnlyAdmin):
     list_display = [
         "run",
         "step_index",

@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.shortcuts import redirect
 from django.urls import reverse
 
+from arena_site.admin import ReadOnlyAdmin
 from arena_site.exceptions import ApplicationError
 from battles.models import Battle
 from judging.models import Assignment, ExclusionLogEntry, JudgeProfile, JudgeTrustLogEntry, Vote
@@ -62,24 +63,17 @@ class JudgeProfileAdmin(admin.ModelAdmin):
 
 
 @admin.register(Assignment)
-class AssignmentAdmin(admin.ModelAdmin):
-    """What was served to whom and when (the reading time's start): evidence, read-only."""
+class AssignmentAdmin(ReadOnlyAdmin):
+    """What was served to whom and when (the reading time's start): evidence."""
 
     list_display = ["judge", "battle", "served_at", "voided_at"]
     raw_id_fields = ["judge", "battle"]
 
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
-
 
 @admin.register(Vote)
-class VoteAdmin(admin.ModelAdmin):
+class VoteAdmin(ReadOnlyAdmin):
+    """Votes are evidence: they change only through the judging services."""
+
     list_display = [
         "judge",
         "battle",
@@ -93,17 +87,6 @@ class VoteAdmin(admin.ModelAdmin):
     ]
     list_filter = ["choice", "admissible", "retracted", "counted", "is_submitter"]
     raw_id_fields = ["judge", "battle"]
-    readonly_fields = [f.name for f in Vote._meta.fields]
-
-    # Votes are evidence: they change only through the judging services.
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 class ExclusionForm(forms.ModelForm):

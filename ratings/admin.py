@@ -1,20 +1,8 @@
 from django.contrib import admin
 
+# Rating state moves only by the rules (decided battles, the refit): read-only here.
+from arena_site.admin import ReadOnlyAdmin
 from ratings.models import AgentRating, RatingPoint, RatingSnapshot, RefitState, VoteImport
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Rating state moves only by the rules (decided battles, the refit): an admin may
-    look, never edit, add or delete."""
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(AgentRating)
