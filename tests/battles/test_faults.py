@@ -9,6 +9,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.utils import timezone
 
 from battles.models import Battle, Run
@@ -16,6 +17,7 @@ from battles.services import battle_run, battles_fail_stuck, task_submit
 from sandboxes.models import SandboxLease
 from sandboxes.reaping import become_subreaper
 from sandboxes.services import sandbox_janitor
+from tests.processes import live_processes
 from tests.servers import ROOT, child_env, ensure_public_arena
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -73,9 +75,8 @@ def test_a_worker_killed_mid_battle_leaves_nothing_stuck(alice, roster, sandbox_
     sandbox_janitor()
     assert SandboxLease.objects.filter(released_at=None).count() == 0
     assert list(sandbox_root.iterdir()) == []
-    uids = [str(61000 + slot) for slot in range(8)]
-    leftover = subprocess.run(["pgrep", "-U", ",".join(uids)], capture_output=True, text=True)
-    assert leftover.stdout.split() == []
+    base = settings.ARENA.sandbox_uid_base
+    assert live_processes(*(base + slot for slot in range(8))) == []
     assert battles_fail_stuck(stuck_after_s=60) == []  # idempotent
 
 

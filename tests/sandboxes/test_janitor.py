@@ -11,6 +11,7 @@ import pytest
 from sandboxes.models import SandboxLease
 from sandboxes.reaping import become_subreaper
 from sandboxes.services import sandbox_janitor
+from tests.processes import live_processes
 from tests.servers import ROOT, child_env
 
 pytestmark = [
@@ -31,7 +32,7 @@ with sandbox_session(SandboxSpec(run_id=None, desktop=False)) as box:
 
 
 def uid_processes(uid: int) -> list[str]:
-    return subprocess.run(["pgrep", "-U", str(uid)], capture_output=True, text=True).stdout.split()
+    return live_processes(uid)
 
 
 def test_janitor_reaps_the_sandbox_of_a_worker_killed_mid_run(sandbox_root, tmp_path, settings):

@@ -4,7 +4,6 @@ desktop with Xvfb and Chromium, bounded output, safe deliveries."""
 import io
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ from sandboxes import cgroups
 from sandboxes.base import SandboxSpec, ToolError
 from sandboxes.local import LocalBackend
 from sandboxes.tools import tool_call
+from tests.processes import live_processes
 
 UID_BASE = 61000
 SHELL_ONLY = SandboxSpec(
@@ -32,7 +32,7 @@ PAGE = "data:text/html,<title>Form</title><input id=q autofocus style='font-size
 
 
 def uid_processes(uid: int) -> list[str]:
-    return subprocess.run(["pgrep", "-U", str(uid)], capture_output=True, text=True).stdout.split()
+    return live_processes(uid)
 
 
 @pytest.fixture
