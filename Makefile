@@ -1,22 +1,29 @@
 # The two commands that matter: `make run` (the arena on embedded defaults) and
 # `make test` (the whole suite). Both install what is missing first.
-.PHONY: setup run test lint bench doctor
+# `setup` installs the runtime only (requirements.lock); `setup-test` adds the test tools
+# (requirements-test.lock), which `make test`, `make lint` and `make bench` need.
+.PHONY: setup setup-test run test lint bench doctor
 
 setup:
-	@bash scripts/setup.sh
+	@bash scripts/setup.sh run
+
+setup-test:
+	@bash scripts/setup.sh test
 
 run: setup
 	@.venv/bin/python scripts/run_arena.py
 
-test: setup
+test: setup-test
 	@bash scripts/test.sh
 
-lint: setup
+lint: setup-test
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 
-bench: setup
+bench: setup-test
 	@bash scripts/bench.sh
 
+# The doctor leases a sandbox slot like a worker does: the database must be migrated.
 doctor: setup
+	@.venv/bin/python manage.py migrate --noinput -v 0
 	@.venv/bin/python manage.py sandbox_doctor --json

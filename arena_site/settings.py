@@ -205,25 +205,34 @@ try:
 except SecretKeyError as exc:
     raise ImproperlyConfigured(str(exc)) from None
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
+# The SQLite fallback's options (a writer waits its turn instead of failing at once).
+SQLITE_OPTIONS = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
 if DATABASE_URL:
-    DATABASES = {
-        "default": dj_database_url.parse(
+    try:
+        _database = dj_database_url.parse(
             DATABASE_URL,
             conn_max_age=env_int("ARENA_DB_CONN_MAX_AGE", 60, minimum=0),
             conn_health_checks=True,
         )
-    }
-    # Server-side prepared statements after this many runs of a query (psycopg 3);
-    # 0 turns them off, as a transaction-pooling PgBouncer needs.
-    _prepare = env_int("ARENA_DB_PREPARE_THRESHOLD", 2, minimum=0)
-    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = _prepare or None
+    except ValueError as exc:  # an unknown scheme, a malformed URL
+        raise ImproperlyConfigured(f"DATABASE_URL is not a database URL Django knows: {exc}")
+    _options = _database.setdefault("OPTIONS", {})
+    if _database["ENGINE"] == "django.db.backends.postgresql":
+        # Server-side prepared statements after this many runs of a query (psycopg 3);
+        # 0 turns them off, as a transaction-pooling PgBouncer needs.
+        _prepare = env_int("ARENA_DB_PREPARE_THRESHOLD", 2, minimum=0)
+        _options["prepare_threshold"] = _prepare or None
+    elif _database["ENGINE"] == "django.db.backends.sqlite3":
+        for _key, _value in SQLITE_OPTIONS.items():
+            _options.setdefault(_key, _value)
+    DATABASES = {"default": _database}
 else:
     DATA_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": DATA_DIR / "arena.sqlite3",
-            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
+            "OPTIONS": dict(SQLITE_OPTIONS),
         }
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

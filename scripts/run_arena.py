@@ -1,9 +1,16 @@
 """`make run`: the whole arena on one machine, on embedded defaults.
 
 Migrates, seeds the demo, then starts Daphne (HTTP + websockets), the RQ workers and
-RQ's cron scheduler as children, prints where to go and how to log in, and stops every
-child on Ctrl-C (or SIGTERM)."""
+RQ's cron scheduler as children, prints where to go and how to log in once the web
+server answers, and stops every child (its private Redis too) however it is stopped:
+Ctrl-C, SIGTERM or SIGHUP to this process or to its process group, or its parent (make)
+going away. Every child leads a process group of its own and is told to die with this
+process (PR_SET_PDEATHSIG), so even a SIGKILL here leaves no worker claiming jobs.
 
+``ARENA_SEED_BATTLES=false`` seeds the demo accounts and roster without running the
+demo battles (quick starts; the tests of these stop paths use it)."""
+
+import contextlib
 import os
 import shutil
 import signal
@@ -23,6 +30,21 @@ from sandboxes.reaping import become_subreaper, reap_orphans  # noqa: E402
 PY = sys.executable
 HOST = os.environ.get("ARENA_HOST", "127.0.0.1")
 PORT = int(os.environ.get("ARENA_PORT", "8000"))
+PR_SET_PDEATHSIG = 1
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# How long the web server may take to answer before the start counts as failed.
+WEB_READY_TIMEOUT_S = 120
+
+
+class Stop(Exception):
+    """A stop signal arrived, or a child died."""
+
+
+def die_with_parent() -> None:
+    """In a child between fork and exec: SIGTERM when the parent goes away."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 def say(message: str) -> None:
@@ -64,6 +86,7 @@ def ensure_redis(env: dict[str, str], children: list[subprocess.Popen]) -> None:
              "--dir", str(data)],
             stdout=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=die_with_parent,
         )
     )  # fmt: skip
     env["REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
@@ -75,38 +98,87 @@ def ensure_redis(env: dict[str, str], children: list[subprocess.Popen]) -> None:
 
 
 PREPARE = """
-import django
+import os, django
 django.setup()
 from django.core.management import call_command
 call_command("migrate", interactive=False, verbosity=0)
 call_command("collectstatic", interactive=False, verbosity=0)
-call_command("seed_demo")
+if os.environ.get("ARENA_SEED_BATTLES", "true").strip().lower() in ("0", "false", "no", "off"):
+    call_command("seed_demo", "--no-battles")
+else:
+    call_command("seed_demo")
 """
 
 
-def prepare(env: dict[str, str]) -> None:
+def prepare(env: dict[str, str], children: list[subprocess.Popen]) -> None:
     """Migrate, collect static files and seed the demo in one process (Django's start-up
-    costs seconds on a small machine; pay it once)."""
-    subprocess.run([PY, "-c", PREPARE], cwd=ROOT, env=env, check=True)
+    costs seconds on a small machine; pay it once). It is a child like the others: a stop
+    signal during it stops it too."""
+    child = start("preparation (migrate, static files, demo)", [PY, "-c", PREPARE], env)
+    children.append(child)
+    while child.poll() is None:
+        time.sleep(0.2)
+    children.remove(child)
+    if child.returncode != 0:
+        raise subprocess.CalledProcessError(child.returncode, child.args)
 
 
 def start(name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen:
     say(f"starting {name}")
-    # Each child leads its own process group, so stopping it stops its children too.
-    return subprocess.Popen(argv, cwd=ROOT, env=env, start_new_session=True)
+    # Each child leads its own process group, so stopping it stops its children too, and
+    # dies with this process whatever kills it.
+    return subprocess.Popen(
+        argv, cwd=ROOT, env=env, start_new_session=True, preexec_fn=die_with_parent
+    )
 
 
 def stop_all(children: list[subprocess.Popen]) -> None:
+    """Stops the arena's processes first, then the private Redis they talk to (stopped
+    together, the workers would fail to release their locks on the way out)."""
+    redis_servers = [c for c in children if c.args and Path(str(c.args[0])).name == "redis-server"]
+    _stop([c for c in children if c not in redis_servers])
+    _stop(redis_servers)
+
+
+def _stop(children: list[subprocess.Popen]) -> None:
     for child in children:
         if child.poll() is None:
-            os.killpg(child.pid, signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGTERM)
     deadline = time.monotonic() + 10
     for child in children:
         try:
             child.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
             child.wait()
+
+
+def wait_for_web(children: list[subprocess.Popen]) -> None:
+    """Until the web server answers (the banner comes only then), or a child dies."""
+    import urllib.error
+    import urllib.request
+
+    url = f"http://{HOST}:{PORT}/accounts/login/"
+    deadline = time.monotonic() + WEB_READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        watch(children)
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except (urllib.error.URLError, OSError):
+            time.sleep(0.3)
+    say(f"the web server did not answer at {url} within {WEB_READY_TIMEOUT_S} s")
+    raise Stop
+
+
+def watch(children: list[subprocess.Popen]) -> None:
+    reap_orphans(keep={child.pid for child in children})
+    for child in children:
+        if child.poll() is not None:
+            say(f"a child exited with code {child.returncode} ({child.args[:4]}); stopping")
+            raise Stop
 
 
 def logins() -> list[str]:
@@ -140,18 +212,24 @@ def main() -> None:
     children: list[subprocess.Popen] = []
 
     def on_signal(signum, frame):
-        raise KeyboardInterrupt
+        # Once: a second Ctrl-C while stopping must not interrupt the stop itself.
+        for stop_signal in STOP_SIGNALS:
+            signal.signal(stop_signal, signal.SIG_IGN)
+        raise Stop
 
-    signal.signal(signal.SIGTERM, on_signal)
+    for stop_signal in STOP_SIGNALS:
+        signal.signal(stop_signal, on_signal)
+    die_with_parent()  # make going away (SIGTERM to make alone) stops us too
     # Sandbox processes orphaned by a worker that died are reparented to us (not to
     # the host's pid 1, which reaps slowly): we reap them.
     become_subreaper()
+    code = 0
     try:
         ensure_redis(env, children)
         say(
             "database: " + ("DATABASE_URL" if env.get("DATABASE_URL") else "SQLite file under var/")
         )
-        prepare(env)
+        prepare(env, children)
         slots = int(env.get("ARENA_BATTLE_SLOTS", "4"))
         children.append(
             start(
@@ -177,6 +255,7 @@ def main() -> None:
             )
         )  # fmt: skip
         children.append(start("scheduler", [PY, "manage.py", "rqcron", "arena_site.cron"], env))
+        wait_for_web(children)
         base = f"http://{HOST}:{PORT}"
         print(
             "\n".join(
@@ -197,19 +276,20 @@ def main() -> None:
             flush=True,
         )
         while True:
-            reap_orphans(keep={child.pid for child in children})
-            for child in children:
-                if child.poll() is not None:
-                    say(f"a child exited with code {child.returncode} ({child.args[:4]}); stopping")
-                    raise KeyboardInterrupt
+            watch(children)
             time.sleep(0.5)
-    except KeyboardInterrupt:
-        say("stopping")
+    except Stop:
+        pass
     except subprocess.CalledProcessError as exc:
         say(f"preparing the arena failed (exit code {exc.returncode}); see the error above")
+        code = 1
+    finally:
+        for stop_signal in STOP_SIGNALS:
+            signal.signal(stop_signal, signal.SIG_IGN)
+        say("stopping")
         stop_all(children)
-        sys.exit(1)
-    stop_all(children)
+        say("stopped")
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,20 @@
 # Installs what the arena needs, idempotently: the Debian packages (only the missing
 # ones, only when we may install them) and the locked Python dependencies into .venv,
 # built on a Python >= 3.12 found on this machine.
+#
+#   scripts/setup.sh        the runtime (requirements.lock): what `make run` needs
+#   scripts/setup.sh test   the runtime and the test tools (requirements-test.lock)
+#
+# A .venv that has the test lock has the runtime too: `make run` after `make test`
+# installs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+MODE="${1:-run}"
+case "$MODE" in
+    run | test) ;;
+    *) echo "setup: usage: scripts/setup.sh [run|test]" >&2; exit 2 ;;
+esac
 
 DEBIAN_PACKAGES=(bubblewrap chromium xvfb xdotool python3 curl procps fonts-dejavu-core
     tesseract-ocr tesseract-ocr-eng)
@@ -58,19 +70,27 @@ install_python_env() {
         "$py" -m venv .venv
     fi
     local want_uv
-    want_uv=$(sed -n 's/^uv==\([^ ]*\).*/\1/p' requirements.lock)
+    want_uv=$(sed -n 's/^uv==\([^ ]*\).*/\1/p' requirements.lock | head -n 1)
     if ! .venv/bin/uv --version 2>/dev/null | grep -q " $want_uv"; then
         .venv/bin/python -m pip install -q --disable-pip-version-check "uv==$want_uv"
     fi
-    # A stamp of the lock's hash skips the sync when nothing changed.
-    local stamp=.venv/.requirements.lock.sha256
-    local sum
-    sum=$(sha256sum requirements.lock | cut -d' ' -f1)
-    if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$sum" ]; then
-        say "installing locked Python dependencies"
-        VIRTUAL_ENV=.venv .venv/bin/uv pip sync -q --python .venv/bin/python requirements.lock
-        echo "$sum" > "$stamp"
+    # A stamp of the synced lock (its name and hash) skips the sync when nothing changed.
+    local stamp=.venv/.lock-stamp
+    local lock=requirements.lock
+    [ "$MODE" = test ] && lock=requirements-test.lock
+    local want have
+    want="$lock $(sha256sum "$lock" | cut -d' ' -f1)"
+    have=$(cat "$stamp" 2>/dev/null || true)
+    if [ "$have" = "$want" ]; then
+        return 0
     fi
+    if [ "$MODE" = run ] && [ "${have%% *}" = requirements-test.lock ] &&
+        [ "$have" = "requirements-test.lock $(sha256sum requirements-test.lock | cut -d' ' -f1)" ]; then
+        return 0  # the test lock holds the runtime
+    fi
+    say "installing locked Python dependencies ($lock)"
+    VIRTUAL_ENV=.venv .venv/bin/uv pip sync -q --python .venv/bin/python "$lock"
+    echo "$want" > "$stamp"
 }
 
 install_debian_packages
