@@ -215,7 +215,9 @@ if DATABASE_URL:
             conn_health_checks=True,
         )
     except ValueError as exc:  # an unknown scheme, a malformed URL
-        raise ImproperlyConfigured(f"DATABASE_URL is not a database URL Django knows: {exc}")
+        raise ImproperlyConfigured(
+            f"DATABASE_URL is not a database URL Django knows: {exc}"
+        ) from None
     _options = _database.setdefault("OPTIONS", {})
     if _database["ENGINE"] == "django.db.backends.postgresql":
         # Server-side prepared statements after this many runs of a query (psycopg 3);
