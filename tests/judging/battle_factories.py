@@ -11,7 +11,10 @@ from battles.models import Battle, Run, Step, Task
 from judging.models import Vote
 from judging.services import judge_next, vote_cast
 
-T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
+# An hour before the suite started: every time a test travels to (T0 plus minutes) is in
+# the past of the real clock, which the services read when a test does not travel, and
+# far inside the judging window (JUDGING_TTL, a day), whatever day the suite runs.
+T0 = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)).replace(second=0, microsecond=0)
 READ = dt.timedelta(seconds=30)  # longer than the reading time of the default messages
 
 

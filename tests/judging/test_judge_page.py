@@ -17,8 +17,8 @@ from battles.services import task_submit
 from judging.models import Vote
 from judging.services import battle_resolve, judge_next, vote_cast
 from tests.conftest import make_person
+from tests.judging.battle_factories import T0
 
-T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 64
 
 

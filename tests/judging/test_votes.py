@@ -14,8 +14,7 @@ from judging.decision import consensus
 from judging.models import Vote
 from judging.services import battle_resolve, vote_cast
 from ratings.models import AgentRating
-
-T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
+from tests.judging.battle_factories import T0
 
 
 @pytest.fixture
