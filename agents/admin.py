@@ -7,8 +7,9 @@ from django.contrib import admin
 from django.db import transaction
 
 from agents.models import Agent, AgentStandingLogEntry, Arena
-from agents.services import agent_standing_changes, agent_standing_log
+from agents.services import agent_destinations_check, agent_standing_changes, agent_standing_log
 from arena_site.admin import ReadOnlyAdmin
+from arena_site.exceptions import ApplicationError
 
 
 @admin.register(Arena)
@@ -48,6 +49,15 @@ class AgentForm(forms.ModelForm):
 
     def clean(self):
         data = super().clean()
+        # The endpoint or base URL the worker would call: no internal address unless an
+        # operator allow-lists it (ARENA_INTERNAL_ALLOWLIST), checked again at each call.
+        try:
+            agent_destinations_check(
+                kind=data.get("kind", ""), provider=data.get("provider", ""),
+                params=data.get("params"),
+            )  # fmt: skip
+        except ApplicationError as exc:
+            self.add_error("params", exc.message)
         if self.instance.pk:
             self.standing_changes = agent_standing_changes(agent=self.instance, proposed=data)
             if self.standing_changes and not (data.get("standing_note") or "").strip():

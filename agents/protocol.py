@@ -102,6 +102,11 @@ def observation_schema() -> dict[str, Any]:
                             "truncated": {"type": "boolean"},
                             "timed_out": {"type": "boolean"},
                             "error": {"type": "string"},
+                            "escaped": {
+                                "type": "boolean",
+                                "description": "Some output held NUL bytes or invalid UTF-8: "
+                                "the texts carry them escaped (\\x00, \\xff).",
+                            },
                             "data": {"type": "object"},
                         },
                         "required": ["ok", "tool"],

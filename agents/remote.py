@@ -1,9 +1,12 @@
 """The arena's side of the remote-agent protocol (``agents.protocol``): a policy that
 asks an entrant's HTTP endpoint for each step's action.
 
-The arena reaches the endpoint from the worker host, never from inside the sandbox.
-Retries follow the published rules: the same body and request id every attempt, so
-an entrant can answer a repeat without acting twice.
+The arena reaches the endpoint from the worker host, never from inside the sandbox,
+so the endpoint goes through the address policy (``sandboxes.netpolicy.OutboundPolicy``)
+when it is registered and at every connection (``agents.providers.transport``): an
+entrant cannot make the worker post observations to an internal service unless an
+operator allow-lists it. Retries follow the published rules: the same body and request
+id every attempt, so an entrant can answer a repeat without acting twice.
 """
 
 import base64
@@ -34,7 +37,9 @@ from agents.protocol import (
     sign,
     validate_reply,
 )
+from agents.providers.transport import OutboundRefused, checked_http_client, describe_refusal
 from sandboxes.base import TOOL_NAMES
+from sandboxes.netpolicy import EgressRefused, OutboundPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -71,14 +76,31 @@ def session_token() -> str:
     return secrets.token_urlsafe(18)
 
 
-def check_endpoint(endpoint: str) -> str:
+def check_endpoint(
+    endpoint: str, outbound: OutboundPolicy | None = None, *, resolve: bool = False
+) -> str:
     """The endpoint if the arena may call it: an http(s) URL with a host and no
-    credentials in it (the secret is the credential, and URLs end up in logs)."""
-    parts = urlsplit(endpoint.strip()) if isinstance(endpoint, str) else None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+    credentials in it (the secret is the credential, and URLs end up in logs), whose
+    host the address policy ``outbound`` passes (default: the strict one). Address
+    literals, odd spellings and ``localhost`` are checked here; a name only with
+    ``resolve`` (registration, when DNS is on), and always when dialled. Raises
+    ValueError with a message naming the address class."""
+    try:
+        parts = urlsplit(endpoint.strip()) if isinstance(endpoint, str) else None
+        hostname = parts.hostname if parts is not None else None
+    except ValueError:  # an unclosed IPv6 bracket, a port that is not a number
+        parts = hostname = None
+    if parts is None or parts.scheme not in ("http", "https") or not hostname:
         raise ValueError("a remote agent's endpoint must be an http:// or https:// URL")
     if parts.username is not None or parts.password is not None:
         raise ValueError("a remote agent's endpoint must not carry credentials")
+    policy = OutboundPolicy() if outbound is None else outbound
+    try:
+        policy.check_registration(endpoint.strip(), resolve=resolve)
+    except EgressRefused as refused:
+        raise ValueError(
+            f"a remote agent's endpoint must be reachable: {describe_refusal(hostname, refused)}"
+        ) from None
     return endpoint.strip()
 
 
@@ -90,6 +112,8 @@ class RemotePolicy:
     time (or the server's Retry-After, capped). Never waits past the observation's
     ``seconds_left``. Raises ``RemoteAgentError`` when no usable answer came and
     ``ProtocolError`` when the answer breaks the protocol (neither is retried further).
+    ``outbound`` is the address policy every connection is checked against (default:
+    public addresses only, the host's DNS); a refused endpoint fails at once, unretried.
     """
 
     def __init__(
@@ -102,7 +126,7 @@ class RemotePolicy:
         max_retries: int = MAX_RETRIES,
         backoff_s: float = BACKOFF_S,
         sleep: Callable[[float], None] = time.sleep,
-        client: httpx.Client | None = None,
+        outbound: OutboundPolicy | None = None,
         attachments: Sequence[dict[str, Any]] = (),
         tools: Sequence[str] = TOOL_NAMES,
         clock: Callable[[], float] = time.time,
@@ -113,7 +137,8 @@ class RemotePolicy:
             raise ValueError("a remote agent needs a session token")
         if timeout_s <= 0 or max_retries < 0 or backoff_s < 0:
             raise ValueError("timeout_s must be positive, max_retries and backoff_s not negative")
-        self.endpoint = check_endpoint(endpoint)
+        outbound = OutboundPolicy() if outbound is None else outbound
+        self.endpoint = check_endpoint(endpoint, outbound)
         self._secret = secret.encode()
         self.session = session
         self.timeout_s = timeout_s
@@ -121,8 +146,9 @@ class RemotePolicy:
         self.backoff_s = backoff_s
         self._sleep = sleep
         self._clock = clock
-        self._owns_client = client is None
-        self._client = client or httpx.Client(follow_redirects=False)
+        # Redirects are not followed (a redirect could lead anywhere; it is an error)
+        # and every connection dials only what the policy checked.
+        self._client = checked_http_client(httpx.Client, outbound)
         self.attachments = [dict(a) for a in attachments]
         self.tools = list(tools)
         self.last_exchange: Exchange | None = None
@@ -131,8 +157,7 @@ class RemotePolicy:
         return f"RemotePolicy(endpoint={self.endpoint!r}, session=...)"
 
     def close(self) -> None:
-        if self._owns_client:
-            self._client.close()
+        self._client.close()
 
     def __enter__(self) -> "RemotePolicy":
         return self
@@ -182,6 +207,10 @@ class RemotePolicy:
                     )
                 attempts += 1
                 outcome = self._attempt(body, request_id, budget)
+                if outcome.refused:
+                    raise RemoteAgentError(
+                        f"the endpoint is refused: {outcome.refused}", attempts=attempts
+                    )
                 if outcome.content is not None:
                     reply = _parse(outcome.content)
                     decision = validate_reply(reply)
@@ -267,6 +296,8 @@ class RemotePolicy:
                     if time.monotonic() > give_up_at:  # a reply trickling in
                         return _Outcome(retry=True, reason="timed out")
                 return _Outcome(status=status, content=bytes(content))
+        except OutboundRefused as refused:
+            return _Outcome(refused=str(refused), reason=refused.reason)
         except httpx.TimeoutException:
             return _Outcome(retry=True, reason="timed out")
         except httpx.TransportError as exc:
@@ -282,6 +313,7 @@ class _Outcome:
     retry: bool = False
     retry_after: float | None = None
     reason: str = ""
+    refused: str = ""  # the address policy's refusal, for the operator: never retried
 
     @property
     def response_bytes(self) -> int:

@@ -1,5 +1,6 @@
 """Writes for the roster."""
 
+import os
 import time
 from typing import Any
 
@@ -11,6 +12,7 @@ from django.utils import timezone
 from agents.models import Agent, AgentStandingLogEntry, Arena
 from agents.policies import BUILTIN_POLICIES, BUILTIN_ROSTER, Policy
 from arena_site.exceptions import ApplicationError
+from sandboxes.netpolicy import Allowlist, OutboundPolicy, default_resolver
 
 
 @transaction.atomic
@@ -71,6 +73,40 @@ def agent_standing_log(
     )
 
 
+def outbound_policy() -> OutboundPolicy:
+    """The address policy of the worker's own calls for one lane (remote-agent
+    endpoints, provider base URLs): public addresses only, plus the operator's
+    ``ARENA_INTERNAL_ALLOWLIST``; names through the host's DNS unless
+    ``ARENA_EGRESS_RESOLVE`` is off. A fresh one per lane: its lookups are bounded per
+    instance, so an entrant whose name hangs holds up only its own lane."""
+    arena = settings.ARENA
+    return OutboundPolicy(
+        allowlist=Allowlist.parse(arena.internal_allowlist),
+        resolver=default_resolver if arena.egress_resolve else None,
+    )
+
+
+def agent_destinations_check(*, kind: str, provider: str, params: object) -> None:
+    """Check the addresses an agent would make the worker call, as an operator enters
+    it: a remote agent's ``params.endpoint``, a scaffold agent's base URL
+    (``params.base_url``, else the operator's ``ANTHROPIC_BASE_URL`` /
+    ``OPENAI_BASE_URL``). Raises ``ApplicationError`` (``destination_refused``) naming
+    the address class. The same policy applies again at every call."""
+    from agents.providers.base import ProviderError
+    from agents.providers.registry import PROVIDERS, base_url_for
+    from agents.remote import check_endpoint
+
+    params = params if isinstance(params, dict) else {}
+    policy = outbound_policy()
+    try:
+        if kind == Agent.Kind.REMOTE and params.get("endpoint"):
+            check_endpoint(str(params["endpoint"]), policy, resolve=True)
+        elif kind == Agent.Kind.SCAFFOLD and provider in PROVIDERS:
+            base_url_for(provider, params, os.environ, policy)
+    except (ValueError, ProviderError) as exc:
+        raise ApplicationError(str(exc), code="destination_refused") from exc
+
+
 class AgentFailure(Exception):
     """The agent could not produce an action (provider or entrant unreachable after
     retries, a protocol violation). The run ends with end reason "error"."""
@@ -100,6 +136,7 @@ def policy_for(
                 timeout_s=arena.provider_timeout_s,
                 max_retries=arena.provider_max_retries,
                 prices=arena.model_prices,
+                outbound=outbound_policy(),
             )
             client = client_for(agent.provider, agent.model_id, params=params, defaults=defaults)
         except ProviderError as exc:
@@ -122,17 +159,19 @@ def policy_for(
         endpoint = params.get("endpoint", "")
         if not endpoint:
             raise AgentFailure("this remote agent has no endpoint (params.endpoint)")
-        return _Failing(
-            RemotePolicy(
+        try:
+            remote = RemotePolicy(
                 endpoint,
                 agent.remote_secret,
                 session=session,
                 timeout_s=float(params.get("timeout_s", 30)),
                 tools=tools,
                 attachments=attachments or (),
-            ),
-            failures=(RemoteAgentError, ProtocolError),
-        )
+                outbound=outbound_policy(),
+            )
+        except ValueError as exc:  # an endpoint the address policy refuses
+            raise AgentFailure(str(exc)) from exc
+        return _Failing(remote, failures=(RemoteAgentError, ProtocolError))
     raise AgentFailure(f"agents of kind {agent.kind!r} cannot run")
 
 

@@ -9,9 +9,11 @@ The method's constants (SPEC) carry their SPEC symbol in the comment beside them
 operations guide (docs/operations.md) lists the variables."""
 
 import dataclasses
+import ipaddress
 import json
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -71,9 +73,27 @@ class ArenaConfig:
     # Resolve sandbox egress destinations through the host's DNS. Off: only literal
     # addresses pass the policy and no DNS query leaves the host (the tests run so).
     egress_resolve: bool = knob(True, "ARENA_EGRESS_RESOLVE")
+    # Internal destinations the worker's own calls (remote-agent endpoints, provider
+    # base URLs) may reach: comma-separated addresses, CIDR blocks or host names. Never
+    # consulted for a sandbox's egress; metadata endpoints stay refused (docs/egress.md).
+    internal_allowlist: str = knob("", "ARENA_INTERNAL_ALLOWLIST")
     sandbox_uid_base: int = knob(61000, "ARENA_SANDBOX_UID_BASE", lo=1000)
     deliver_max_files: int = knob(10, lo=1)
     deliver_max_bytes: int = knob(5 * 1024**2, lo=1)
+    # --- sandbox hardening (docs/sandboxes.md) -------------------------------------
+    # The kernel's hard quota on a run's writable space (a root worker mounts a tmpfs
+    # per sandbox; its pages count against the run's memory cgroup too): the agent's
+    # /work, /tmp and home together, in bytes and in files; the display's (Chromium's
+    # profile and cache, the framebuffer) in bytes, with the same file count.
+    sandbox_disk_bytes: int = knob(512 * 1024**2, "ARENA_SANDBOX_DISK_BYTES",
+                                   lo=16 * 1024**2, hi=16 * 1024**3)  # fmt: skip
+    sandbox_disk_inodes: int = knob(65_536, "ARENA_SANDBOX_DISK_INODES", lo=1024, hi=10**7)
+    sandbox_display_disk_bytes: int = knob(256 * 1024**2, "ARENA_SANDBOX_DISPLAY_DISK_BYTES",
+                                           lo=64 * 1024**2, hi=16 * 1024**3)  # fmt: skip
+    # A step's screenshot PNG is at most this many bytes: a screen that does not fit is
+    # re-encoded with fewer colours, then fewer pixels (the step says so).
+    screenshot_max_bytes: int = knob(2 * 1024**2, "ARENA_SCREENSHOT_MAX_BYTES",
+                                     lo=64 * 1024, hi=64 * 1024**2)  # fmt: skip
     # --- SPEC §5 judging -----------------------------------------------------------
     redundancy_fraction: float = knob(0.10, "ARENA_REDUNDANCY_FRACTION", lo=0.0, hi=1.0)
     redundancy_target: int = knob(3, lo=2)
@@ -211,6 +231,8 @@ def _check(f: dataclasses.Field, value: Any) -> None:
         if not isinstance(value, str) or (choices and value not in choices):
             allowed = f"one of {', '.join(choices)}" if choices else "a string"
             raise ImproperlyConfigured(f"{name} must be {allowed}, got {value!r}")
+        if f.name == "internal_allowlist":
+            _check_allowlist(name, value)
         return
     if kind is Path:
         if not isinstance(value, Path):
@@ -218,6 +240,27 @@ def _check(f: dataclasses.Field, value: Any) -> None:
         return
     if f.name == "model_prices":
         _check_prices(name, value)
+
+
+_HOST_NAME = re.compile(r"(?:[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?\.)*[a-z][a-z0-9_-]*", re.ASCII)
+
+
+def _check_allowlist(name: str, value: str) -> None:
+    """Each entry an address, a CIDR block or a host name (sandboxes.netpolicy reads
+    them; this only stops start-up on a typo, naming it)."""
+    for raw in value.split(","):
+        entry = raw.strip()
+        if not entry:
+            continue
+        try:
+            ipaddress.ip_network(entry.removeprefix("[").removesuffix("]"), strict=False)
+            continue
+        except ValueError:
+            pass
+        if len(entry) > 253 or not _HOST_NAME.fullmatch(entry.lower().removesuffix(".")):
+            raise ImproperlyConfigured(
+                f"{name}: {entry!r} is not an address, a CIDR block or a host name"
+            )
 
 
 def _check_prices(name: str, value: Any) -> None:

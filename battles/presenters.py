@@ -76,6 +76,8 @@ def _step_payload(step, battle_id: int, side: str, redactor: Redactor | None) ->
             "truncated": result.get("truncated", False),
             "timed_out": result.get("timed_out", False),
             "error": clean(result.get("error", "")),
+            # Some text held NUL or bytes that are not UTF-8: shown escaped (\x00, \xff).
+            "escaped": bool(result.get("escaped", False)),
         },
         "page": _page(result.get("page"), clean),
     }

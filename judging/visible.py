@@ -9,6 +9,8 @@ from html.parser import HTMLParser
 from pathlib import PurePosixPath
 from typing import Any
 
+from sandboxes.untrusted import unescaped
+
 MARKUP_SUFFIXES = frozenset({".htm", ".html", ".xhtml", ".svg", ".xml"})
 # Elements a browser sets apart from their neighbours: their text is not run together.
 _BLOCKS_TEXT = """
@@ -50,13 +52,21 @@ def judge_visible_texts(runs: Iterable[Any]) -> Iterator[tuple[str, str]]:
         for step in run.steps.all():
             label = f"{side} step {step.index}"
             yield f"{label} tool name", step.tool  # the agent's, when it asked for no tool
+            result = step.result if isinstance(step.result, dict) else {}
+            # A step stored escaped (NUL, bytes that are not UTF-8) is read twice: as
+            # judges see it and with the escapes skipped (a name split by NUL bytes is
+            # still the name).
+            escaped = bool(result.get("escaped"))
             for text in strings_in(step.args):
                 yield f"{label} ({step.tool}) arguments", text
-            result = step.result if isinstance(step.result, dict) else {}
+                if escaped:
+                    yield f"{label} ({step.tool}) arguments, escapes skipped", unescaped(text)
             for key in ("stdout", "stderr", "error"):
                 value = result.get(key)
                 if isinstance(value, str):
                     yield f"{label} ({step.tool}) {key}", value
+                    if escaped:
+                        yield f"{label} ({step.tool}) {key}, escapes skipped", unescaped(value)
             page = result.get("page")
             if isinstance(page, dict):
                 for key, name in (("title", "page title"), ("url", "page URL")):

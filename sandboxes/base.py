@@ -38,6 +38,15 @@ class SandboxSpec:
     pids: int = 512
     cpu_fraction: float = 1.0
     lifetime_s: int = 900
+    # The kernel's hard quota on the sandbox's writable space (sandboxes.disk): the
+    # agent's /work, /tmp and home together, and the display's framebuffer dir, /tmp
+    # and home (Chromium's profile and cache), each in bytes and files.
+    disk_bytes: int = 512 * 1024**2
+    disk_inodes: int = 65_536
+    display_disk_bytes: int = 256 * 1024**2
+    # A screenshot PNG is at most this large (re-encoded smaller when the screen does
+    # not fit, sandboxes.screens).
+    screenshot_max_bytes: int = 2 * 1024**2
     # Reach the web through the host's filtering egress proxy (when the backend has
     # one); without it the sandbox reaches nothing at all.
     egress: bool = True
@@ -56,6 +65,9 @@ class ToolResult:
     timed_out: bool = False
     error: str = ""
     data: dict[str, Any] = field(default_factory=dict)
+    # Some text of the result held NUL or bytes that are not UTF-8 and is stored
+    # escaped (sandboxes.untrusted): judges read the escaped text.
+    escaped: bool = False
     # PNG bytes for screenshot results; kept out of ``as_dict`` (stored as a file).
     image: bytes | None = None
 

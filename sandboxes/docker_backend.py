@@ -47,8 +47,10 @@ from docker.errors import DockerException, ImageNotFound, NotFound
 from docker.models.containers import Container
 from docker.types import LogConfig, Mount
 
+from sandboxes import disk, seccomp
 from sandboxes.base import SandboxBackend, SandboxSpec
-from sandboxes.local import SANDBOX_PATH, LocalSandbox, supervisor_config
+from sandboxes.control import supervisor_config
+from sandboxes.local import SANDBOX_PATH, LocalSandbox
 
 if TYPE_CHECKING:
     from sandboxes.egress import EgressProxyThread
@@ -59,8 +61,6 @@ DEFAULT_IMAGE = "agent-arena-desktop"
 BUILD_HINT = "docker build -f sandboxes/docker/Dockerfile -t {image} ."
 PROVISION_TIMEOUT_S = 60.0
 STATUS_CHECK_INTERVAL_S = 0.25
-TMP_SIZE_MB = 512
-HOME_SIZE_MB = 256
 EXITED = ("exited", "dead")
 
 LABEL_SANDBOX = "arena.sandbox"
@@ -135,6 +135,8 @@ class DockerSandbox(LocalSandbox):
         if self.spec.egress and self.egress is not None:
             with contextlib.suppress(Exception):
                 self.egress.release(self.spec.run_id)
+        with contextlib.suppress(OSError):
+            disk.unmount_all_under(self.run_dir)  # the quota on /work
         shutil.rmtree(self.run_dir, ignore_errors=True)
 
 
@@ -156,15 +158,20 @@ class DockerBackend(SandboxBackend):
         provision_timeout_s: float = PROVISION_TIMEOUT_S,
         seccomp_profile: str | None = None,
     ) -> None:
-        """``seccomp_profile`` (JSON text) replaces the engine's default profile, e.g. with
-        one that allows user namespaces so Chromium keeps its own sandbox (README)."""
+        """``seccomp_profile`` (JSON text) replaces the default: the arena's deny list as
+        a Docker profile (``sandboxes.seccomp``, its browser profile: Chromium shares the
+        container and builds its own sandbox from user namespaces; README)."""
         self.image = image
         self.root = root
         self.uid_base = uid_base
         self.egress = egress
         self.client_factory = client_factory
         self.provision_timeout_s = provision_timeout_s
-        self.seccomp_profile = seccomp_profile
+        self.seccomp_profile = (
+            seccomp_profile
+            if seccomp_profile is not None
+            else seccomp.docker_profile(seccomp.BROWSER)
+        )
         self.host = socket.gethostname()
         self._client: docker.DockerClient | None = None
         self._client_lock = threading.Lock()
@@ -244,6 +251,11 @@ class DockerBackend(SandboxBackend):
         try:
             for sub in ("work", "fb", "ctl", "etc"):
                 (run_dir / sub).mkdir()
+            if disk.can_mount():
+                # /work is a host dir bound into the container: a tmpfs quota of its own
+                # (the container's /tmp and home are the engine's tmpfs, sized below).
+                quota = disk.Quota(spec.disk_bytes, spec.disk_inodes)
+                disk.mount_tmpfs(run_dir / "work", quota, source="arena-work")
             passwd = f"agent:x:{uid}:{uid}:agent:/home/agent:/bin/sh\n"
             (run_dir / "etc" / "passwd").write_text(passwd)
             (run_dir / "etc" / "group").write_text(f"agent:x:{uid}:\n")
@@ -251,6 +263,8 @@ class DockerBackend(SandboxBackend):
                 for sub in ("work", "fb", "ctl"):
                     os.chown(run_dir / sub, uid, uid)
         except BaseException:
+            with contextlib.suppress(OSError):
+                disk.unmount_all_under(run_dir)
             shutil.rmtree(run_dir, ignore_errors=True)
             raise
         return run_dir
@@ -267,9 +281,9 @@ class DockerBackend(SandboxBackend):
         if spec.egress and self.egress is not None:
             for var in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
                 environment[var] = "http://127.0.0.1:3128"
-        security_opt = ["no-new-privileges"]
-        if self.seccomp_profile is not None:
-            security_opt.append(f"seccomp={self.seccomp_profile}")
+        security_opt = ["no-new-privileges", f"seccomp={self.seccomp_profile}"]
+        # The engine's tmpfs mounts take sizes and file counts: the same quota as /work.
+        quota = f"size={spec.disk_bytes},nr_inodes={spec.disk_inodes}"
         memory = spec.memory_mb * 1024**2
         return {
             "name": name,
@@ -292,10 +306,8 @@ class DockerBackend(SandboxBackend):
                 Mount("/etc/group", str(run_dir / "etc" / "group"), type="bind", read_only=True),
             ],
             "tmpfs": {
-                "/tmp": f"rw,nosuid,nodev,size={TMP_SIZE_MB}m",  # noqa: S108 - its own tmpfs
-                "/home/agent": (
-                    f"rw,nosuid,nodev,size={HOME_SIZE_MB}m,uid={uid},gid={uid},mode=0700"
-                ),
+                "/tmp": f"rw,nosuid,nodev,{quota}",  # noqa: S108 - its own tmpfs
+                "/home/agent": f"rw,nosuid,nodev,{quota},uid={uid},gid={uid},mode=0700",
             },
             "read_only": True,
             "privileged": False,
@@ -344,6 +356,8 @@ class DockerBackend(SandboxBackend):
         if spec.egress and self.egress is not None:
             with contextlib.suppress(Exception):
                 self.egress.release(spec.run_id)
+        with contextlib.suppress(OSError):
+            disk.unmount_all_under(run_dir)
         shutil.rmtree(run_dir, ignore_errors=True)
 
     def health(self) -> dict[str, Any]:
@@ -414,4 +428,6 @@ def _remove_run_dir(root: Path, path: str | None) -> None:
         return
     run_dir = Path(path)
     if run_dir.parent.resolve() == root.resolve() and run_dir.name.startswith("run-"):
+        with contextlib.suppress(OSError):
+            disk.unmount_all_under(run_dir)
         shutil.rmtree(run_dir, ignore_errors=True)

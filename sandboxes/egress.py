@@ -13,8 +13,18 @@ Every request is checked through :mod:`sandboxes.netpolicy` after resolution, an
 dialer receives only the addresses the check saw, never a name, so a resolver that
 answers differently the second time (DNS rebinding) gains nothing. The proxy does not
 follow redirects: the browser sends each hop as a new proxied request, and each is a new
-check. Refusals answer 403 (policy), 429 (per-sandbox connection or rate limit) or 400
-(malformed), and each one is logged and reported with the sandbox's run id.
+check. Refusals answer 403 (policy), 429 (a per-sandbox limit), 504 (a lookup that
+timed out) or 400 (malformed), and each one is reported with the sandbox's run id.
+
+No lane can starve another: every resource a sandbox can spend here is bounded per
+sandbox (docs/egress.md lists the values). Its sockets (admitted connections, and a cap
+on accepted ones, at which accepting pauses), the rate of its new connections (past it,
+accepting pauses: a flood waits in the sandbox's own listen backlog instead of costing
+the event loop), the time its heads take, its request rate, its lookups (a few in flight
+on threads of its own, each with a timeout: a resolver that hangs for one sandbox blocks
+neither the event loop nor the others), its upstream connects (one deadline for all
+addresses) and its log lines (a token bucket per sandbox; the rest are counted). A
+sandbox over a bound gets its own refusals, never a stall of the proxy.
 
 Stdlib asyncio only. One proxy runs on one event loop; sync callers (the battle
 orchestrator) use :meth:`EgressProxy.run_in_thread`.
@@ -27,8 +37,10 @@ import math
 import os
 import re
 import socket
+import stat
 import threading
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -36,10 +48,13 @@ from typing import Self
 
 from sandboxes.netpolicy import (
     DEFAULT_ALLOWED_PORTS,
+    LOOKUP_LIMIT,
+    LOOKUP_TIMEOUT,
     UNRESOLVABLE,
     CheckedTarget,
     EgressRefused,
     IPAddress,
+    LookupPool,
     Resolver,
     address_refusal,
     check_destination,
@@ -57,11 +72,31 @@ Dialer = Callable[[IPAddress, int], Awaitable[Streams]]
 # thread: it must be quick and must not touch the ORM (hand off to a queue instead).
 RefusalCallback = Callable[[int, str, str], None]
 
-# Reasons for refusals that are not about the destination.
+# Reasons for refusals that are not about the destination (and, from netpolicy,
+# LOOKUP_LIMIT and LOOKUP_TIMEOUT).
 CONNECTION_LIMIT = "connection_limit"
 RATE_LIMIT = "rate_limit"
 MALFORMED = "malformed"
 LENGTH_REQUIRED = "length_required"
+
+# The per-sandbox bounds (docs/egress.md). A sandbox that exceeds one gets refusals of
+# its own; nothing here is shared between sandboxes but the event loop, which never
+# blocks on a sandbox.
+MAX_CONNECTIONS = 32  # admitted connections: head read, checked, relayed
+MAX_SOCKETS = 64  # accepted sockets in all; at it, accepting pauses for that sandbox
+LISTEN_BACKLOG = 64  # a sandbox's connects beyond that wait (or fail) on its side
+# New connections accepted a second (after a burst): twice the request rate, since a
+# request needs one connection and more only cost the loop; over it, accepting pauses.
+ACCEPT_RATE_PER_S, ACCEPT_BURST = 20.0, 100
+RATE_PER_S, BURST = 10.0, 50  # requests (a CONNECT or a plain-HTTP request each)
+MAX_LOOKUPS = 4  # lookups in flight, each on a thread of the sandbox's own
+RESOLVE_TIMEOUT_S = 5.0  # per lookup
+HEADER_TIMEOUT_S = 10.0  # the whole request head, however slowly it trickles
+OVER_LIMIT_HEADER_TIMEOUT_S = 1.0  # an over-limit connection's head, read to name it
+CONNECT_TIMEOUT_S = 10.0  # all of a destination's addresses together
+IDLE_TIMEOUT_S = 60.0  # a relay with no byte in either direction
+MAX_HEADER_BYTES = 32 * 1024
+LOG_LINES_PER_S, LOG_BURST = 1.0, 20  # the worker's log lines about one sandbox
 
 _STATUS_TEXT = {
     400: "Bad Request",
@@ -190,14 +225,32 @@ class _TokenBucket:
 
 @dataclass
 class _Sandbox:
-    """Per-sandbox state. Touched only on the proxy's loop, so no lock."""
+    """Per-sandbox state. Touched only on the proxy's loop, so no lock (``lookups``
+    is thread-safe on its own)."""
 
     run_id: int
     bucket: _TokenBucket
-    active: int = 0
-    servers: list[asyncio.Server] = field(default_factory=list)
+    accept_bucket: _TokenBucket
+    log_bucket: _TokenBucket
+    lookups: LookupPool
+    active: int = 0  # admitted connections
+    sockets: int = 0  # accepted sockets still open, admitted or not
+    room: asyncio.Event = field(default_factory=asyncio.Event)  # set when a socket closes
+    listeners: list[socket.socket] = field(default_factory=list)
+    acceptors: list[asyncio.Task[None]] = field(default_factory=list)
     socket_paths: list[str] = field(default_factory=list)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    # See EgressProxy.counters.
+    counters: Counter[str] = field(default_factory=Counter)
+    log_suppressed: int = 0  # lines dropped since the last one logged
+
+
+class _LookupNeeded(Exception):
+    """The host is a name: the check must run on the sandbox's lookup pool."""
+
+
+def _defer_lookup(host: str, port: int) -> list[IPAddress]:
+    raise _LookupNeeded(host)
 
 
 class _Activity:
@@ -313,11 +366,16 @@ def _printable(text: str, limit: int = 200) -> str:
 class EgressProxy:
     """A filtering HTTP/CONNECT proxy serving one listener per sandbox.
 
-    ``resolver`` (blocking, run in a worker thread) and ``dialer`` are injectable so tests
-    never touch the network. Limits apply per sandbox (per run id, across that run's
-    listeners): at most ``max_connections`` open client connections, and a token bucket
-    of ``rate_per_s`` requests a second with bursts of ``burst``. ``clock`` feeds the
-    bucket only, so tests can move time without sleeping.
+    ``resolver`` (blocking, run on the sandbox's own lookup threads) and ``dialer`` are
+    injectable so tests never touch the network. Limits apply per sandbox (per run id,
+    across that run's listeners); the defaults are the module's constants, documented
+    in docs/egress.md: ``max_connections`` admitted connections and ``max_sockets``
+    accepted sockets in all, ``accept_rate_per_s`` new connections a second after a
+    burst of ``accept_burst``, a token bucket of ``rate_per_s`` requests a second with
+    bursts of ``burst``, ``max_lookups`` lookups in flight of ``resolve_timeout_s``
+    each, ``header_timeout_s`` for a whole request head, ``connect_timeout_s`` for all
+    of a destination's addresses, and ``log_lines_per_s`` / ``log_burst`` log lines.
+    ``clock`` feeds the token buckets only, so tests can move time without sleeping.
 
     Preconditions: all coroutine methods run on one event loop (use
     :meth:`run_in_thread` from sync code); ``on_refusal`` must be quick and thread-agnostic.
@@ -329,23 +387,42 @@ class EgressProxy:
         resolver: Resolver = default_resolver,
         dialer: Dialer = dial_checked,
         on_refusal: RefusalCallback | None = None,
-        max_connections: int = 32,
-        rate_per_s: float = 10.0,
-        burst: int = 50,
+        max_connections: int = MAX_CONNECTIONS,
+        max_sockets: int = MAX_SOCKETS,
+        accept_rate_per_s: float = ACCEPT_RATE_PER_S,
+        accept_burst: int = ACCEPT_BURST,
+        rate_per_s: float = RATE_PER_S,
+        burst: int = BURST,
         allowed_ports: frozenset[int] = DEFAULT_ALLOWED_PORTS,
-        header_timeout_s: float = 10.0,
-        idle_timeout_s: float = 60.0,
-        connect_timeout_s: float = 10.0,
-        resolve_timeout_s: float = 5.0,
-        max_header_bytes: int = 32 * 1024,
+        header_timeout_s: float = HEADER_TIMEOUT_S,
+        idle_timeout_s: float = IDLE_TIMEOUT_S,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
+        resolve_timeout_s: float = RESOLVE_TIMEOUT_S,
+        max_lookups: int = MAX_LOOKUPS,
+        max_header_bytes: int = MAX_HEADER_BYTES,
+        log_lines_per_s: float = LOG_LINES_PER_S,
+        log_burst: int = LOG_BURST,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if max_connections < 1 or rate_per_s <= 0 or burst < 1:
-            raise ValueError("limits must be positive")
+        if (
+            max_connections < 1
+            or max_sockets < max_connections
+            or rate_per_s <= 0
+            or burst < 1
+            or accept_rate_per_s <= 0
+            or accept_burst < 1
+            or max_lookups < 1
+            or log_lines_per_s <= 0
+            or log_burst < 1
+        ):
+            raise ValueError("limits must be positive (and max_sockets >= max_connections)")
         self.resolver = resolver
         self.dialer = dialer
         self.on_refusal = on_refusal
         self.max_connections = max_connections
+        self.max_sockets = max_sockets
+        self.accept_rate_per_s = accept_rate_per_s
+        self.accept_burst = accept_burst
         self.rate_per_s = rate_per_s
         self.burst = burst
         self.allowed_ports = allowed_ports
@@ -353,7 +430,10 @@ class EgressProxy:
         self.idle_timeout_s = idle_timeout_s
         self.connect_timeout_s = connect_timeout_s
         self.resolve_timeout_s = resolve_timeout_s
+        self.max_lookups = max_lookups
         self.max_header_bytes = max_header_bytes
+        self.log_lines_per_s = log_lines_per_s
+        self.log_burst = log_burst
         self.clock = clock
         self._sandboxes: dict[int, _Sandbox] = {}
 
@@ -362,28 +442,121 @@ class EgressProxy:
     def _sandbox(self, run_id: int) -> _Sandbox:
         sandbox = self._sandboxes.get(run_id)
         if sandbox is None:
-            bucket = _TokenBucket(self.rate_per_s, self.burst, self.clock)
-            sandbox = self._sandboxes[run_id] = _Sandbox(run_id, bucket)
+            sandbox = self._sandboxes[run_id] = _Sandbox(
+                run_id,
+                bucket=_TokenBucket(self.rate_per_s, self.burst, self.clock),
+                accept_bucket=_TokenBucket(self.accept_rate_per_s, self.accept_burst, self.clock),
+                log_bucket=_TokenBucket(self.log_lines_per_s, self.log_burst, self.clock),
+                lookups=LookupPool(self.max_lookups, name=f"egress-lookup-{run_id}"),
+            )
         return sandbox
 
-    def _client_callback(
-        self, sandbox: _Sandbox
-    ) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
-        async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            task = asyncio.current_task()
-            assert task is not None
+    def _listen(self, sandbox: _Sandbox, listener: socket.socket) -> None:
+        listener.setblocking(False)
+        sandbox.listeners.append(listener)
+        acceptor = asyncio.get_running_loop().create_task(self._accept(sandbox, listener))
+        sandbox.acceptors.append(acceptor)
+
+    async def _accept(self, sandbox: _Sandbox, listener: socket.socket) -> None:
+        """Accept the sandbox's connections while it holds fewer than ``max_sockets``.
+
+        At the cap, and past ``accept_rate_per_s``, the proxy stops accepting from this
+        sandbox (until one of its sockets closes, or for as long as its bucket needs):
+        its further connects wait in its own listen backlog, which costs the worker
+        neither a descriptor nor a moment of the event loop (accepting a flood only to
+        close it would cost both)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            if sandbox.sockets >= self.max_sockets:
+                await self._pause(sandbox, listener)
+            wait = sandbox.accept_bucket.take()
+            if wait > 0:
+                await self._pause(sandbox, listener, seconds=wait)
+                continue
+            try:
+                conn, _ = await loop.sock_accept(listener)
+            except OSError as exc:  # out of descriptors and the like: the host's trouble
+                self._log(
+                    sandbox, logging.ERROR, "egress accept failed run=%s: %r", sandbox.run_id, exc
+                )
+                await asyncio.sleep(0.1)
+                continue
+            sandbox.sockets += 1
+            sandbox.counters["connections"] += 1
+            task = loop.create_task(self._client(sandbox, conn))
             sandbox.tasks.add(task)
+            task.add_done_callback(sandbox.tasks.discard)
+
+    async def _pause(
+        self, sandbox: _Sandbox, listener: socket.socket, *, seconds: float | None = None
+    ) -> None:
+        """Stop accepting for ``seconds`` (the accept rate), or while the sandbox holds
+        ``max_sockets`` (None). A connect that arrives meanwhile makes the pause one
+        refusal, target ``-`` (``rate_limit`` or ``connection_limit``): the sandbox went
+        over the bound, not merely up to it."""
+        loop = asyncio.get_running_loop()
+        arrived = loop.create_future()
+
+        def on_connect() -> None:
+            if not arrived.done():
+                arrived.set_result(None)
+
+        loop.add_reader(listener.fileno(), on_connect)
+        deadline = None if seconds is None else loop.time() + seconds
+        try:
+            while True:
+                if deadline is None:
+                    if sandbox.sockets < self.max_sockets:
+                        return
+                    sandbox.room.clear()
+                    wake = asyncio.ensure_future(sandbox.room.wait())
+                else:
+                    left = deadline - loop.time()
+                    if left <= 0:
+                        return
+                    wake = asyncio.ensure_future(asyncio.sleep(left))
+                waiting = {wake} if arrived.done() else {wake, arrived}
+                try:
+                    done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    wake.cancel()
+                if arrived in done and wake not in done:
+                    loop.remove_reader(listener.fileno())
+                    sandbox.counters["accept_pauses"] += 1
+                    self._report(sandbox, "-", RATE_LIMIT if seconds else CONNECTION_LIMIT)
+        finally:
+            loop.remove_reader(listener.fileno())
+            arrived.cancel()
+
+    async def _client(self, sandbox: _Sandbox, conn: socket.socket) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+            reader = asyncio.StreamReader(limit=self.max_header_bytes)
+            protocol = asyncio.StreamReaderProtocol(reader)
+            try:
+                transport, _ = await loop.connect_accepted_socket(lambda: protocol, conn)
+            except OSError:
+                conn.close()
+                return
+            writer = asyncio.StreamWriter(transport, protocol, reader, loop)
             try:
                 await self._serve_client(sandbox, reader, writer)
             except asyncio.CancelledError:
                 raise
             except Exception:
-                logger.exception("egress proxy error run=%s", sandbox.run_id)
+                self._log(
+                    sandbox,
+                    logging.ERROR,
+                    "egress proxy error run=%s",
+                    sandbox.run_id,
+                    exc_info=True,
+                )
             finally:
-                sandbox.tasks.discard(task)
                 await _close(writer)
-
-        return on_client
+        finally:
+            sandbox.sockets -= 1
+            if sandbox.sockets < self.max_sockets:
+                sandbox.room.set()
 
     async def serve_unix(
         self,
@@ -403,14 +576,21 @@ class EgressProxy:
         """
         path = os.fspath(path)
         sandbox = self._sandbox(run_id)
-        server = await asyncio.start_unix_server(
-            self._client_callback(sandbox), path=path, limit=self.max_header_bytes
-        )
-        os.chmod(path, mode)
-        if owner_uid is not None:
-            os.chown(path, owner_uid, owner_uid)
-        sandbox.servers.append(server)
+        with contextlib.suppress(FileNotFoundError):
+            if stat.S_ISSOCK(os.lstat(path).st_mode):
+                os.unlink(path)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(path)
+            os.chmod(path, mode)
+            if owner_uid is not None:
+                os.chown(path, owner_uid, owner_uid)
+            listener.listen(LISTEN_BACKLOG)
+        except BaseException:
+            listener.close()
+            raise
         sandbox.socket_paths.append(path)
+        self._listen(sandbox, listener)
         return path
 
     async def serve_tcp(self, run_id: int, host: str = "127.0.0.1", port: int = 0) -> int:
@@ -421,16 +601,30 @@ class EgressProxy:
         if host not in ("127.0.0.1", "::1"):
             raise ValueError(f"the egress proxy binds loopback only, not {host!r}")
         sandbox = self._sandbox(run_id)
-        server = await asyncio.start_server(
-            self._client_callback(sandbox), host=host, port=port, limit=self.max_header_bytes
-        )
-        sandbox.servers.append(server)
-        return int(server.sockets[0].getsockname()[1])
+        listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        try:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind((host, port))
+            listener.listen(LISTEN_BACKLOG)
+        except BaseException:
+            listener.close()
+            raise
+        self._listen(sandbox, listener)
+        return int(listener.getsockname()[1])
 
     def active_connections(self, run_id: int) -> int:
         """Client connections currently admitted for ``run_id`` (0 if unknown)."""
         sandbox = self._sandboxes.get(run_id)
         return sandbox.active if sandbox else 0
+
+    def counters(self, run_id: int) -> dict[str, int]:
+        """What ``run_id``'s sandbox has done so far: ``connections`` accepted,
+        ``requests`` whose head was read, ``header_timeouts``, ``upstream_failures``,
+        ``accept_pauses`` (pauses a connect arrived in), ``refused:<reason>`` per
+        refusal reason, ``log_suppressed`` (log lines not written). Only the keys that
+        happened; empty for an unknown or released run."""
+        sandbox = self._sandboxes.get(run_id)
+        return dict(sandbox.counters) if sandbox else {}
 
     async def release(self, run_id: int) -> None:
         """Stop serving ``run_id``: close its listeners, cut its live connections and
@@ -438,15 +632,22 @@ class EgressProxy:
         sandbox = self._sandboxes.pop(run_id, None)
         if sandbox is None:
             return
-        for server in sandbox.servers:
-            server.close()
+        if sandbox.counters["log_suppressed"]:
+            logger.warning(
+                "egress run=%s: %d refusals in all, %d log lines about them suppressed",
+                run_id,
+                sum(n for key, n in sandbox.counters.items() if key.startswith("refused:")),
+                sandbox.counters["log_suppressed"],
+            )
+        for acceptor in sandbox.acceptors:
+            acceptor.cancel()
+        await asyncio.gather(*sandbox.acceptors, return_exceptions=True)
+        for listener in sandbox.listeners:
+            listener.close()
         tasks = list(sandbox.tasks)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for server in sandbox.servers:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(server.wait_closed(), 2.0)
         for path in sandbox.socket_paths:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
@@ -472,13 +673,21 @@ class EgressProxy:
             sandbox.active += 1
         target = "-"
         try:
-            head_timeout = self.header_timeout_s if admitted else min(self.header_timeout_s, 1.0)
+            head_timeout = (
+                self.header_timeout_s
+                if admitted
+                else min(self.header_timeout_s, OVER_LIMIT_HEADER_TIMEOUT_S)
+            )
             head = await self._read_head(reader, head_timeout)
             if isinstance(head, _RequestHead):
                 target = _printable(head.target)
+                sandbox.counters["requests"] += 1
             if not admitted:
                 raise _Respond(429, "too many connections", CONNECTION_LIMIT)
             if head is None:
+                # A client that never finished its head (or closed without one) is its
+                # own loss, not a refusal: an idle preconnect looks the same.
+                sandbox.counters["header_timeouts"] += 1
                 await self._send(writer, 408, "request timeout")
                 await _linger(reader, writer)
                 return
@@ -490,7 +699,7 @@ class EgressProxy:
                 await self._forward(sandbox, head, reader, writer)
         except _Respond as answer:
             if answer.reason is not None:
-                self._report(sandbox.run_id, target, answer.reason)
+                self._report(sandbox, target, answer.reason)
             await self._send(writer, answer.status, answer.text, answer.headers)
             await _linger(reader, writer)
         finally:
@@ -516,13 +725,42 @@ class EgressProxy:
         except _BadRequest as exc:
             return str(exc)
 
-    def _report(self, run_id: int, target: str, reason: str) -> None:
-        logger.warning("egress refused run=%s target=%s reason=%s", run_id, target, reason)
+    def _log(
+        self, sandbox: _Sandbox, level: int, message: str, *args: object, exc_info: bool = False
+    ) -> None:
+        """Log a line about ``sandbox`` within its log budget; count the rest. A flood
+        of refusals costs the worker's log a burst and then a line a second."""
+        if sandbox.log_bucket.take() > 0:
+            sandbox.log_suppressed += 1
+            sandbox.counters["log_suppressed"] += 1
+            return
+        if sandbox.log_suppressed:
+            message += " (%d lines about this run suppressed before this one)"
+            args = (*args, sandbox.log_suppressed)
+            sandbox.log_suppressed = 0
+        logger.log(level, message, *args, exc_info=exc_info)
+
+    def _report(self, sandbox: _Sandbox, target: str, reason: str) -> None:
+        sandbox.counters[f"refused:{reason}"] += 1
+        self._log(
+            sandbox,
+            logging.WARNING,
+            "egress refused run=%s target=%s reason=%s",
+            sandbox.run_id,
+            target,
+            reason,
+        )
         if self.on_refusal is not None:
             try:
-                self.on_refusal(run_id, target, reason)
+                self.on_refusal(sandbox.run_id, target, reason)
             except Exception:
-                logger.exception("egress on_refusal callback failed run=%s", run_id)
+                self._log(
+                    sandbox,
+                    logging.ERROR,
+                    "egress on_refusal callback failed run=%s",
+                    sandbox.run_id,
+                    exc_info=True,
+                )
 
     async def _send(
         self, writer: asyncio.StreamWriter, status: int, text: str, headers: tuple[str, ...] = ()
@@ -548,29 +786,77 @@ class EgressProxy:
             retry = f"Retry-After: {max(1, math.ceil(wait))}"
             raise _Respond(429, "rate limited", RATE_LIMIT, (retry,))
 
-    async def _check(self, check: Callable[[], CheckedTarget]) -> CheckedTarget:
-        """Run a netpolicy check (it may resolve, which blocks) off the loop."""
+    async def _check(
+        self, sandbox: _Sandbox, check: Callable[[Resolver], CheckedTarget]
+    ) -> CheckedTarget:
+        """Run a netpolicy check with ``check(resolver)``.
+
+        An address literal is checked right here (pure and quick). A name's check runs
+        on the sandbox's own lookup pool: at most ``max_lookups`` in flight (over it:
+        429 ``lookup_limit`` at once), each waited for ``resolve_timeout_s`` (then 504
+        ``lookup_timeout``; the thread finishes on its own). Nothing a resolver does
+        for one sandbox can hold up the loop or another sandbox's lookups."""
         try:
-            return await asyncio.wait_for(asyncio.to_thread(check), self.resolve_timeout_s)
+            try:
+                return check(_defer_lookup)
+            except _LookupNeeded:
+                pass
+            future = sandbox.lookups.submit(lambda: check(self.resolver))
+            return await asyncio.wait_for(asyncio.wrap_future(future), self.resolve_timeout_s)
         except TimeoutError as exc:
-            raise _Respond(502, f"egress refused: {UNRESOLVABLE}", UNRESOLVABLE) from exc
+            raise _Respond(504, f"egress refused: {LOOKUP_TIMEOUT}", LOOKUP_TIMEOUT) from exc
         except EgressRefused as refused:
-            status = 502 if refused.reason == UNRESOLVABLE else 403
-            raise _Respond(status, f"egress refused: {refused.reason}", refused.reason) from None
+            reason = refused.reason
+            if reason == LOOKUP_LIMIT:
+                raise _Respond(
+                    429, f"egress refused: {reason}", reason, ("Retry-After: 1",)
+                ) from None
+            status = 502 if reason == UNRESOLVABLE else 403
+            raise _Respond(status, f"egress refused: {reason}", reason) from None
         except Exception as exc:
             # A broken resolver is the host's fault, not the sandbox's: no refusal report.
-            logger.exception("egress check failed")
+            self._log(sandbox, logging.ERROR, "egress check failed", exc_info=True)
             raise _Respond(502, "resolver error") from exc
 
-    async def _dial(self, target: CheckedTarget) -> Streams:
-        """Connect to the first reachable checked address; never to anything else."""
+    async def _dial(self, sandbox: _Sandbox, target: CheckedTarget) -> Streams:
+        """Connect to the first reachable checked address, never to anything else,
+        within ``connect_timeout_s`` for all of them together (a name with many
+        black-holed addresses must not hold the connection for each in turn)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.connect_timeout_s
+        timed_out = False
         for address in target.addresses:
+            left = deadline - loop.time()
+            if left <= 0:
+                timed_out = True
+                break
             try:
-                return await asyncio.wait_for(
-                    self.dialer(address, target.port), self.connect_timeout_s
+                return await asyncio.wait_for(self.dialer(address, target.port), left)
+            except EgressRefused as refused:  # the dialer's own last check
+                raise _Respond(403, f"egress refused: {refused.reason}", refused.reason) from None
+            except TimeoutError:
+                timed_out = True
+                self._log(
+                    sandbox,
+                    logging.INFO,
+                    "egress dial timed out run=%s %s:%s",
+                    sandbox.run_id,
+                    address,
+                    target.port,
                 )
-            except (OSError, TimeoutError) as exc:
-                logger.info("egress dial failed %s:%s: %r", address, target.port, exc)
+            except OSError as exc:
+                self._log(
+                    sandbox,
+                    logging.INFO,
+                    "egress dial failed run=%s %s:%s: %r",
+                    sandbox.run_id,
+                    address,
+                    target.port,
+                    exc,
+                )
+        sandbox.counters["upstream_failures"] += 1
+        if timed_out:
+            raise _Respond(504, "upstream timed out")
         raise _Respond(502, "upstream unreachable")
 
     async def _tunnel(
@@ -588,9 +874,12 @@ class EgressProxy:
             raise _Respond(400, "malformed request: CONNECT needs host:port", MALFORMED)
         self._take_token(sandbox)
         target = await self._check(
-            lambda: check_destination(host, port, self.resolver, allowed_ports=self.allowed_ports)
+            sandbox,
+            lambda resolver: check_destination(
+                host, port, resolver, allowed_ports=self.allowed_ports
+            ),
         )
-        upstream = await self._dial(target)
+        upstream = await self._dial(sandbox, target)
         try:
             writer.write(f"{head.version} 200 Connection Established\r\n\r\n".encode("ascii"))
             await asyncio.wait_for(writer.drain(), self.idle_timeout_s)
@@ -622,9 +911,9 @@ class EgressProxy:
         self._take_token(sandbox)
         url = head.target
         target = await self._check(
-            lambda: check_url(url, self.resolver, allowed_ports=self.allowed_ports)
+            sandbox, lambda resolver: check_url(url, resolver, allowed_ports=self.allowed_ports)
         )
-        upstream = await self._dial(target)
+        upstream = await self._dial(sandbox, target)
         try:
             upstream[1].write(self._upstream_head(head, target))
             await asyncio.wait_for(upstream[1].drain(), self.idle_timeout_s)
@@ -681,7 +970,8 @@ class EgressProxyThread:
         try:
             loop.run_forever()
         finally:
-            # A resolver stuck in getaddrinfo must not hold up shutdown for long.
+            # Lookups run on daemon threads of their own, never on the default executor;
+            # anything else there gets a second.
             loop.run_until_complete(loop.shutdown_default_executor(timeout=1.0))
             loop.close()
 
@@ -712,6 +1002,14 @@ class EgressProxyThread:
     def active_connections(self, run_id: int) -> int:
         async def read() -> int:
             return self.proxy.active_connections(run_id)
+
+        return self._call(read())
+
+    def counters(self, run_id: int) -> dict[str, int]:
+        """See :meth:`EgressProxy.counters`."""
+
+        async def read() -> dict[str, int]:
+            return self.proxy.counters(run_id)
 
         return self._call(read())
 

@@ -6,16 +6,25 @@ browser or ``inet_aton`` would, resolve it once through an injectable resolver, 
 the lot if any resolved address is not a public destination, and hand back the exact
 address to dial. Dialing that address (never the name again) is what defeats DNS
 rebinding: the check and the connection see the same bytes.
+
+The worker's own outbound calls (remote-agent endpoints, provider base URLs) go through
+the same rules with :class:`OutboundPolicy`: any port, and an operator's
+:class:`Allowlist` of internal hosts and blocks that sandboxes never get. Lookups are
+bounded (:class:`LookupPool`): a few in flight per owner, each with a timeout, so a
+resolver that hangs for one sandbox or lane holds up only that one.
 """
 
+import concurrent.futures
 import ipaddress
 import re
 import socket
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 # (host name, port) -> every address the name resolves to. Blocking; may raise OSError.
 Resolver = Callable[[str, int], list[IPAddress]]
 
@@ -43,6 +52,10 @@ USERINFO = "userinfo"
 INVALID_HOST = "invalid_host"
 MALFORMED_URL = "malformed_url"
 UNRESOLVABLE = "unresolvable"
+# Reasons from the bounds on lookups: too many in flight for this owner, or one that
+# did not answer within its timeout.
+LOOKUP_LIMIT = "lookup_limit"
+LOOKUP_TIMEOUT = "lookup_timeout"
 
 
 class EgressRefused(Exception):
@@ -326,7 +339,8 @@ def check_destination(
     port: int,
     resolver: Resolver = default_resolver,
     *,
-    allowed_ports: frozenset[int] = DEFAULT_ALLOWED_PORTS,
+    allowed_ports: frozenset[int] | None = DEFAULT_ALLOWED_PORTS,
+    allowlist: "Allowlist | None" = None,
 ) -> CheckedTarget:
     """Check ``host:port`` (a CONNECT authority, or a URL's host) and return what to dial.
 
@@ -335,9 +349,13 @@ def check_destination(
     :class:`EgressRefused` when the port is not allowed, the host is malformed or does
     not resolve, or ANY resolved address is refused: a name that answers both a public
     and a private address is refused whole, so no later choice among them can pick the
-    private one.
+    private one. ``allowed_ports`` None allows any port; ``allowlist`` (the worker's own
+    calls only, never a sandbox's) lets the operator's internal hosts and blocks through.
+    A resolver may raise :class:`EgressRefused` itself (a bounded lookup that timed out).
     """
-    if port not in allowed_ports:
+    if allowed_ports is not None and port not in allowed_ports:
+        raise EgressRefused(PORT, str(port))
+    if not 1 <= port <= 65535:
         raise EgressRefused(PORT, str(port))
     try:
         literal = parse_host(host)
@@ -345,16 +363,17 @@ def check_destination(
         raise EgressRefused(INVALID_HOST, host[:100]) from exc
     if literal is not None:
         reason = address_refusal(literal)
-        if reason is not None:
+        if reason is not None and not (allowlist and allowlist.allows(literal, reason)):
             raise EgressRefused(reason, str(literal))
         return CheckedTarget(host=str(literal), port=port, address=literal, addresses=(literal,))
 
     name = host.lower().removesuffix(".")
     if not _HOSTNAME_RE.fullmatch(name) or len(name) > 253:
         raise EgressRefused(INVALID_HOST, host[:100])
+    named = allowlist is not None and allowlist.names_host(name)
     # RFC 6761: "localhost" and "*.localhost" are loopback whatever DNS or /etc/hosts
     # say, and browsers resolve them without asking; refuse before resolving.
-    if name == "localhost" or name.endswith(".localhost"):
+    if (name == "localhost" or name.endswith(".localhost")) and not named:
         raise EgressRefused(LOOPBACK, name)
     try:
         addresses = _dedupe(_as_address(a) for a in resolver(name, port))
@@ -364,7 +383,7 @@ def check_destination(
         raise EgressRefused(UNRESOLVABLE, name)
     for address in addresses:
         reason = address_refusal(address)
-        if reason is not None:
+        if reason is not None and not (allowlist and allowlist.allows(address, reason, name)):
             raise EgressRefused(reason, f"{name} -> {address}")
     return CheckedTarget(host=name, port=port, address=addresses[0], addresses=addresses)
 
@@ -405,7 +424,8 @@ def check_url(
     url: str,
     resolver: Resolver = default_resolver,
     *,
-    allowed_ports: frozenset[int] = DEFAULT_ALLOWED_PORTS,
+    allowed_ports: frozenset[int] | None = DEFAULT_ALLOWED_PORTS,
+    allowlist: "Allowlist | None" = None,
 ) -> CheckedTarget:
     """Check an absolute http(s) URL and return what to dial (see check_destination).
 
@@ -432,6 +452,7 @@ def check_url(
         DEFAULT_PORTS_BY_SCHEME[scheme] if port is None else port,
         resolver,
         allowed_ports=allowed_ports,
+        allowlist=allowlist,
     )
     request_target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     return CheckedTarget(
@@ -442,3 +463,200 @@ def check_url(
         scheme=scheme,
         request_target=request_target,
     )
+
+
+# --- The worker's own calls: the operator's allow-list, bounded lookups ----------------
+
+
+@dataclass(frozen=True)
+class Allowlist:
+    """Internal destinations an operator lets the worker's own calls reach
+    (``ARENA_INTERNAL_ALLOWLIST``): address blocks, and host names whose every answer
+    passes. Never consulted for a sandbox's egress. Metadata endpoints stay refused
+    whatever it lists: no deployment needs the worker to post observations there."""
+
+    networks: tuple[IPNetwork, ...] = ()
+    names: frozenset[str] = frozenset()
+
+    @classmethod
+    def parse(cls, text: str) -> "Allowlist":
+        """From comma-separated entries: an address (``10.0.0.5``, ``::1``), a CIDR
+        block (``10.8.0.0/16``) or a host name (``llm.internal``). Raises ValueError
+        naming the first entry that is none of these."""
+        networks: list[IPNetwork] = []
+        names: set[str] = set()
+        for raw in text.split(","):
+            entry = raw.strip()
+            if not entry:
+                continue
+            try:
+                networks.append(
+                    ipaddress.ip_network(entry.removeprefix("[").removesuffix("]"), strict=False)
+                )
+                continue
+            except ValueError:
+                pass
+            name = entry.lower().removesuffix(".")
+            if (
+                not _HOSTNAME_RE.fullmatch(name)
+                or len(name) > 253
+                or _is_numeric_label(name.rsplit(".", 1)[-1])
+            ):
+                raise ValueError(f"{entry!r} is not an address, a CIDR block or a host name")
+            names.add(name)
+        return cls(tuple(networks), frozenset(names))
+
+    def __bool__(self) -> bool:
+        return bool(self.networks or self.names)
+
+    def names_host(self, name: str) -> bool:
+        """Whether the canonical host name ``name`` is listed by name."""
+        return name in self.names
+
+    def allows(self, address: IPAddress, reason: str, name: str | None = None) -> bool:
+        """Whether ``address`` (refused for ``reason``, reached as ``name`` if a name)
+        may be dialled anyway."""
+        if reason == METADATA:
+            return False
+        if name is not None and name in self.names:
+            return True
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped  # ::ffff:10.0.0.5 is 10.0.0.5 on a dual-stack socket
+        return any(address in network for network in self.networks)
+
+
+NO_ALLOWLIST = Allowlist()
+
+
+class LookupPool:
+    """At most ``limit`` lookups in flight for one owner (a sandbox, a lane), each on
+    a daemon thread of its own.
+
+    A lookup that hangs keeps its slot until the resolver returns; its caller stops
+    waiting at its own timeout. Over the limit, :meth:`submit` refuses at once
+    (``lookup_limit``) instead of queueing, so hung lookups never pile up behind each
+    other and never take threads from anyone else. Daemon threads: a getaddrinfo that
+    never returns cannot hold up the process's exit. Thread-safe.
+    """
+
+    def __init__(self, limit: int, *, name: str = "lookup") -> None:
+        if limit < 1:
+            raise ValueError("a lookup pool needs at least one slot")
+        self.limit = limit
+        self.name = name
+        self._lock = threading.Lock()
+        self._in_flight = 0
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    def submit[T](self, fn: Callable[[], T]) -> "concurrent.futures.Future[T]":
+        """Run ``fn`` on a thread of its own; its future. Raises :class:`EgressRefused`
+        (``lookup_limit``) when ``limit`` lookups are already in flight."""
+        with self._lock:
+            if self._in_flight >= self.limit:
+                raise EgressRefused(LOOKUP_LIMIT, f"{self.limit} lookups in flight")
+            self._in_flight += 1
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                if not future.set_running_or_notify_cancel():
+                    return
+                try:
+                    result = fn()
+                except BaseException as exc:  # handed to the waiter, whatever it is
+                    error: BaseException | None = exc
+                else:
+                    error = None
+            finally:
+                # The slot is free before the waiter wakes: it may submit again at once.
+                with self._lock:
+                    self._in_flight -= 1
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)
+
+        try:
+            threading.Thread(target=run, name=self.name, daemon=True).start()
+        except BaseException:
+            with self._lock:
+                self._in_flight -= 1
+            raise
+        return future
+
+    def call[T](self, fn: Callable[[], T], timeout_s: float) -> T:
+        """``fn()`` from a sync caller, waiting at most ``timeout_s``. Raises
+        :class:`EgressRefused` (``lookup_limit`` or ``lookup_timeout``)."""
+        future = self.submit(fn)
+        try:
+            return future.result(timeout_s)
+        except concurrent.futures.TimeoutError:
+            raise EgressRefused(LOOKUP_TIMEOUT, f"no answer within {timeout_s:g} s") from None
+
+
+class _NotResolved(Exception):
+    """A name met at registration with no resolver to ask (DNS is off)."""
+
+
+def _refuse_names(host: str, port: int) -> list[IPAddress]:
+    raise _NotResolved(host)
+
+
+class OutboundPolicy:
+    """The address policy of the worker's own outbound calls: remote-agent endpoints
+    and provider base URLs.
+
+    The sandbox rules (every non-public address and odd spelling refused, a name
+    resolved once and refused whole if any answer is refused, only the checked
+    addresses dialled), on any port, plus the operator's ``allowlist``. ``resolver``
+    None means no DNS (``ARENA_EGRESS_RESOLVE=false``): only literal addresses can be
+    dialled. Lookups go through a :class:`LookupPool` of this instance (``max_lookups``
+    in flight, ``lookup_timeout_s`` each): build one policy per lane, so an entrant
+    whose name hangs holds up only its own lane. Thread-safe.
+    """
+
+    def __init__(
+        self,
+        *,
+        allowlist: Allowlist = NO_ALLOWLIST,
+        resolver: Resolver | None = default_resolver,
+        lookup_timeout_s: float = 5.0,
+        max_lookups: int = 2,
+    ) -> None:
+        if lookup_timeout_s <= 0:
+            raise ValueError("lookup_timeout_s must be positive")
+        self.allowlist = allowlist
+        self.resolver = resolver
+        self.lookup_timeout_s = lookup_timeout_s
+        self._lookups = LookupPool(max_lookups, name="outbound-lookup")
+
+    def __repr__(self) -> str:
+        return f"OutboundPolicy(allowlist={self.allowlist!r}, resolves={self.resolver is not None})"
+
+    def _resolve(self, host: str, port: int) -> list[IPAddress]:
+        resolver = self.resolver
+        if resolver is None:
+            return []  # unresolvable: names cannot be dialled without DNS
+        return self._lookups.call(lambda: resolver(host, port), self.lookup_timeout_s)
+
+    def check(self, host: str, port: int) -> CheckedTarget:
+        """What to dial for ``host:port`` (dial time: resolves names). Raises
+        :class:`EgressRefused`."""
+        return check_destination(
+            host, port, self._resolve, allowed_ports=None, allowlist=self.allowlist
+        )
+
+    def check_registration(self, url: str, *, resolve: bool = True) -> CheckedTarget | None:
+        """Check a URL an operator enters (an endpoint, a base URL): its form, and its
+        host's address class. A name is resolved when DNS is on and ``resolve`` is set;
+        otherwise it passes unresolved (None) and is checked when dialled. Literal
+        addresses, odd spellings and ``localhost`` are checked either way. Raises
+        :class:`EgressRefused`."""
+        resolver = self._resolve if resolve and self.resolver is not None else _refuse_names
+        try:
+            return check_url(url, resolver, allowed_ports=None, allowlist=self.allowlist)
+        except _NotResolved:
+            return None

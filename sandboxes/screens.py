@@ -1,66 +1,125 @@
 """Screenshots from Xvfb's framebuffer file (XWD format) to PNG, without an X client.
 
 Reading the file Xvfb maps with ``-fbdir`` and encoding it costs ~15 ms for 1280×800,
-several times less than asking the X server for the image."""
+several times less than asking the X server for the image.
+
+The file is untrusted input. Xvfb runs in a sandbox of its own under a uid the agent
+does not have (``sandboxes.local``), but it draws what a page the agent chose makes
+Chromium draw, and the Docker backend still shares one container. So nothing is read
+or allocated from the header before it is checked: the width and height must be the
+configured screen's, the pixel format Xvfb's 32 bits per pixel, and the file exactly
+as long as that header says; only then are exactly those bytes read. Each PNG has a
+byte bound: a screen that does not fit (noise, photographs) is re-encoded with 256
+colours, then at half, quarter and eighth scale, and the result says which; a screen
+that fits in none is a recorded error, never a larger file."""
 
 import io
 import os
 import stat
 import struct
+from dataclasses import dataclass
 
 from PIL import Image
 
 XWD_HEADER = struct.Struct(">25I")  # the fixed part of an XWD file header
-MAX_FRAMEBUFFER_BYTES = 64 * 1024 * 1024
+XWD_COLOR_BYTES = 12
+MAX_HEADER_BYTES = 4096  # the fixed part, the window name and padding
+MAX_COLORS = 4096  # Xvfb writes 256 for a 24-bit TrueColor screen
+BYTES_PER_PIXEL = 4
 
 
 class ScreenError(Exception):
     pass
 
 
-def read_framebuffer(path: str) -> bytes:
-    """Reads the framebuffer file refusing links and anything but a regular file: the
-    sandbox owns the directory and could swap in a symlink to a host file."""
+@dataclass(frozen=True)
+class Screenshot:
+    png: bytes
+    width: int  # the screen's size; the image is smaller when ``reduced`` says so
+    height: int
+    reduced: str = ""  # "" | "256 colours" | "256 colours, 1/2 scale" | ...
+
+
+@dataclass(frozen=True)
+class Frame:
+    pixels: bytes
+    width: int
+    height: int
+    bytes_per_line: int
+    raw_mode: str
+
+
+def read_frame(path: str, width: int, height: int) -> Frame:
+    """Reads the framebuffer of a ``width`` × ``height`` screen from ``path``, refusing
+    links, anything but a regular file, and any header or length that is not exactly
+    such a screen's."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
         raise ScreenError(f"no framebuffer: {exc.strerror}") from exc
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FRAMEBUFFER_BYTES:
-            raise ScreenError("the framebuffer is not a regular file of a sane size")
-        return os.read(fd, info.st_size) if info.st_size else b""
+        if not stat.S_ISREG(info.st_mode):
+            raise ScreenError("the framebuffer is not a regular file")
+        head = os.pread(fd, XWD_HEADER.size, 0)
+        if len(head) < XWD_HEADER.size:
+            raise ScreenError("framebuffer too short")
+        (
+            header_size, _version, _format, depth, file_width, file_height, _xoffset,
+            byte_order, _unit, _bit_order, _pad, bits_per_pixel, bytes_per_line, _visual,
+            _red, _green, _blue, _bits_rgb, _entries, ncolors, *_rest,
+        ) = XWD_HEADER.unpack(head)  # fmt: skip
+        if (file_width, file_height) != (width, height):
+            raise ScreenError(
+                f"the framebuffer says {file_width}×{file_height}, the screen is {width}×{height}"
+            )
+        if bits_per_pixel != 8 * BYTES_PER_PIXEL or depth not in (24, 32):
+            raise ScreenError(f"unsupported framebuffer format ({depth} bit, {bits_per_pixel} bpp)")
+        if bytes_per_line != width * BYTES_PER_PIXEL:
+            raise ScreenError("the framebuffer's line length is not the screen's")
+        if not XWD_HEADER.size <= header_size <= MAX_HEADER_BYTES or ncolors > MAX_COLORS:
+            raise ScreenError("the framebuffer header is not Xvfb's")
+        offset = header_size + ncolors * XWD_COLOR_BYTES
+        size = bytes_per_line * height
+        if info.st_size != offset + size:
+            raise ScreenError("the framebuffer's length does not match its header")
+        pixels = os.pread(fd, size, offset)
+        if len(pixels) != size:
+            raise ScreenError("the framebuffer shrank while being read")
     finally:
         os.close(fd)
+    raw_mode = "BGRX" if byte_order == 0 else "XRGB"  # LSBFirst stores B, G, R, X
+    return Frame(pixels, width, height, bytes_per_line, raw_mode)
 
 
-def xwd_to_image(data: bytes) -> Image.Image:
-    if len(data) < XWD_HEADER.size:
-        raise ScreenError("framebuffer too short")
-    (
-        header_size, _version, _format, depth, width, height, _xoffset, byte_order,
-        _unit, _bit_order, _pad, bits_per_pixel, bytes_per_line, _visual, _red, _green,
-        _blue, _bits_rgb, _entries, ncolors, *_rest,
-    ) = XWD_HEADER.unpack_from(data)  # fmt: skip
-    if bits_per_pixel != 32 or depth not in (24, 32):
-        raise ScreenError(f"unsupported framebuffer format ({depth} bit, {bits_per_pixel} bpp)")
-    offset = header_size + ncolors * 12
-    if width <= 0 or height <= 0 or offset + bytes_per_line * height > len(data):
-        raise ScreenError("framebuffer header does not match its size")
-    raw = "BGRX" if byte_order == 0 else "XRGB"  # LSBFirst stores B, G, R, X in memory
+def frame_image(frame: Frame) -> Image.Image:
     return Image.frombuffer(
-        "RGB", (width, height), data[offset : offset + bytes_per_line * height], "raw", raw,
-        bytes_per_line, 1,
+        "RGB", (frame.width, frame.height), frame.pixels, "raw", frame.raw_mode,
+        frame.bytes_per_line, 1,
     )  # fmt: skip
 
 
-def png_bytes(image: Image.Image) -> bytes:
+def png_bytes(image: Image.Image, level: int = 1) -> bytes:
     buffer = io.BytesIO()
     # Level 1: screenshots are taken after every step; speed matters more than bytes.
-    image.save(buffer, format="PNG", compress_level=1)
+    image.save(buffer, format="PNG", compress_level=level)
     return buffer.getvalue()
 
 
-def framebuffer_png(path: str) -> tuple[bytes, int, int]:
-    image = xwd_to_image(read_framebuffer(path))
-    return png_bytes(image), image.width, image.height
+def bounded_png(image: Image.Image, max_bytes: int) -> tuple[bytes, str]:
+    """``image`` as a PNG of at most ``max_bytes``: as it is when it fits, else with
+    256 colours, then at 1/2, 1/4 and 1/8 scale; (png, what was reduced)."""
+    png = png_bytes(image)
+    if len(png) <= max_bytes:
+        return png, ""
+    for factor in (1, 2, 4, 8):
+        smaller = image.reduce(factor) if factor > 1 else image
+        png = png_bytes(smaller.quantize(256, method=Image.Quantize.FASTOCTREE), level=6)
+        if len(png) <= max_bytes:
+            return png, "256 colours" + (f", 1/{factor} scale" if factor > 1 else "")
+    raise ScreenError(f"the screen does not fit in {max_bytes} bytes even at 1/8 scale")
+
+
+def framebuffer_png(path: str, width: int, height: int, max_png_bytes: int) -> Screenshot:
+    png, reduced = bounded_png(frame_image(read_frame(path, width, height)), max_png_bytes)
+    return Screenshot(png, width, height, reduced)

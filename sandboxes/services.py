@@ -6,20 +6,23 @@ import shutil
 import socket
 import subprocess
 import threading
+from collections import Counter
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from sandboxes import cgroups
+from sandboxes import cgroups, disk
 from sandboxes.base import Sandbox, SandboxBackend, SandboxSpec
 from sandboxes.egress import EgressProxy, EgressProxyThread
 from sandboxes.local import LocalBackend
 from sandboxes.models import SandboxLease
 from sandboxes.netpolicy import default_resolver
 from sandboxes.reaping import reap_orphans
+from sandboxes.rundir import DISPLAY_UID_OFFSET
 
 MAX_SLOTS = 64
 logger = logging.getLogger(__name__)
@@ -27,20 +30,55 @@ logger = logging.getLogger(__name__)
 
 _egress: EgressProxyThread | None = None
 _egress_lock = threading.Lock()
-_refusals: dict[int, list[dict[str, str]]] = {}
+# Distinct (target, reason) records kept per run; refusals past them are counted per
+# reason. A flooding lane costs at most this much memory and Run.egress_refusals size.
 MAX_REFUSALS_KEPT = 200
+OTHER_TARGETS = "*"
+TARGET_MAX_CHARS = 300
+
+
+@dataclass
+class _RunRefusals:
+    records: dict[tuple[str, str], int] = field(default_factory=dict)  # in first-seen order
+    overflow: Counter[str] = field(default_factory=Counter)
+
+
+_refusals: dict[int, _RunRefusals] = {}
+_refusals_lock = threading.Lock()
 
 
 def _record_refusal(run_id: int, target: str, reason: str) -> None:
-    """Runs on the proxy's event loop: no ORM here, only a list the lane drains."""
-    logger.warning("egress refused for run %s: %s (%s)", run_id, target, reason)
-    kept = _refusals.setdefault(run_id, [])
-    if len(kept) < MAX_REFUSALS_KEPT:
-        kept.append({"target": target[:300], "reason": reason})
+    """Runs on the proxy's event loop, once per refusal: constant time, no ORM and no
+    log line (the proxy logs refusals within each run's log budget)."""
+    key = (target[:TARGET_MAX_CHARS], reason)
+    with _refusals_lock:
+        kept = _refusals.setdefault(run_id, _RunRefusals())
+        if key in kept.records:
+            kept.records[key] += 1
+        elif len(kept.records) < MAX_REFUSALS_KEPT:
+            kept.records[key] = 1
+        else:
+            kept.overflow[reason] += 1
 
 
-def egress_refusals_take(run_id: int) -> list[dict[str, str]]:
-    return _refusals.pop(run_id, [])
+def egress_refusals_take(run_id: int) -> list[dict[str, str | int]]:
+    """The run's egress refusals as ``Run.egress_refusals`` keeps them, and forgets
+    them: one ``{"target", "reason", "count"}`` per distinct target and reason, in the
+    order first seen, at most MAX_REFUSALS_KEPT of them; then one record per reason
+    with target ``"*"`` counting the refusals past that bound."""
+    with _refusals_lock:
+        kept = _refusals.pop(run_id, None)
+    if kept is None:
+        return []
+    records: list[dict[str, str | int]] = [
+        {"target": target, "reason": reason, "count": count}
+        for (target, reason), count in kept.records.items()
+    ]
+    records += [
+        {"target": OTHER_TARGETS, "reason": reason, "count": count}
+        for reason, count in kept.overflow.items()
+    ]
+    return records
 
 
 def no_dns_resolver(host: str, port: int) -> list:
@@ -134,22 +172,26 @@ def _pid_alive(pid: int) -> bool:
 
 def sandbox_janitor() -> int:
     """Reaps sandboxes whose worker died on this host: kills what still runs under the
-    slot's uid (and in its cgroups), removes the run dir and frees the slot. Orphans
-    of the dead worker that were reparented to this process are reaped too. Returns
-    how many sandboxes it reaped."""
+    slot's uids (the agent's and the display's) and in its cgroups, unmounts its quota
+    filesystems, removes the run dir and frees the slot. Orphans of the dead worker
+    that were reparented to this process are reaped too. Returns how many sandboxes
+    it reaped."""
     host = socket.gethostname()
     reaped = 0
     for lease in SandboxLease.objects.filter(host=host, released_at=None):
         if _pid_alive(lease.worker_pid):
             continue
         if os.geteuid() == 0:
-            uid = settings.ARENA.sandbox_uid_base + lease.slot
-            subprocess.run(["pkill", "-KILL", "-U", str(uid)], check=False)
+            base = settings.ARENA.sandbox_uid_base
+            for uid in (base + lease.slot, base + DISPLAY_UID_OFFSET + lease.slot):
+                subprocess.run(["pkill", "-KILL", "-U", str(uid)], check=False)
         if lease.path:
             group = cgroups.find(Path(lease.path).name)
             if group is not None:
                 group.kill_all()
                 group.remove()
+            # Before removing the dir: rmtree would empty a live quota, not unmount it.
+            disk.unmount_all_under(Path(lease.path))
             shutil.rmtree(lease.path, ignore_errors=True)
         lease_release(lease=lease)
         reaped += 1

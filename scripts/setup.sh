@@ -18,7 +18,7 @@ case "$MODE" in
 esac
 
 DEBIAN_PACKAGES=(bubblewrap chromium xvfb xdotool python3 curl procps fonts-dejavu-core
-    tesseract-ocr tesseract-ocr-eng)
+    tesseract-ocr tesseract-ocr-eng libseccomp2 util-linux strace gdb)
 
 say() { printf 'setup: %s\n' "$*"; }
 

@@ -35,11 +35,14 @@ from agents.providers.common import (
     optional_str,
     png_base64,
     read_json_object,
+    refusal_error,
     shared_tls_context,
     token_count,
 )
 from agents.providers.redaction import register_secret
 from agents.providers.retry import Backoff, RetryableFailure, call_with_retries
+from agents.providers.transport import OutboundRefused, checked_http_client
+from sandboxes.netpolicy import OutboundPolicy
 
 
 class _HttpClient(CloseOnCollect, anthropic.DefaultHttpxClient):
@@ -176,7 +179,10 @@ class AnthropicClient:
     ``price`` is (USD per million input tokens, USD per million output tokens); None
     means unknown: costs are 0 and ``extra["price_known"]`` is False. ``sleep`` and
     ``rng`` exist for tests (record the backoff instead of waiting). The key lives only
-    inside the SDK client; it is registered for log redaction on construction."""
+    inside the SDK client; it is registered for log redaction on construction.
+    ``outbound`` is the address policy every connection of the SDK is checked against
+    (:mod:`agents.providers.transport`; default: public addresses only, the host's DNS);
+    a refused base URL is a ``ProviderError`` at once, never retried."""
 
     provider = "anthropic"
 
@@ -192,6 +198,7 @@ class AnthropicClient:
         price: Price | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
+        outbound: OutboundPolicy | None = None,
     ) -> None:
         if not api_key:
             raise ProviderError("anthropic: no API key given")
@@ -204,6 +211,9 @@ class AnthropicClient:
         self.price = price
         self._sleep = sleep
         self._rng = rng
+        # Every connection the SDK makes is checked against the address policy (the
+        # strict one, with the host's DNS, unless the caller brings the arena's).
+        outbound = OutboundPolicy() if outbound is None else outbound
         # Kept for redacting error texts; never put into messages, logs or repr.
         self._secrets = (api_key,)
         self._sdk = anthropic.Anthropic(
@@ -211,7 +221,7 @@ class AnthropicClient:
             base_url=base_url,
             timeout=timeout_s,
             max_retries=0,
-            http_client=_HttpClient(verify=shared_tls_context()),
+            http_client=checked_http_client(_HttpClient, outbound, verify=shared_tls_context()),
         )
 
     def __repr__(self) -> str:
@@ -260,6 +270,8 @@ class AnthropicClient:
                 raise failure_from_sdk_error(
                     error, errors=_SDK_ERRORS, secrets=self._secrets
                 ) from None
+            except OutboundRefused as refused:  # an SDK that does not wrap it
+                raise refusal_error(refused, secrets=self._secrets) from None
             body = read_json_object(raw.http_response, secrets=self._secrets)
             return parse_message(body), raw.http_response.headers.get("request-id", "")
 

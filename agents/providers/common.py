@@ -23,6 +23,7 @@ import httpx2
 from agents.providers.base import ModelReply, ProviderError, ToolUse, Usage
 from agents.providers.redaction import redact
 from agents.providers.retry import RetryableFailure, is_retryable_status, retry_after_seconds
+from agents.providers.transport import OutboundRefused
 
 # (USD per million input tokens, USD per million output tokens)
 Price = tuple[float, float]
@@ -156,9 +157,19 @@ def failure_from_sdk_error(
     if isinstance(error, errors.connection):
         # The SDK's text is generic ("Connection error."); the cause says which.
         cause = error.__cause__ or error.__context__
+        if isinstance(cause, OutboundRefused):
+            return refusal_error(cause, secrets=secrets)
         reason = type(cause).__name__ if cause else "connection error"
         return RetryableFailure(redact(f"connection failed ({reason})", secrets))
     raise TypeError(f"not an SDK error: {type(error).__name__}")
+
+
+def refusal_error(refused: OutboundRefused, *, secrets: Sequence[str]) -> ProviderError:
+    """The address policy refused the base URL's host: final (asking again gets the
+    same answer), with the operator's message. The SDKs differ in whether they wrap the
+    transport's exception (Anthropic's does, in ``APIConnectionError``; OpenAI's passes
+    it through), so both paths end here."""
+    return ProviderError(redact(f"base URL refused: {refused}", secrets))
 
 
 def read_json_object(http_response: Any, *, secrets: Sequence[str]) -> dict[str, Any]:

@@ -54,11 +54,14 @@ from agents.providers.common import (
     optional_str,
     png_base64,
     read_json_object,
+    refusal_error,
     shared_tls_context,
     token_count,
 )
 from agents.providers.redaction import register_secret
 from agents.providers.retry import Backoff, RetryableFailure, call_with_retries
+from agents.providers.transport import OutboundRefused, checked_http_client
+from sandboxes.netpolicy import OutboundPolicy
 
 
 class _HttpClient(CloseOnCollect, openai.DefaultHttpxClient):
@@ -277,8 +280,9 @@ class OpenAIClient:
     """A :class:`~agents.providers.base.ModelClient` on OpenAI Chat Completions.
 
     ``base_url`` includes the version path (``https://api.openai.com/v1``); None lets
-    the SDK decide (``OPENAI_BASE_URL``, else OpenAI). ``price``, ``sleep`` and ``rng``
-    as for :class:`~agents.providers.anthropic_client.AnthropicClient`."""
+    the SDK decide (``OPENAI_BASE_URL``, else OpenAI). ``price``, ``sleep``, ``rng``
+    and ``outbound`` (the address policy of every connection) as for
+    :class:`~agents.providers.anthropic_client.AnthropicClient`."""
 
     provider = "openai"
     # OpenAI's current models refuse ``max_tokens``; compatible servers know only it.
@@ -296,6 +300,7 @@ class OpenAIClient:
         price: Price | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
+        outbound: OutboundPolicy | None = None,
     ) -> None:
         if not api_key:
             raise ProviderError(f"{self.provider}: no API key given")
@@ -311,6 +316,9 @@ class OpenAIClient:
         self.price = price
         self._sleep = sleep
         self._rng = rng
+        # Every connection the SDK makes is checked against the address policy (the
+        # strict one, with the host's DNS, unless the caller brings the arena's).
+        outbound = OutboundPolicy() if outbound is None else outbound
         # Kept for redacting error texts; never put into messages, logs or repr.
         self._secrets = secrets
         self._sdk = openai.OpenAI(
@@ -318,7 +326,7 @@ class OpenAIClient:
             base_url=base_url,
             timeout=timeout_s,
             max_retries=0,
-            http_client=_HttpClient(verify=shared_tls_context()),
+            http_client=checked_http_client(_HttpClient, outbound, verify=shared_tls_context()),
         )
 
     def __repr__(self) -> str:
@@ -365,6 +373,8 @@ class OpenAIClient:
                 raise failure_from_sdk_error(
                     error, errors=_SDK_ERRORS, secrets=self._secrets
                 ) from None
+            except OutboundRefused as refused:  # an SDK that does not wrap it
+                raise refusal_error(refused, secrets=self._secrets) from None
             body = read_json_object(raw.http_response, secrets=self._secrets)
             return parse_completion(body), raw.http_response.headers.get("x-request-id", "")
 
@@ -408,6 +418,7 @@ class OpenAICompatibleClient(OpenAIClient):
         price: Price | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
+        outbound: OutboundPolicy | None = None,
     ) -> None:
         if not base_url:
             raise ProviderError("openai_compatible: a base_url is required")
@@ -421,4 +432,5 @@ class OpenAICompatibleClient(OpenAIClient):
             price=price,
             sleep=sleep,
             rng=rng,
+            outbound=outbound,
         )

@@ -18,7 +18,12 @@ The arena's side comes in as ``ProviderDefaults`` (built from ``settings.ARENA``
 - ``prices``: ``{model_id: [usd_per_mtok_in, usd_per_mtok_out]}``; a model not in it
   costs 0 and its replies carry ``extra["price_known"] = False``;
 - ``timeout_s`` and ``max_retries``: defaults an agent's ``params["timeout_s"]`` /
-  ``params["max_retries"]`` override.
+  ``params["max_retries"]`` override;
+- ``outbound``: the address policy (``sandboxes.netpolicy.OutboundPolicy``) a base URL
+  must pass here, and every connection of the client at dial time
+  (``agents.providers.transport``): no internal address unless the operator's
+  ``ARENA_INTERNAL_ALLOWLIST`` lists it, whether the URL came from the agent's params or
+  from ``ANTHROPIC_BASE_URL`` / ``OPENAI_BASE_URL``.
 
 Agent params read: ``base_url``, ``api_key_env``, ``timeout_s``, ``max_retries``.
 """
@@ -34,6 +39,8 @@ from agents.providers.anthropic_client import AnthropicClient
 from agents.providers.base import ModelClient, ProviderError
 from agents.providers.common import Price
 from agents.providers.openai_client import OpenAIClient, OpenAICompatibleClient
+from agents.providers.transport import describe_refusal, url_host
+from sandboxes.netpolicy import EgressRefused, OutboundPolicy
 
 PROVIDERS = ("anthropic", "openai", "openai_compatible")
 
@@ -50,6 +57,8 @@ class ProviderDefaults:
     timeout_s: float = 60.0
     max_retries: int = 4
     prices: Mapping[str, Any] = field(default_factory=dict)
+    # One per lane (its lookups are bounded per instance); default: public only, DNS.
+    outbound: OutboundPolicy = field(default_factory=OutboundPolicy)
 
 
 def price_for(model: str, prices: Mapping[str, Any]) -> Price | None:
@@ -89,12 +98,29 @@ def _key_variable(provider: str, params: Mapping[str, Any]) -> str | None:
     return DEFAULT_KEY_ENV.get(provider)
 
 
-def _base_url(provider: str, params: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
-    url = params.get("base_url") or environ.get(BASE_URL_ENV.get(provider, "")) or None
+def base_url_for(
+    provider: str,
+    params: Mapping[str, Any],
+    environ: Mapping[str, str],
+    outbound: OutboundPolicy,
+) -> str | None:
+    """The base URL an agent of ``provider`` with ``params`` calls (its own
+    ``base_url``, else the operator's ``ANTHROPIC_BASE_URL`` / ``OPENAI_BASE_URL``; None
+    for the SDK's default), checked against the address policy: its form and its host's
+    address class (a name is resolved here when DNS is on, and again at every dial).
+    Raises ``ProviderError`` naming where the URL came from and the class refused."""
+    variable = BASE_URL_ENV.get(provider, "")
+    source = "base_url" if params.get("base_url") else variable
+    url = params.get("base_url") or environ.get(variable) or None
     if url is None:
         return None
     if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https"):
         raise ProviderError(f"{provider}: base_url must be an http(s) URL, got {url!r}")
+    try:
+        outbound.check_registration(url)
+    except EgressRefused as refused:
+        message = describe_refusal(url_host(url), refused)
+        raise ProviderError(f"{provider}: {source} {message}") from None
     return url
 
 
@@ -126,7 +152,8 @@ def client_for(
     here; the client ignores them per call except its sampling keys).
     ``defaults`` are the arena's; ``environ`` defaults to ``os.environ``.
     Raises ``ProviderError`` for an unknown provider, a missing key (naming the
-    variable to set, never a value), a bad base URL or a bad price entry."""
+    variable to set, never a value), a bad base URL or one the address policy refuses,
+    or a bad price entry."""
     environ = os.environ if environ is None else environ
     if provider not in PROVIDERS:
         raise ProviderError(f"unknown provider {provider!r}; known: {', '.join(PROVIDERS)}")
@@ -140,8 +167,9 @@ def client_for(
         "timeout_s": _timeout_s(params, defaults.timeout_s),
         "max_retries": _max_retries(params, defaults.max_retries),
         "price": price_for(model, defaults.prices),
+        "outbound": defaults.outbound,
     }
-    base_url = _base_url(provider, params, environ)
+    base_url = base_url_for(provider, params, environ, defaults.outbound)
     if provider == "anthropic":
         return AnthropicClient(model, api_key or "", base_url, **common)
     if provider == "openai":

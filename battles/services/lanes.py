@@ -24,6 +24,7 @@ from battles.services.live import battle_heartbeat, battle_publish
 from sandboxes.base import TOOL_NAMES, Sandbox, SandboxSpec, ToolResult
 from sandboxes.services import egress_refusals_take, sandbox_session
 from sandboxes.tools import tool_call
+from sandboxes.untrusted import storable, storable_text
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +46,10 @@ def run_lane(*, run_id: int, inputs: LaneInputs, barrier: threading.Barrier | No
         desktop=arena.sandbox_desktop,
         start_url=inputs.start_url,
         lifetime_s=inputs.wall_budget_s + 120,
+        disk_bytes=arena.sandbox_disk_bytes,
+        disk_inodes=arena.sandbox_disk_inodes,
+        display_disk_bytes=arena.sandbox_display_disk_bytes,
+        screenshot_max_bytes=arena.screenshot_max_bytes,
     )
     try:
         with sandbox_session(spec) as sandbox:
@@ -70,7 +75,7 @@ def run_lane(*, run_id: int, inputs: LaneInputs, barrier: threading.Barrier | No
     finally:
         refusals = egress_refusals_take(run.pk)
         if refusals:
-            Run.objects.filter(pk=run.pk).update(egress_refusals=refusals)
+            Run.objects.filter(pk=run.pk).update(egress_refusals=storable(refusals)[0])
     return run
 
 
@@ -85,7 +90,8 @@ def _store_screenshot(run: Run, index: int, png: bytes | None) -> str:
 
 
 def _store_spans(run: Run, index: int, policy: object) -> None:
-    """Moves the spans a policy recorded (model calls, remote exchanges) to the run."""
+    """Moves the spans a policy recorded (model calls, remote exchanges) to the run.
+    What a model or an entrant answered is untrusted: stored escaped where it must be."""
     records = getattr(policy, "spans", None)
     if not records:
         return
@@ -94,10 +100,10 @@ def _store_spans(run: Run, index: int, policy: object) -> None:
             run=run,
             step_index=index,
             kind=r.kind,
-            name=r.name[:200],
-            input=r.input,
-            output=r.output,
-            error=r.error[:2000],
+            name=storable_text(r.name[:200])[0],
+            input=storable(r.input)[0],
+            output=storable(r.output)[0],
+            error=storable_text(r.error[:2000])[0],
             started_at=datetime.fromtimestamp(r.started, tz=UTC),
             latency_ms=r.latency_ms,
             input_tokens=r.input_tokens,
@@ -164,15 +170,23 @@ def _drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> None:
         else:
             result = tool_call(sandbox, decision.tool, decision.args, deliver_dir=deliver_dir)
         duration_ms = int((time.monotonic() - t0) * 1000)
-        args = decision.args if isinstance(decision.args, dict) else {"raw": decision.args[:2000]}
+        raw_args = (
+            decision.args if isinstance(decision.args, dict) else {"raw": decision.args[:2000]}
+        )
+        # The agent's arguments and everything the sandbox answered are untrusted: NUL
+        # and undecodable bytes are stored escaped, and the step says so.
+        args, args_escaped = storable(raw_args)
+        tool, tool_escaped = storable_text(result.tool)
+        tool = tool[: Step._meta.get_field("tool").max_length]  # the agent's own word, maybe
+        error, _ = storable_text(result.error[:2000])
         Span.objects.create(
             run=run,
             step_index=index,
             kind=Span.Kind.TOOL,
-            name=result.tool,
+            name=tool,
             input=args,
-            output={"ok": result.ok, "error": result.error, "exit_code": result.exit_code},
-            error=result.error[:2000],
+            output={"ok": result.ok, "error": error, "exit_code": result.exit_code},
+            error=error,
             started_at=started,
             latency_ms=duration_ms,
         )
@@ -184,10 +198,13 @@ def _drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> None:
             page = sandbox.page_state()
             if page is not None:
                 stored["page"] = page
+        stored, stored_escaped = storable(stored)
+        if args_escaped or tool_escaped or stored_escaped:
+            stored["escaped"] = True
         Step.objects.create(
             run=run,
             index=index,
-            tool=result.tool,
+            tool=tool,
             args=args,
             result=stored,
             screenshot=_store_screenshot(run, index, screen),
@@ -216,9 +233,9 @@ def _end_run(
 ) -> None:
     run.status = Run.Status.ENDED
     run.end_reason = reason
-    run.final_message = final_message
-    run.error = error
-    run.delivered_files = files or []
+    run.final_message = storable_text(final_message)[0]
+    run.error = storable_text(error)[0]
+    run.delivered_files = storable(files or [])[0]
     run.ended_at = timezone.now()
     run.save(
         update_fields=[

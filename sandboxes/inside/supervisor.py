@@ -1,10 +1,23 @@
-"""The supervisor that runs INSIDE a desktop sandbox, as the slot's unprivileged uid.
+"""The supervisor that runs INSIDE a sandbox, as that sandbox's unprivileged uid.
 
 Standard library only (it runs on the distribution's python3, not the arena's venv).
-It starts the virtual display, the egress forwarder and the browser, then serves
-one JSON request per line on a unix socket the host reaches through the run's bound
-control directory. Everything it answers is untrusted by the host: the agent's shell
-runs as the same uid and could replace it.
+It has three roles (``config["role"]``):
+
+- ``display`` (the local backend's display sandbox, under the slot's display uid):
+  Xvfb, the egress forwarder and Chromium; serves ``navigate`` and ``state``.
+- ``agent`` (the agent's sandbox): the egress forwarder for the shell; serves
+  ``shell`` and ``input`` (xdotool, on the display sandbox's X socket).
+- ``all`` (the Docker backend's one container): everything.
+
+It serves one JSON request per line on a unix socket: a listening socket the host made
+in a directory no sandbox can reach and handed over as ``config["control_fd"]`` (the
+local backend), or ``/run/arena/ctl.sock`` (Docker). It tells the host it is ready on
+``config["ready_fd"]`` or by renaming that socket into place. It makes itself not
+dumpable (another process of its uid can neither trace it nor read its memory or file
+descriptors) and runs under rlimits of its own. Its limits on the shell are its own
+config's: a request can shorten a timeout or an output bound, never lengthen one, and
+``input`` runs only the xdotool commands the host sends, under the supervisor's own.
+The host trusts none of its answers.
 
 Requests: {"op": "ping"} | {"op": "input", "argv": [...]} (xdotool arguments) |
 {"op": "shell", "command", "timeout_s", "max_bytes"} | {"op": "navigate", "url"} |
@@ -13,10 +26,13 @@ Requests: {"op": "ping"} | {"op": "input", "argv": [...]} (xdotool arguments) |
 
 import asyncio
 import contextlib
+import ctypes
 import json
+import math
 import os
 import resource
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -27,6 +43,19 @@ CTL_SOCKET = f"{CTL_DIR}/ctl.sock"
 EGRESS_SOCKET = f"{CTL_DIR}/egress.sock"
 PROXY_PORT = 3128
 CHROMIUM = "/usr/lib/chromium/chromium"
+PR_SET_DUMPABLE = 4
+# Which requests each role serves.
+OPS = {
+    "all": {"ping", "input", "shell", "navigate", "state"},
+    "agent": {"ping", "input", "shell"},
+    "display": {"ping", "navigate", "state"},
+}
+# The xdotool commands the host sends (sandboxes.local) and how many arguments each
+# takes; "type" and "key" end the command line after "--". Anything else (exec,
+# behave, search, a window command) is refused: input must not be a way to run
+# programs outside the shell's limits.
+XDOTOOL_ARGS = {"mousemove": 2, "mousedown": 1, "mouseup": 1}
+XDOTOOL_OPTIONS = {"click": {"--repeat", "--delay"}, "type": {"--delay"}, "key": set()}
 
 
 def log(message: str) -> None:
@@ -177,7 +206,13 @@ def start_browser(width: int, height: int, start_url: str, proxy: bool) -> Brows
         "--disable-component-extensions-with-background-pages",
         "--disable-search-engine-choice-screen",
         "--disable-features=Translate,MediaRouter,OptimizationHints,NetworkTimeServiceQuerying,"
-        "AutofillServerCommunication,CertificateTransparencyComponentUpdater",
+        "AutofillServerCommunication,CertificateTransparencyComponentUpdater,"
+        "OptimizationHintsFetching,OptimizationGuideModelDownloading,InterestFeedContentSuggestions",
+        # Chromium makes no requests of its own (docs/egress.md): the managed policies
+        # bound at /etc/chromium/policies/managed switch off updates, safe browsing,
+        # metrics and the rest; the on-device model manifest monitor registers its
+        # component whatever they say, so it is pointed at an empty local manifest.
+        "--optimization-guide-manifest-override=/dev/null",
         "--disable-client-side-phishing-detection",
         "--disable-default-apps",
         "--disable-domain-reliability",
@@ -238,11 +273,39 @@ async def egress_client(reader: asyncio.StreamReader, writer: asyncio.StreamWrit
     await asyncio.gather(forward(reader, up_writer), forward(up_reader, writer))
 
 
-def run_shell(command: str, timeout_s: float, max_bytes: int, limits: dict) -> dict:
+def harden(limits: dict) -> None:
+    """Makes this process not dumpable (no other process of the uid may trace it or
+    read its memory, environment or file descriptors through /proc) and sets its own
+    rlimits, soft and hard, so nothing it starts can have more; no core files."""
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    for name, value in limits.items():
+        resource.setrlimit(getattr(resource, name), (value, value))
+
+
+def limiter(limits: dict):
+    """A ``preexec_fn`` that sets ``limits`` (soft and hard: the child cannot raise
+    them back) in the child before it runs anything."""
+
     def apply_limits() -> None:
         for name, value in limits.items():
             resource.setrlimit(getattr(resource, name), (value, value))
 
+    return apply_limits
+
+
+def bounded(value: object, limit: float) -> float:
+    """``value`` when it is a number in (0, limit], else ``limit``: a request may lower
+    the configured bound, never raise it (nor turn it into NaN or infinity)."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return limit
+    return number if math.isfinite(number) and 0 < number <= limit else limit
+
+
+def run_shell(command: str, timeout_s: float, max_bytes: int, limits: dict) -> dict:
     started = time.monotonic()
     proc = subprocess.Popen(
         ["/bin/sh", "-c", command],
@@ -251,7 +314,7 @@ def run_shell(command: str, timeout_s: float, max_bytes: int, limits: dict) -> d
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,  # its own group: a timeout kills grandchildren too
-        preexec_fn=apply_limits,
+        preexec_fn=limiter(limits),
     )
     out, err = bytearray(), bytearray()
     counts = {"out": 0, "err": 0}
@@ -301,16 +364,52 @@ def run_shell(command: str, timeout_s: float, max_bytes: int, limits: dict) -> d
     return {
         "ok": not timed_out and code == 0,
         "exit_code": code,
-        "stdout": out.decode(errors="replace"),
-        "stderr": err.decode(errors="replace"),
+        # Bytes that are not UTF-8 travel as lone surrogates (JSON \\udcNN escapes); the
+        # host stores them escaped and flagged (sandboxes.untrusted).
+        "stdout": out.decode(errors="surrogateescape"),
+        "stderr": err.decode(errors="surrogateescape"),
         "stdout_bytes": counts["out"],
         "stderr_bytes": counts["err"],
         "timed_out": timed_out,
     }
 
 
+def input_argv_ok(argv: object) -> bool:
+    """Whether ``argv`` is a chain of the xdotool commands the host sends: mousemove X Y,
+    mousedown/mouseup B, click [--repeat N] [--delay MS] B, type [--delay MS] -- TEXT,
+    key -- COMBO (the last two end the chain)."""
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        return False
+    i = 0
+    while i < len(argv):
+        command = argv[i]
+        i += 1
+        if command in XDOTOOL_ARGS:
+            values = argv[i : i + XDOTOOL_ARGS[command]]
+            if len(values) != XDOTOOL_ARGS[command] or not all(v.isdigit() for v in values):
+                return False
+            i += len(values)
+            continue
+        if command not in XDOTOOL_OPTIONS:
+            return False
+        while i < len(argv) and argv[i] in XDOTOOL_OPTIONS[command]:
+            if i + 1 >= len(argv) or not argv[i + 1].isdigit():
+                return False
+            i += 2
+        if command == "click":
+            if i >= len(argv) or not argv[i].isdigit():
+                return False
+            i += 1
+            continue
+        return i < len(argv) and argv[i] == "--" and i + 1 < len(argv)  # type, key
+    return True
+
+
 def run_input(argv: list) -> dict:
-    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+    """xdotool with ``argv`` once it passed :func:`input_argv_ok` (so it runs nothing
+    else), under this supervisor's own hard rlimits and a timeout. No ``preexec_fn``:
+    it would force a fork of the whole supervisor on every click."""
+    if not input_argv_ok(argv):
         return {"ok": False, "error": "bad input arguments"}
     proc = subprocess.run(["xdotool", *argv], capture_output=True, timeout=20, check=False)
     if proc.returncode != 0:
@@ -324,20 +423,26 @@ def run_input(argv: list) -> dict:
 class Supervisor:
     def __init__(self, config: dict) -> None:
         self.config = config
+        self.role = config.get("role", "all")
         self.browser = None
 
     def handle(self, request: dict) -> dict:
         op = request.get("op")
+        if op not in OPS.get(self.role, ()):
+            return {"ok": False, "error": f"unknown op {op!r}"}
+        limits = self.config.get("shell_limits", {})
         if op == "ping":
             return {"ok": True, "pid": os.getpid()}
         if op == "input":
             return run_input(request.get("argv"))
         if op == "shell":
+            timeout_s = float(self.config.get("shell_timeout_s", 20))
+            max_bytes = int(self.config.get("output_max_bytes", 65536))
             return run_shell(
                 str(request.get("command", "")),
-                float(request.get("timeout_s", 10)),
-                int(request.get("max_bytes", 65536)),
-                self.config.get("shell_limits", {}),
+                bounded(request.get("timeout_s"), timeout_s),
+                int(bounded(request.get("max_bytes"), max_bytes)),
+                limits,
             )
         if op == "navigate":
             if self.browser is None:
@@ -364,11 +469,16 @@ class Supervisor:
             writer.close()
 
     async def main(self) -> None:
+        harden(self.config.get("self_limits", {}))
         width, height = self.config.get("width", 1280), self.config.get("height", 800)
         proxy = os.path.exists(EGRESS_SOCKET)
         if proxy:
             await asyncio.start_server(egress_client, "127.0.0.1", PROXY_PORT)
-        if self.config.get("desktop", True):
+        if self.role == "agent" and self.config.get("desktop", True):
+            # The display runs in a sandbox of its own; its X socket is bound read-only
+            # at /tmp/.X11-unix (no abstract socket crosses network namespaces).
+            os.environ["DISPLAY"] = ":0"
+        elif self.config.get("desktop", True):
             started = time.monotonic()
             start_display(width, height)
             log(f"display up after {1000 * (time.monotonic() - started):.0f} ms")
@@ -377,8 +487,15 @@ class Supervisor:
             log(f"browser page after {1000 * (time.monotonic() - started):.0f} ms")
             await asyncio.get_running_loop().run_in_executor(None, self.browser.settle)
             log(f"page painted after {1000 * (time.monotonic() - started):.0f} ms")
-        server = await asyncio.start_unix_server(self.client, CTL_SOCKET + ".tmp")
-        os.rename(CTL_SOCKET + ".tmp", CTL_SOCKET)  # appears only when everything is up
+        if "control_fd" in self.config:
+            listener = socket.socket(fileno=int(self.config["control_fd"]))
+            server = await asyncio.start_unix_server(self.client, sock=listener)
+        else:
+            server = await asyncio.start_unix_server(self.client, CTL_SOCKET + ".tmp")
+            os.rename(CTL_SOCKET + ".tmp", CTL_SOCKET)  # appears only when everything is up
+        if "ready_fd" in self.config:
+            os.write(int(self.config["ready_fd"]), b"ready\n")
+            os.close(int(self.config["ready_fd"]))
         log("ready")
         async with server:
             await server.serve_forever()

@@ -1,12 +1,30 @@
-"""Fixtures for the provider tests: fake provider servers and a recorder for backoff
-waits. Nothing here is autouse: other tests in this package are unaffected."""
+"""Fixtures for the provider tests: fake provider servers, a recorder for backoff
+waits, and the address policy. The fakes and the reference entrant live on 127.0.0.1,
+which the worker's own calls may reach only when an operator allow-lists it: every test
+here runs with loopback allow-listed explicitly (``ARENA_INTERNAL_ALLOWLIST``, and
+:func:`loopback_outbound` for clients built by hand); tests/agents/test_outbound.py
+shows the same calls refused without it."""
 
 import base64
 from collections.abc import Iterator
 
 import pytest
 
+from sandboxes.netpolicy import Allowlist, OutboundPolicy
 from tests.agents.fake_providers import FakeAnthropic, FakeOpenAI
+
+LOOPBACK = "127.0.0.0/8,::1"
+
+
+def loopback_outbound() -> OutboundPolicy:
+    """The policy the fakes need: loopback allow-listed, no DNS (names are refused)."""
+    return OutboundPolicy(allowlist=Allowlist.parse(LOOPBACK), resolver=None)
+
+
+@pytest.fixture(autouse=True)
+def _loopback_allowlisted(settings):
+    settings.ARENA = settings.ARENA.replace(internal_allowlist=LOOPBACK)
+
 
 # A real 1×1 PNG: the fakes check that images arrive as valid base64.
 PNG_1X1 = base64.b64decode(

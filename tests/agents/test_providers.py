@@ -37,6 +37,7 @@ from agents.providers.redaction import (
 )
 from agents.providers.registry import ProviderDefaults, client_for
 from agents.providers.retry import Backoff, retry_after_seconds
+from tests.agents.conftest import loopback_outbound
 from tests.agents.fake_providers import (
     FakeAnthropic,
     FakeOpenAI,
@@ -76,6 +77,7 @@ ASK = [Turn("user", [Text("List the files.")])]
 
 def make_client(provider: str, base_url: str, **kwargs: Any) -> AnthropicClient | OpenAIClient:
     cls = AnthropicClient if provider == "anthropic" else OpenAIClient
+    kwargs.setdefault("outbound", loopback_outbound())
     return cls(f"{provider}-model", KEYS[provider], base_url, **kwargs)
 
 
@@ -365,7 +367,11 @@ def test_openai_compatible_server_without_key_ids_or_usage(sleeps):
     }
     with FakeOpenAI([RawJSON(body)]) as fake:
         client = OpenAICompatibleClient(
-            "qwen2.5-7b-instruct", base_url=fake.base_url, sleep=sleeps.append, price=None
+            "qwen2.5-7b-instruct",
+            base_url=fake.base_url,
+            sleep=sleeps.append,
+            price=None,
+            outbound=loopback_outbound(),
         )
         reply = complete(client, params={"extra_body": {"top_k": 20}})
 
@@ -647,7 +653,9 @@ def test_an_exhausted_script_fails_fast_and_says_so(fake_openai, sleeps):
 
 # -- registry ----------------------------------------------------------------------
 
-ARENA = ProviderDefaults(prices={"claude-test": [3.0, 15.0], "gpt-test": [1.25, 10]})
+ARENA = ProviderDefaults(
+    prices={"claude-test": [3.0, 15.0], "gpt-test": [1.25, 10]}, outbound=loopback_outbound()
+)
 
 
 def test_registry_builds_an_anthropic_client_with_the_env_key_and_the_price():

@@ -26,6 +26,7 @@ from agents.protocol import (
 from agents.remote import RemoteAgentError, RemotePolicy, session_token
 from examples.remote_entrant.server import EntrantServer, ReplyCache
 from sandboxes.base import ToolResult
+from tests.agents.conftest import loopback_outbound
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -158,6 +159,7 @@ def remote(sleeps) -> Iterator[Callable[..., RemotePolicy]]:
 
     def build(url: str, **options) -> RemotePolicy:
         options.setdefault("session", session_token())
+        options.setdefault("outbound", loopback_outbound())
         secret = options.pop("secret", SECRET)
         policies.append(RemotePolicy(url, secret, sleep=sleeps.append, **options))
         return policies[-1]

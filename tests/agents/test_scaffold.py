@@ -12,6 +12,7 @@ from agents.scaffold import ScaffoldPolicy
 from sandboxes.base import SandboxSpec
 from sandboxes.local import LocalBackend
 from sandboxes.tools import tool_call
+from tests.agents.conftest import loopback_outbound
 from tests.agents.fake_providers import FakeOpenAI, text
 from tests.agents.fake_providers import tool_call as call
 
@@ -37,7 +38,9 @@ def test_malformed_arguments_are_an_error_step_the_model_sees(sandbox, tmp_path)
         text("All done."),
     ]
     with FakeOpenAI(script) as fake:
-        client = OpenAICompatibleClient("local-model", base_url=fake.base_url, max_retries=0)
+        client = OpenAICompatibleClient(
+            "local-model", base_url=fake.base_url, max_retries=0, outbound=loopback_outbound()
+        )
         policy = ScaffoldPolicy(client=client)
 
         first = policy.next_action(observe(0))
@@ -60,7 +63,9 @@ def test_malformed_arguments_are_an_error_step_the_model_sees(sandbox, tmp_path)
 
 def test_only_the_newest_screenshots_are_sent(png):
     with FakeOpenAI(policy=lambda request: call("screenshot", {})) as fake:
-        client = OpenAICompatibleClient("local-model", base_url=fake.base_url, max_retries=0)
+        client = OpenAICompatibleClient(
+            "local-model", base_url=fake.base_url, max_retries=0, outbound=loopback_outbound()
+        )
         policy = ScaffoldPolicy(client=client, keep_screenshots=2)
         last = None
         for step in range(5):

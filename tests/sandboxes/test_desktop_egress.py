@@ -13,10 +13,12 @@ import threading
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 
 from sandboxes.base import SandboxSpec
 from sandboxes.egress import EgressProxy
 from sandboxes.local import LocalBackend
+from sandboxes.rundir import DISPLAY_UID_OFFSET
 
 PUBLIC = ipaddress.ip_address("93.184.216.34")
 
@@ -65,7 +67,7 @@ def desktop(web):
     ).run_in_thread()
     root = Path(tempfile.mkdtemp(prefix="arena-test-egress-", dir="/var/tmp"))
     root.chmod(0o711)
-    box = LocalBackend(root, uid_base=61000, egress=proxy).provision(
+    box = LocalBackend(root, uid_base=settings.ARENA.sandbox_uid_base, egress=proxy).provision(
         SandboxSpec(run_id=77, shell_timeout_s=10), slot=8
     )
     box.refusals = refusals
@@ -115,6 +117,11 @@ def test_shell_reaches_the_web_only_through_the_proxy(desktop):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="socket ownership needs a root worker")
-def test_egress_socket_belongs_to_the_sandbox_uid_only(desktop):
-    info = os.stat(desktop.run_dir / "ctl" / "egress.sock")
-    assert info.st_uid == 61008 and oct(info.st_mode & 0o777) == "0o600"
+def test_egress_sockets_belong_to_each_sandbox_uid_only(desktop):
+    # one for the agent's shell, one for Chromium in the display sandbox; each in a
+    # root-owned dir bound read-only, so neither sandbox can swap it for another socket
+    base = settings.ARENA.sandbox_uid_base
+    for directory, uid in (("agent-ctl", base + 8), ("display-ctl", base + DISPLAY_UID_OFFSET + 8)):
+        info = os.stat(desktop.run_dir / directory / "egress.sock")
+        assert info.st_uid == uid and oct(info.st_mode & 0o777) == "0o600"
+        assert os.stat(desktop.run_dir / directory).st_uid == 0

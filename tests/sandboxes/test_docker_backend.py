@@ -16,7 +16,7 @@ import docker
 import pytest
 from PIL import Image
 
-from sandboxes import docker_backend
+from sandboxes import disk, docker_backend, seccomp
 from sandboxes.base import SandboxSpec
 from sandboxes.docker_backend import DEFAULT_IMAGE, DockerBackend, janitor, sandbox_uid
 from sandboxes.egress import EgressProxy
@@ -102,7 +102,11 @@ def test_container_is_locked_down(engine, provision):
     assert not host.get("Privileged")
     assert host["ReadonlyRootfs"] is True
     assert host["CapDrop"] == ["ALL"] and not host.get("CapAdd")
-    assert host["SecurityOpt"] == ["no-new-privileges"]
+    # the arena's deny list as the container's seccomp profile (sandboxes.seccomp)
+    assert host["SecurityOpt"] == [
+        "no-new-privileges",
+        f"seccomp={seccomp.docker_profile(seccomp.BROWSER)}",
+    ]
     assert host["Memory"] == host["MemorySwap"] == 512 * 1024**2
     assert host["PidsLimit"] == 128
     assert host["NanoCpus"] == 500_000_000
@@ -113,6 +117,7 @@ def test_container_is_locked_down(engine, provision):
     assert not host.get("Binds") and not host.get("Devices") and not host.get("VolumesFrom")
     assert host.get("PidMode", "") == "" and host.get("UsernsMode", "") == ""
     assert set(host["Tmpfs"]) == {"/tmp", "/home/agent"}
+    assert host["Tmpfs"]["/tmp"] == f"rw,nosuid,nodev,size={SPEC.disk_bytes},nr_inodes=65536"
     assert "uid=61002,gid=61002,mode=0700" in host["Tmpfs"]["/home/agent"]
     # the user is the slot's own, never root (this test worker is root)
     assert body["User"] == "61002:61002"
@@ -136,6 +141,10 @@ def test_only_the_run_dir_is_mounted_never_the_engine_socket(engine, provision):
     )
     assert {os.stat(box.run_dir / sub).st_uid for sub in HOST_DIRS.values()} == {61002}
     assert os.stat(box.run_dir).st_mode & 0o777 == 0o700
+    if disk.can_mount():  # /work is a tmpfs quota of its own, gone with the sandbox
+        assert disk.mounts_under(box.run_dir) == [box.run_dir / "work"]
+        box.destroy()
+        assert disk.mounts_under(box.run_dir) == [] and not box.run_dir.exists()
 
 
 def test_labels_name_and_command(engine, provision):
@@ -152,15 +161,23 @@ def test_labels_name_and_command(engine, provision):
     }
     [config] = call.body["Cmd"]
     assert json.loads(config) == {
+        "role": "all",
         "desktop": True,
         "width": 64,
         "height": 48,
         "start_url": "",
+        "shell_timeout_s": 20,
+        "output_max_bytes": 65536,
         "shell_limits": {
             "RLIMIT_CPU": 21,
             "RLIMIT_FSIZE": 256 * 1024**2,
             "RLIMIT_NPROC": 64,
             "RLIMIT_NOFILE": 1024,
+        },
+        "self_limits": {
+            "RLIMIT_FSIZE": 256 * 1024**2,
+            "RLIMIT_NPROC": 128,
+            "RLIMIT_NOFILE": 16384,
         },
     }
     assert call.body["Hostname"] == "sandbox" and call.body["WorkingDir"] == "/work"

@@ -655,3 +655,214 @@ def test_thread_helper_serves_a_sandbox_on_a_unix_socket(tmp_path):
     assert released
     assert dialer.calls == [(ip(PUBLIC), 443)]
     assert handle._thread is not None and not handle._thread.is_alive()
+
+
+# --- per-sandbox bounds: no lane can starve another --------------------------------------
+
+
+class HangingResolver(FakeResolver):
+    """A FakeResolver whose ``hang.example`` lookups block until released (at most 5 s,
+    so a failing test cannot leave a thread behind for long)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    def __call__(self, host: str, port: int) -> list:
+        if host == "hang.example":
+            self.calls.append((host, port))
+            self.release.wait(5)
+            return [ip(PUBLIC)]
+        return super().__call__(host, port)
+
+
+async def timed(coro) -> tuple[bytes, float]:
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    result = await coro
+    return result, loop.time() - started
+
+
+@async_test
+async def test_a_resolver_that_hangs_for_one_sandbox_holds_up_only_that_sandbox():
+    harness = Harness(max_lookups=2, resolve_timeout_s=0.5)
+    harness.resolver = resolver = HangingResolver()
+    harness.proxy.resolver = resolver
+    async with harness as h:
+        try:
+            await h.upstream(http_echo, PUBLIC, 80)
+            resolver.answer("public.example", [PUBLIC])
+            other = await h.proxy.serve_tcp(RUN_ID + 1)
+            hung = [
+                asyncio.create_task(timed(h.request(get("http://hang.example/")))) for _ in range(2)
+            ]
+            while len(resolver.calls) < 2:  # both lookups are in flight
+                await asyncio.sleep(0.01)
+
+            over, over_s = await timed(h.request(get("http://hang.example/again")))
+            literal = await h.request(get(f"http://{PUBLIC}/"))  # needs no lookup slot
+            theirs, theirs_s = await timed(h.request(get("http://public.example/"), port=other))
+            timed_out = await asyncio.gather(*hung)
+        finally:
+            resolver.release.set()
+
+        assert (status(over), body(over)) == (429, b"egress refused: lookup_limit\n")
+        assert b"\r\nRetry-After: 1\r\n" in over and over_s < 0.3
+        assert status(literal) == 200
+        assert status(theirs) == 200 and theirs_s < 0.3
+        assert [status(r) for r, _ in timed_out] == [504, 504]
+        assert all(0.5 <= s < 1.5 for _, s in timed_out)
+        assert body(timed_out[0][0]) == b"egress refused: lookup_timeout\n"
+        assert sorted(reason for run, _, reason in h.refusals if run == RUN_ID) == [
+            "lookup_limit",
+            "lookup_timeout",
+            "lookup_timeout",
+        ]
+        assert [r for r in h.refusals if r[0] != RUN_ID] == []
+
+
+@async_test
+async def test_at_its_socket_cap_a_sandbox_waits_on_its_own_side():
+    async with Harness(max_connections=1, max_sockets=1) as h:
+        await h.upstream(tcp_echo, PUBLIC, 443)
+        await h.upstream(http_echo, PUBLIC, 80)
+        other = await h.proxy.serve_tcp(RUN_ID + 1)
+        reader, writer = await h.tunnel(f"{PUBLIC}:443")  # the one socket it may hold
+
+        # The next connect waits in the sandbox's own listen backlog: not accepted, so
+        # it costs the proxy nothing, and the pause is recorded as a refusal.
+        waiting_reader, waiting_writer = await h.connect()
+        waiting_writer.write(get(f"http://{PUBLIC}/"))
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(waiting_reader.read(1), 0.3)
+        theirs = await h.request(get(f"http://{PUBLIC}/"), port=other)  # unaffected
+        refusals_while_paused = list(h.refusals)
+
+        writer.write_eof()  # the tunnel ends, its socket goes: the waiting one is served
+        assert await asyncio.wait_for(reader.read(), 2) == b""
+        writer.close()
+        answered = await asyncio.wait_for(waiting_reader.read(), 2)
+        waiting_writer.close()
+        counters = h.proxy.counters(RUN_ID)
+
+    assert status(theirs) == 200
+    assert refusals_while_paused == [(RUN_ID, "-", "connection_limit")]
+    assert status(answered) == 200
+    assert (counters["connections"], counters["accept_pauses"]) == (2, 1)
+
+
+@async_test
+async def test_past_its_connection_rate_a_sandbox_waits_on_its_own_side():
+    async with Harness(accept_rate_per_s=4.0, accept_burst=1) as h:
+        await h.upstream(http_echo, PUBLIC, 80)
+        other = await h.proxy.serve_tcp(RUN_ID + 1)
+
+        first, first_s = await timed(h.request(get(f"http://{PUBLIC}/")))
+        second = asyncio.create_task(timed(h.request(get(f"http://{PUBLIC}/"))))
+        await asyncio.sleep(0.05)
+        theirs, theirs_s = await timed(h.request(get(f"http://{PUBLIC}/"), port=other))
+        (answer, second_s) = await second
+
+    assert (status(first), status(answer), status(theirs)) == (200, 200, 200)
+    assert first_s < 0.2 and theirs_s < 0.2  # the other sandbox has a bucket of its own
+    assert 0.2 <= second_s < 1.0  # accepted once the bucket had a token again
+    assert h.refusals == [(RUN_ID, "-", "rate_limit")]
+
+
+@async_test
+async def test_log_lines_about_one_sandbox_are_rate_limited_and_counted(caplog):
+    clock = FakeClock()
+    caplog.set_level("WARNING", logger="sandboxes.egress")
+    async with Harness(log_lines_per_s=1.0, log_burst=3, clock=clock) as h:
+        other = await h.proxy.serve_tcp(RUN_ID + 1)
+        for n in range(6):
+            await h.request(get(f"http://127.0.0.{n + 1}/"))
+        await h.request(get("http://10.0.0.1/"), port=other)
+        clock.now += 1.0
+        await h.request(get("http://127.0.0.9/"))
+        counters = h.proxy.counters(RUN_ID)
+
+    lines = [r.getMessage() for r in caplog.records if r.name == "sandboxes.egress"]
+    mine = [line for line in lines if f"run={RUN_ID} " in line]
+    assert len(h.refusals) == 8  # every refusal is reported, logged or not
+    assert mine[:3] == [
+        f"egress refused run={RUN_ID} target=http://127.0.0.{n}/ reason=loopback" for n in (1, 2, 3)
+    ]
+    assert mine[3] == (
+        f"egress refused run={RUN_ID} target=http://127.0.0.9/ reason=loopback"
+        " (3 lines about this run suppressed before this one)"
+    )
+    assert f"egress refused run={RUN_ID + 1} target=http://10.0.0.1/ reason=private" in lines
+    assert (counters["refused:loopback"], counters["log_suppressed"]) == (7, 3)
+    assert f"egress run={RUN_ID}: 7 refusals in all, 3 log lines about them suppressed" in lines
+
+
+@async_test
+async def test_one_connect_deadline_covers_all_of_a_destinations_addresses():
+    class HangingDialer(FakeDialer):
+        async def __call__(self, address, port):
+            self.calls.append((address, port))
+            await asyncio.sleep(30)
+
+    harness = Harness(connect_timeout_s=0.3)
+    harness.dialer = harness.proxy.dialer = dialer = HangingDialer()
+    async with harness as h:
+        h.resolver.answer("blackhole.example", [PUBLIC, PUBLIC_2, PUBLIC_V6])
+
+        response, took = await timed(h.request(get("http://blackhole.example/")))
+
+        assert (status(response), body(response)) == (504, b"upstream timed out\n")
+        assert 0.3 <= took < 1.0
+        assert dialer.calls == [(ip(PUBLIC), 80)]
+        assert h.refusals == []  # the upstream's fault, not the sandbox's
+        assert h.proxy.counters(RUN_ID)["upstream_failures"] == 1
+
+
+@async_test
+async def test_counters_say_what_a_sandbox_did():
+    async with Harness(header_timeout_s=0.1) as h:
+        await h.upstream(http_echo, PUBLIC, 80)
+        await h.request(get(f"http://{PUBLIC}/"))
+        await h.request(get("http://10.0.0.1/"))
+        reader, writer = await h.connect()
+        await asyncio.wait_for(reader.read(), 2)  # sends nothing: 408 after the timeout
+        writer.close()
+        counters = h.proxy.counters(RUN_ID)
+
+    assert counters == {
+        "connections": 3,
+        "requests": 2,
+        "refused:private": 1,
+        "header_timeouts": 1,
+    }
+    assert h.proxy.counters(RUN_ID) == {}  # released
+
+
+# --- refusal records kept with the run (sandboxes.services) -----------------------------
+
+
+def test_refusal_records_are_aggregated_bounded_and_counted(monkeypatch):
+    from sandboxes import services
+
+    monkeypatch.setattr(services, "MAX_REFUSALS_KEPT", 3)
+    run_id = 987_654
+    for target, reason in [
+        ("http://10.0.0.1/", "private"),
+        ("http://10.0.0.1/", "private"),
+        ("-", "connection_limit"),
+        ("x" * 1000, "malformed"),
+        ("http://127.0.0.1/", "loopback"),  # past the bound: counted per reason only
+        ("http://127.0.0.2/", "loopback"),
+        ("-", "connection_limit"),  # an existing record still counts
+    ]:
+        services._record_refusal(run_id, target, reason)
+
+    records = services.egress_refusals_take(run_id)
+
+    assert records == [
+        {"target": "http://10.0.0.1/", "reason": "private", "count": 2},
+        {"target": "-", "reason": "connection_limit", "count": 2},
+        {"target": "x" * 300, "reason": "malformed", "count": 1},
+        {"target": "*", "reason": "loopback", "count": 2},
+    ]
+    assert services.egress_refusals_take(run_id) == []

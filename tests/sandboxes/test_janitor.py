@@ -1,5 +1,6 @@
 """A worker killed mid-run (SIGKILL) leaves a sandbox behind; the janitor reaps it:
-processes under the slot uid, the run dir, the cgroup, the slot lease."""
+processes under the slot's uids (the agent's and the display's), the quota mounts, the
+run dir, the cgroup, the slot lease."""
 
 import os
 import signal
@@ -8,8 +9,10 @@ import sys
 
 import pytest
 
+from sandboxes import disk
 from sandboxes.models import SandboxLease
 from sandboxes.reaping import become_subreaper
+from sandboxes.rundir import DISPLAY_UID_OFFSET
 from sandboxes.services import sandbox_janitor
 from tests.processes import live_processes
 from tests.servers import ROOT, child_env
@@ -24,7 +27,7 @@ import django, sys, time
 django.setup()
 from sandboxes.base import SandboxSpec
 from sandboxes.services import sandbox_session
-with sandbox_session(SandboxSpec(run_id=None, desktop=False)) as box:
+with sandbox_session(SandboxSpec(run_id=None)) as box:
     box.shell("sleep 300 > /dev/null 2>&1 &")
     print(box.run_dir, flush=True)
     time.sleep(300)
@@ -51,8 +54,11 @@ def test_janitor_reaps_the_sandbox_of_a_worker_killed_mid_run(sandbox_root, tmp_
     worker.send_signal(signal.SIGKILL)
     worker.wait()
 
+    assert disk.mounts_under(run_dir)  # the quotas outlived the worker
     assert sandbox_janitor() == 1
     assert uid_processes(uid) == []
+    assert uid_processes(uid + DISPLAY_UID_OFFSET) == []
+    assert disk.mounts_under(run_dir) == []
     assert not os.path.exists(run_dir)
     lease.refresh_from_db()
     assert lease.released_at is not None

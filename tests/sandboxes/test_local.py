@@ -1,23 +1,27 @@
 """The local backend, for real: bubblewrap, an unprivileged uid, rlimits, cgroups, a
-desktop with Xvfb and Chromium, bounded output, safe deliveries."""
+desktop with Xvfb and Chromium in a display sandbox of their own, bounded output, safe
+deliveries. (The hostile entrant's attacks are in test_hostile.py.)"""
 
 import io
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from PIL import Image
 
-from sandboxes import cgroups
+from sandboxes import cgroups, disk
 from sandboxes.base import SandboxSpec, ToolError
 from sandboxes.local import LocalBackend
+from sandboxes.rundir import DISPLAY_UID_OFFSET
 from sandboxes.tools import tool_call
 from tests.processes import live_processes
 
-UID_BASE = 61000
+UID_BASE = settings.ARENA.sandbox_uid_base
 SHELL_ONLY = SandboxSpec(
     run_id=1,
     shell_timeout_s=5,
@@ -116,7 +120,8 @@ def test_output_is_bounded_and_truncation_is_flagged(sandbox):
 def test_a_gigabyte_of_output_costs_nothing_but_time(sandbox):
     result = sandbox.shell("head -c 1000000000 /dev/zero", timeout_s=5)
     assert result.truncated
-    assert len(result.stdout) == SHELL_ONLY.output_max_bytes
+    # the bound holds on the bytes kept; each NUL is then stored as the 4 characters \x00
+    assert result.escaped and result.stdout == "\\x00" * SHELL_ONLY.output_max_bytes
     assert result.data["stdout_bytes"] == 1_000_000_000 or result.timed_out
 
 
@@ -206,6 +211,7 @@ def test_destroy_leaves_no_process_dir_or_cgroup(sandbox_root):
     box.destroy()
     box.destroy()
     assert not box.run_dir.exists()
+    assert disk.mounts_under(box.run_dir) == []
     assert all(not g.exists() for g in groups)
     if os.geteuid() == 0:
         assert uid_processes(UID_BASE + 6) == []
@@ -236,16 +242,38 @@ def test_desktop_typing_reaches_the_page(desktop):
     desktop.click(100, 150)
     desktop.type("hello arena")
     desktop.key("Return")
-    value = desktop._call("t", {"op": "state"})
-    assert value["title"] == "Form"
+    assert desktop.page_state()["title"] == "Form"
     assert desktop.navigate("about:blank").ok
 
 
+def _display_processes(box) -> dict[int, str]:
+    """Command lines of the display sandbox's processes, by host pid."""
+    listing = subprocess.run(
+        ["ps", "-U", str(box.display_uid), "-o", "pid=,args="],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    return {int(line.split(None, 1)[0]): line.split(None, 1)[1] for line in listing.splitlines()}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the display uid needs a root worker")
 def test_desktop_chromium_keeps_its_own_sandbox(desktop):
-    listing = desktop.shell("ps -eo args").stdout
+    # Chromium runs in the display sandbox, under the display uid, with its sandbox on:
+    # the zygote, and renderers in user namespaces of their own (its namespace sandbox).
+    assert desktop.display_uid == UID_BASE + DISPLAY_UID_OFFSET + 4
+    processes = _display_processes(desktop)
+    listing = "\n".join(processes.values())
     assert "/usr/lib/chromium/chromium" in listing
     assert "--no-sandbox" not in listing
     assert "--type=zygote" in listing
+    browser = next(p for p, a in processes.items() if "--type=" not in a and "chromium" in a)
+    renderers = [p for p, a in processes.items() if "--type=renderer" in a]
+    assert renderers
+    namespace = os.readlink(f"/proc/{browser}/ns/user")
+    assert all(os.readlink(f"/proc/{p}/ns/user") != namespace for p in renderers)
+    # The agent's shell sees none of it: another PID namespace.
+    assert "chromium" not in desktop.shell("ps -eo args").stdout
 
 
 def test_navigate_without_egress_reaches_nothing(desktop):
@@ -255,9 +283,9 @@ def test_navigate_without_egress_reaches_nothing(desktop):
 
 
 def test_desktop_framebuffer_symlink_is_refused(desktop):
-    fb = desktop.run_dir / "fb"
+    fb = desktop.paths.framebuffer.parent
     desktop.shell("true")
-    # the sandbox owns /fb: swapping the framebuffer for a link to a host file fails safe
+    # the display sandbox owns /fb: a link to a host file there fails safe
     original = fb / "Xvfb_screen0"
     moved = fb / "moved"
     os.rename(original, moved)
@@ -271,8 +299,9 @@ def test_desktop_framebuffer_symlink_is_refused(desktop):
 
 
 def test_a_control_socket_swapped_for_a_link_is_never_dialled(sandbox, tmp_path):
-    """The sandbox owns its control dir: it could point ctl.sock at a host socket for
-    the worker (root) to dial. The client refuses links."""
+    """A control socket swapped for a link to a host socket (under the Docker backend
+    the container owns its control dir; the local one keeps it out of every sandbox's
+    reach) is never dialled: the client refuses links."""
     import socket as sockets
 
     host_socket = tmp_path / "host.sock"
@@ -280,7 +309,7 @@ def test_a_control_socket_swapped_for_a_link_is_never_dialled(sandbox, tmp_path)
     server.bind(str(host_socket))
     server.listen(1)
     server.setblocking(False)
-    ctl = sandbox.run_dir / "ctl" / "ctl.sock"
+    ctl = sandbox.paths.control
     sandbox.client.close()
     os.rename(ctl, ctl.with_name("real.sock"))
     os.symlink(host_socket, ctl)

@@ -2,13 +2,18 @@
 reason; a few public ones allowed. No network: names go through fake resolvers."""
 
 import ipaddress
+import threading
+import time
 
 import pytest
 
 from sandboxes.netpolicy import (
+    Allowlist,
     CheckedTarget,
     EgressRefused,
     InvalidHost,
+    LookupPool,
+    OutboundPolicy,
     address_refusal,
     check_destination,
     check_url,
@@ -378,3 +383,194 @@ def test_split_authority_refuses_malformed(authority):
     with pytest.raises(EgressRefused) as refused:
         split_authority(authority)
     assert refused.value.reason == "malformed_url"
+
+
+# --- the operator's allow-list (the worker's own calls only) ---------------------------
+
+
+def test_allowlist_parses_addresses_blocks_and_names():
+    allowlist = Allowlist.parse(" 10.8.0.0/16, ::1 ,[fd00::5], LLM.Internal., 127.0.0.1,, ")
+
+    assert allowlist.networks == (
+        ipaddress.ip_network("10.8.0.0/16"),
+        ipaddress.ip_network("::1/128"),
+        ipaddress.ip_network("fd00::5/128"),
+        ipaddress.ip_network("127.0.0.1/32"),
+    )
+    assert allowlist.names == frozenset({"llm.internal"})
+    assert not Allowlist.parse("") and not Allowlist.parse(" , ")
+
+
+@pytest.mark.parametrize("entry", ["10.0.0.0/33", "256.1.1.1", "0x7f.1", "a b", "-x-.internal"])
+def test_allowlist_refuses_what_is_not_an_address_block_or_name(entry):
+    with pytest.raises(ValueError, match="not an address, a CIDR block or a host name"):
+        Allowlist.parse(f"10.0.0.1,{entry}")
+
+
+@pytest.mark.parametrize(
+    ("host", "allowlist", "expected"),
+    [
+        ("10.8.1.2", "10.8.0.0/16", "10.8.1.2"),
+        ("[::1]", "::1", "::1"),
+        ("[::ffff:10.8.1.2]", "10.8.0.0/16", "::ffff:10.8.1.2"),  # mapped: the v4 is listed
+        ("0x0a080102", "10.8.0.0/16", "10.8.1.2"),  # an odd spelling of a listed address
+        ("127.0.0.1", "127.0.0.0/8", "127.0.0.1"),
+    ],
+)
+def test_an_allow_listed_literal_passes(host, allowlist, expected):
+    target = check_destination(
+        host, 8000, no_resolver, allowed_ports=None, allowlist=Allowlist.parse(allowlist)
+    )
+    assert str(target.address) == expected
+
+
+@pytest.mark.parametrize(
+    ("host", "allowlist", "reason"),
+    [
+        ("10.9.0.1", "10.8.0.0/16", "private"),  # outside the block
+        ("169.254.169.254", "169.254.0.0/16", "metadata"),  # metadata stays refused
+        ("169.254.169.254", "0.0.0.0/0", "metadata"),
+        ("[fd00:ec2::254]", "fd00::/8", "metadata"),
+        ("127.0.0.1", "llm.internal", "loopback"),  # a name entry lets no literal in
+    ],
+)
+def test_what_the_allowlist_does_not_list_stays_refused(host, allowlist, reason):
+    with pytest.raises(EgressRefused) as refused:
+        check_destination(
+            host, 80, no_resolver, allowed_ports=None, allowlist=Allowlist.parse(allowlist)
+        )
+    assert refused.value.reason == reason
+
+
+def test_an_allow_listed_name_passes_whatever_it_resolves_to_but_metadata():
+    resolver = FakeResolver({"llm.internal": ["10.1.2.3", "127.0.0.1"], "localhost": ["::1"]})
+    allowlist = Allowlist.parse("llm.internal,localhost")
+
+    target = check_destination(
+        "LLM.internal.", 8000, resolver, allowed_ports=None, allowlist=allowlist
+    )
+    local = check_destination("localhost", 11434, resolver, allowed_ports=None, allowlist=allowlist)
+
+    assert (target.host, target.addresses) == ("llm.internal", (ip("10.1.2.3"), ip("127.0.0.1")))
+    assert local.addresses == (ip("::1"),)
+    resolver.table["llm.internal"] = ["10.1.2.3", "169.254.169.254"]
+    with pytest.raises(EgressRefused) as refused:
+        check_destination("llm.internal", 8000, resolver, allowed_ports=None, allowlist=allowlist)
+    assert refused.value.reason == "metadata"
+
+
+def test_a_name_not_listed_is_refused_if_any_answer_is_outside_the_blocks():
+    resolver = FakeResolver({"mixed.example": ["10.8.0.1", "10.9.0.1"]})
+    with pytest.raises(EgressRefused) as refused:
+        check_destination("mixed.example", 443, resolver, allowlist=Allowlist.parse("10.8.0.0/16"))
+    assert refused.value.reason == "private"
+
+
+def test_any_port_only_when_the_caller_says_so():
+    assert check_destination("93.184.216.34", 8443, no_resolver, allowed_ports=None).port == 8443
+    with pytest.raises(EgressRefused) as refused:
+        check_destination("93.184.216.34", 8443, no_resolver)  # the sandbox default: 80, 443
+    assert refused.value.reason == "port"
+
+
+# --- bounded lookups ----------------------------------------------------------------
+
+
+def test_a_lookup_pool_refuses_over_its_limit_and_frees_a_slot_when_a_lookup_ends():
+    release = threading.Event()
+    pool = LookupPool(2)
+    hung = [pool.submit(release.wait) for _ in range(2)]
+
+    with pytest.raises(EgressRefused) as refused:
+        pool.submit(lambda: "never")
+    assert (refused.value.reason, pool.in_flight) == ("lookup_limit", 2)
+
+    release.set()
+    assert [future.result(2) for future in hung] == [True, True]
+    assert pool.submit(lambda: "answered").result(2) == "answered"
+    assert pool.in_flight == 0
+
+
+def test_a_lookup_that_hangs_times_out_for_its_caller_only():
+    release = threading.Event()
+    pool = LookupPool(1)
+    try:
+        started = time.monotonic()
+        with pytest.raises(EgressRefused) as refused:
+            pool.call(release.wait, timeout_s=0.1)
+        waited = time.monotonic() - started
+        assert refused.value.reason == "lookup_timeout" and 0.1 <= waited < 1.0
+        # The hung lookup still holds its slot: the next one is refused at once.
+        with pytest.raises(EgressRefused, match="lookup_limit"):
+            pool.call(lambda: [], timeout_s=5)
+    finally:
+        release.set()
+
+
+def test_a_lookup_error_reaches_its_caller():
+    def broken():
+        raise OSError("resolver exploded")
+
+    with pytest.raises(OSError, match="resolver exploded"):
+        LookupPool(1).call(broken, timeout_s=2)
+
+
+# --- the worker's own calls ---------------------------------------------------------
+
+
+def test_the_outbound_policy_refuses_internal_addresses_on_any_port():
+    policy = OutboundPolicy(resolver=FakeResolver({"inside.example": ["10.0.0.5"]}))
+
+    for host, port, reason in [
+        ("127.0.0.1", 8000, "loopback"),
+        ("10.0.0.5", 443, "private"),
+        ("inside.example", 8080, "private"),
+        ("localhost", 11434, "loopback"),
+        ("169.254.169.254", 80, "metadata"),
+    ]:
+        with pytest.raises(EgressRefused) as refused:
+            policy.check(host, port)
+        assert refused.value.reason == reason, host
+    assert policy.check("93.184.216.34", 8443).address == PUBLIC_V4
+
+
+def test_without_dns_the_outbound_policy_dials_literals_only():
+    policy = OutboundPolicy(allowlist=Allowlist.parse("127.0.0.0/8"), resolver=None)
+
+    assert policy.check("127.0.0.1", 8000).address == ip("127.0.0.1")
+    with pytest.raises(EgressRefused) as refused:
+        policy.check("api.example", 443)
+    assert refused.value.reason == "unresolvable"
+
+
+def test_registration_checks_literals_always_and_names_when_it_may_resolve():
+    resolver = FakeResolver({"inside.example": ["10.0.0.5"]})
+    policy = OutboundPolicy(resolver=resolver)
+    no_dns = OutboundPolicy(resolver=None)
+
+    with pytest.raises(EgressRefused, match="private"):
+        policy.check_registration("https://inside.example/act")
+    assert policy.check_registration("https://inside.example/act", resolve=False) is None
+    assert no_dns.check_registration("https://inside.example/act") is None
+    assert resolver.calls == [("inside.example", 443)]
+    for url in ["http://10.0.0.5:9000/act", "http://0x7f.1/", "http://localhost:8000/v1"]:
+        with pytest.raises(EgressRefused):
+            no_dns.check_registration(url)
+
+
+def test_an_outbound_lookup_that_hangs_fails_within_its_timeout():
+    release = threading.Event()
+
+    def hanging(host, port):
+        release.wait()
+        return [PUBLIC_V4]
+
+    policy = OutboundPolicy(resolver=hanging, lookup_timeout_s=0.1, max_lookups=1)
+    try:
+        started = time.monotonic()
+        with pytest.raises(EgressRefused) as refused:
+            policy.check("slow.example", 443)
+        assert refused.value.reason == "lookup_timeout"
+        assert time.monotonic() - started < 1.0
+    finally:
+        release.set()

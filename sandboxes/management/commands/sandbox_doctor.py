@@ -1,10 +1,15 @@
 """Checks that this host can run isolated desktop sandboxes: provisions one, takes a
 screenshot, clicks, runs a shell command, tries the host's loopback and a private
-address (directly and through the egress proxy), destroys it and looks for leftovers.
-Operators run it on every worker host."""
+address (directly and through the egress proxy), fills the disk quota, calls denied
+system calls, looks at who owns the framebuffer and whether the X socket can be
+replaced, destroys it and looks for leftovers. Operators run it on every worker host.
+
+Prints the report (``--json``: one JSON document) and exits non-zero, with one plain
+line per failed property on stderr, when any property does not hold."""
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import time
@@ -13,6 +18,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from sandboxes.base import SandboxSpec
+from sandboxes.local import LocalSandbox
+from sandboxes.rundir import DISPLAY_UID_OFFSET
 from sandboxes.services import lease_acquire, lease_release, sandbox_backend
 
 # Connect from inside the sandbox; print errno per target (0 would mean reachable).
@@ -25,11 +32,58 @@ VIA_PROXY = (
     "for u in http://127.0.0.1:{redis}/ http://10.0.0.1/ http://169.254.169.254/; do "
     "curl -s -m 5 -o /dev/null -w '%{{http_code}} ' \"$u\"; done"
 )
+# The doctor's own small quota: the mechanism is what it checks, not the configured size.
+QUOTA_BYTES = 32 * 1024**2
+QUOTA_FILES = 2048
+# Write past the byte quota, then past the file quota; print how far each got (head's
+# complaint, ENOSPC, comes back on stderr).
+FILL = (
+    "head -c {over} /dev/zero > /work/fill; echo bytes=$(stat -c %s /work/fill); "
+    "rm -f /work/fill; mkdir /work/many; n=0; "
+    "while [ $n -lt {files} ]; do true 2>/dev/null > /work/many/$n || break; n=$((n+1)); done; "
+    "echo files=$n; rm -rf /work/many"
+)
+# Denied system calls, called directly (x86-64 numbers: ptrace, unshare(CLONE_NEWUSER),
+# mount, bpf, io_uring_setup): each must fail with EPERM.
+SYSCALLS = (
+    'python3 -c "import ctypes, errno\n'
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "for nr, args in ((101, (0, 0, 0, 0)), (272, (0x10000000,)), (165, (0, 0, 0, 0, 0)),"
+    " (321, (0, 0, 0)), (425, (1, 0))):\n"
+    "    ctypes.set_errno(0); libc.syscall(nr, *args)\n"
+    '    print(errno.errorcode.get(ctypes.get_errno()))"'
+)
+# The X socket dir: bound read-only (no new file, no removing the socket).
+X_SOCKET = (
+    "touch /tmp/.X11-unix/probe 2>/dev/null && echo writable; "
+    "rm -f /tmp/.X11-unix/X0 2>/dev/null; test -S /tmp/.X11-unix/X0 && echo socket; "
+    "test -e /fb && echo framebuffer-visible"
+)
+
+# The properties that must hold, and the plain line said when one does not.
+PROPERTIES = {
+    "isolated": "isolation: the sandbox ran as root, saw routes, /etc/shadow or the environment",
+    "loopback_blocked": "network: the host's loopback was reachable from the sandbox",
+    "private_blocked": "network: a private or metadata address was reachable",
+    "disk_quota": "disk: writing past the quota did not stop with ENOSPC, or used host disk",
+    "seccomp": "syscalls: a denied system call (ptrace, unshare -U, mount, bpf, io_uring) ran",
+    "framebuffer_protected": "display: the agent's uid can see or write the framebuffer",
+    "display_socket_read_only": "display: the agent could replace the X socket",
+}
+
+
+def failures(report: dict) -> list[str]:
+    """One plain line per property of ``report`` that does not hold (none: all good)."""
+    lines = [message for key, message in PROPERTIES.items() if report.get(key) is not True]
+    if report.get("leaked_processes"):
+        lines.append(f"teardown: {report['leaked_processes']} processes outlived the sandbox")
+    return lines
 
 
 class Command(BaseCommand):
     help = (
-        "Provision a desktop sandbox on this host, exercise it, and report isolation and timings."
+        "Provision a desktop sandbox on this host, exercise it, and report isolation, "
+        "disk quota, system-call filter, display ownership and timings."
     )
 
     def add_arguments(self, parser) -> None:
@@ -42,9 +96,14 @@ class Command(BaseCommand):
         report = self.diagnose(steps)
         if as_json:
             self.stdout.write(json.dumps(report))
-            return
-        for key, value in report.items():
-            self.stdout.write(f"{key:>18}: {value}")
+        else:
+            for key, value in report.items():
+                self.stdout.write(f"{key:>24}: {value}")
+        failed = failures(report)
+        for line in failed:
+            self.stderr.write(f"sandbox doctor: {line}")
+        if failed:
+            raise SystemExit(1)
 
     def diagnose(self, steps: int) -> dict:
         backend = sandbox_backend()
@@ -52,9 +111,12 @@ class Command(BaseCommand):
         uid = settings.ARENA.sandbox_uid_base + lease.slot
         redis_port = settings.REDIS_URL.rsplit(":", 1)[-1].split("/")[0]
         report: dict = {"backend": backend.name, **backend.health()}
+        spec = SandboxSpec(
+            run_id=0, shell_timeout_s=10, disk_bytes=QUOTA_BYTES, disk_inodes=QUOTA_FILES
+        )
         try:
             t0 = time.monotonic()
-            box = backend.provision(SandboxSpec(run_id=0, shell_timeout_s=10), slot=lease.slot)
+            box = backend.provision(spec, slot=lease.slot)
             first = box.screenshot()
             report["ready_ms"] = round((time.monotonic() - t0) * 1000, 1)
             step_ms = []
@@ -82,11 +144,46 @@ class Command(BaseCommand):
                 "403",
                 "403",
             ]
+            report["disk_quota"] = self._disk_quota(box)
+            report["seccomp"] = box.shell(SYSCALLS).stdout.split() == ["EPERM"] * 5
+            report.update(self._display(box, uid))
             t = time.monotonic()
             box.destroy()
             report["destroy_ms"] = round((time.monotonic() - t) * 1000, 1)
         finally:
             lease_release(lease=lease)
-        leftovers = subprocess.run(["pgrep", "-U", str(uid)], capture_output=True, text=True)
+        uids = [str(uid), str(uid + DISPLAY_UID_OFFSET)]
+        leftovers = subprocess.run(
+            ["pgrep", "-U", ",".join(uids)], capture_output=True, text=True, check=False
+        )
         report["leaked_processes"] = len(leftovers.stdout.split()) if os.geteuid() == 0 else None
         return report
+
+    @staticmethod
+    def _disk_quota(box) -> bool:
+        """Writes past the byte and the file quota inside: both must stop at the quota
+        with ENOSPC, and the host's disk under the sandbox root must not lose the bytes."""
+        root = settings.ARENA.sandbox_root
+        free_before = shutil.disk_usage(root).free
+        over = QUOTA_BYTES + 8 * 1024**2
+        result = box.shell(FILL.format(over=over, files=QUOTA_FILES + 100))
+        free_after = shutil.disk_usage(root).free
+        out = dict(line.split("=", 1) for line in result.stdout.split() if "=" in line)
+        written, files = int(out.get("bytes") or 0), int(out.get("files") or 0)
+        stopped = "No space left on device" in result.stderr and written <= QUOTA_BYTES
+        host_untouched = free_before - free_after < QUOTA_BYTES // 2
+        return bool(stopped and 0 < files < QUOTA_FILES and host_untouched)
+
+    @staticmethod
+    def _display(box, uid: int) -> dict:
+        """Who owns the framebuffer, and what the agent's sandbox can do to the display."""
+        if not isinstance(box, LocalSandbox) or box.paths.display_control is None:
+            return {"framebuffer_protected": False, "display_socket_read_only": False}
+        inside = box.shell(X_SOCKET).stdout.split()
+        info = os.stat(box.paths.framebuffer, follow_symlinks=False)
+        owner_ok = os.geteuid() != 0 or (info.st_uid != uid and not info.st_mode & 0o022)
+        return {
+            "framebuffer_owner": info.st_uid,
+            "framebuffer_protected": owner_ok and "framebuffer-visible" not in inside,
+            "display_socket_read_only": "writable" not in inside and "socket" in inside,
+        }
