@@ -2,7 +2,8 @@
 screenshot, clicks, runs a shell command, tries the host's loopback and a private
 address (directly and through the egress proxy), fills the disk quota, calls denied
 system calls, looks at who owns the framebuffer and whether the X socket can be
-replaced, destroys it and looks for leftovers. Operators run it on every worker host.
+replaced, whether the idle desktop makes requests of its own, destroys it and looks for
+leftovers. Operators run it on every worker host.
 
 Prints the report (``--json``: one JSON document) and exits non-zero, with one plain
 line per failed property on stderr, when any property does not hold."""
@@ -20,7 +21,7 @@ from django.core.management.base import BaseCommand
 from sandboxes.base import SandboxSpec
 from sandboxes.local import LocalSandbox
 from sandboxes.rundir import DISPLAY_UID_OFFSET
-from sandboxes.services import lease_acquire, lease_release, sandbox_backend
+from sandboxes.services import egress_proxy, lease_acquire, lease_release, sandbox_backend
 
 # Connect from inside the sandbox; print errno per target (0 would mean reachable).
 PROBE = (
@@ -69,7 +70,12 @@ PROPERTIES = {
     "seccomp": "syscalls: a denied system call (ptrace, unshare -U, mount, bpf, io_uring) ran",
     "framebuffer_protected": "display: the agent's uid can see or write the framebuffer",
     "display_socket_read_only": "display: the agent could replace the X socket",
+    "no_phone_home": "egress: the idle desktop made requests of its own (updates, metrics…)",
 }
+# How long the doctor leaves the fresh desktop idle before counting its own egress:
+# Chromium's start-up calls (component updates, the optimisation-guide manifest) come
+# within the first second.
+IDLE_S = 3.0
 
 
 def failures(report: dict) -> list[str]:
@@ -119,6 +125,11 @@ class Command(BaseCommand):
             box = backend.provision(spec, slot=lease.slot)
             first = box.screenshot()
             report["ready_ms"] = round((time.monotonic() - t0) * 1000, 1)
+            # Before anything of the doctor's own goes out: the idle desktop's egress.
+            time.sleep(IDLE_S)
+            idle = egress_proxy().counters(spec.run_id) if spec.egress else {}
+            report["idle_egress"] = idle
+            report["no_phone_home"] = not idle.get("connections") and not idle.get("requests")
             step_ms = []
             for i in range(steps):
                 t = time.monotonic()
