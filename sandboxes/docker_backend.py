@@ -50,7 +50,8 @@ from docker.types import LogConfig, Mount
 from sandboxes import disk, seccomp
 from sandboxes.base import SandboxBackend, SandboxSpec
 from sandboxes.control import supervisor_config
-from sandboxes.local import SANDBOX_PATH, LocalSandbox
+from sandboxes.local import LocalSandbox
+from sandboxes.local_backend import SANDBOX_PATH
 
 if TYPE_CHECKING:
     from sandboxes.egress import EgressProxyThread

@@ -18,7 +18,7 @@ from django.utils import timezone
 from sandboxes import cgroups, disk
 from sandboxes.base import Sandbox, SandboxBackend, SandboxSpec
 from sandboxes.egress import EgressProxy, EgressProxyThread
-from sandboxes.local import LocalBackend
+from sandboxes.local_backend import LocalBackend
 from sandboxes.models import SandboxLease
 from sandboxes.netpolicy import default_resolver
 from sandboxes.reaping import reap_orphans

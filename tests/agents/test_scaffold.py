@@ -10,7 +10,7 @@ from agents.policies import Action, GiveUp, Observation
 from agents.providers.openai_client import OpenAICompatibleClient
 from agents.scaffold import ScaffoldPolicy
 from sandboxes.base import SandboxSpec
-from sandboxes.local import LocalBackend
+from sandboxes.local_backend import LocalBackend
 from sandboxes.tools import tool_call
 from tests.agents.conftest import loopback_outbound
 from tests.agents.fake_providers import FakeOpenAI, text

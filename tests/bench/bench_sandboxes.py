@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from sandboxes.base import SandboxSpec
-from sandboxes.local import LocalBackend
+from sandboxes.local_backend import LocalBackend
 from sandboxes.rundir import DISPLAY_UID_OFFSET
 from sandboxes.screens import frame_image, read_frame
 

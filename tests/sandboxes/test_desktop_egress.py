@@ -17,7 +17,7 @@ from django.conf import settings
 
 from sandboxes.base import SandboxSpec
 from sandboxes.egress import EgressProxy
-from sandboxes.local import LocalBackend
+from sandboxes.local_backend import LocalBackend
 from sandboxes.rundir import DISPLAY_UID_OFFSET
 
 PUBLIC = ipaddress.ip_address("93.184.216.34")

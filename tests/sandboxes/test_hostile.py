@@ -19,7 +19,7 @@ from PIL import Image
 from sandboxes import disk
 from sandboxes.base import SandboxSpec, ToolError
 from sandboxes.docker_backend import DockerBackend
-from sandboxes.local import LocalBackend
+from sandboxes.local_backend import LocalBackend
 from sandboxes.rundir import DISPLAY_UID_OFFSET
 from sandboxes.tools import tool_call
 from tests.processes import live_processes

@@ -25,7 +25,7 @@ from django.conf import settings
 
 from sandboxes.base import SandboxSpec
 from sandboxes.egress import EgressProxy
-from sandboxes.local import LocalBackend
+from sandboxes.local_backend import LocalBackend
 
 pytestmark = pytest.mark.timeout(180)
 

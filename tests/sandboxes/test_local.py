@@ -16,7 +16,7 @@ from PIL import Image
 
 from sandboxes import cgroups, disk
 from sandboxes.base import SandboxSpec, ToolError
-from sandboxes.local import LocalBackend
+from sandboxes.local_backend import LocalBackend
 from sandboxes.rundir import DISPLAY_UID_OFFSET
 from sandboxes.tools import tool_call
 from tests.processes import live_processes

@@ -12,7 +12,8 @@ from django.conf import settings
 
 from sandboxes.base import SandboxSpec
 from sandboxes.docker_backend import DockerBackend
-from sandboxes.local import PAGE_TITLE_MAX_CHARS, LocalBackend
+from sandboxes.local import PAGE_TITLE_MAX_CHARS
+from sandboxes.local_backend import LocalBackend
 from tests.sandboxes.fake_engine import FakeEngine, FakeSupervisor
 
 PAGE = "data:text/html,<title>Arena%20page%20title</title><h1>Hello</h1>"
