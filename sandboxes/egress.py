@@ -26,6 +26,7 @@ neither the event loop nor the others), its upstream connects (one deadline for 
 addresses) and its log lines (a token bucket per sandbox; the rest are counted). A
 sandbox over a bound gets its own refusals, never a stall of the proxy.
 
+The wire (request heads, relays, token buckets) is in :mod:`sandboxes.egress_wire`.
 Stdlib asyncio only. One proxy runs on one event loop; sync callers (the battle
 orchestrator) use :meth:`EgressProxy.run_in_thread`.
 """
@@ -35,7 +36,6 @@ import contextlib
 import logging
 import math
 import os
-import re
 import socket
 import stat
 import threading
@@ -46,6 +46,22 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Self
 
+from sandboxes.egress_wire import (
+    HOP_BY_HOP,
+    STATUS_TEXT,
+    BadRequest,
+    Dialer,
+    RequestHead,
+    Respond,
+    Streams,
+    TokenBucket,
+    close_writer,
+    dial_checked,
+    linger,
+    parse_head,
+    printable,
+    relay,
+)
 from sandboxes.netpolicy import (
     DEFAULT_ALLOWED_PORTS,
     LOOKUP_LIMIT,
@@ -56,7 +72,6 @@ from sandboxes.netpolicy import (
     IPAddress,
     LookupPool,
     Resolver,
-    address_refusal,
     check_destination,
     check_url,
     default_resolver,
@@ -65,9 +80,6 @@ from sandboxes.netpolicy import (
 
 logger = logging.getLogger(__name__)
 
-Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
-# (checked address, port) -> open streams. Must connect to exactly that address.
-Dialer = Callable[[IPAddress, int], Awaitable[Streams]]
 # (run id, target as the sandbox asked for it, reason). Called on the proxy's event-loop
 # thread: it must be quick and must not touch the ORM (hand off to a queue instead).
 RefusalCallback = Callable[[int, str, str], None]
@@ -98,130 +110,6 @@ IDLE_TIMEOUT_S = 60.0  # a relay with no byte in either direction
 MAX_HEADER_BYTES = 32 * 1024
 LOG_LINES_PER_S, LOG_BURST = 1.0, 20  # the worker's log lines about one sandbox
 
-_STATUS_TEXT = {
-    400: "Bad Request",
-    403: "Forbidden",
-    408: "Request Timeout",
-    411: "Length Required",
-    429: "Too Many Requests",
-    502: "Bad Gateway",
-    504: "Gateway Timeout",
-}
-_TOKEN_RE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-# Hop-by-hop headers (RFC 9110 §7.6.1) plus the proxy's own: never forwarded upstream.
-# Upgrade is dropped because a plain-HTTP upgrade would turn the forwarded request into
-# an unframed tunnel; Chromium tunnels WebSockets through CONNECT anyway.
-_HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "proxy-connection",
-        "keep-alive",
-        "proxy-authorization",
-        "proxy-authenticate",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "host",  # replaced from the URL (RFC 9112 §3.2.2)
-    }
-)
-_CHUNK = 64 * 1024
-_LINGER_S = 0.5
-_LINGER_MAX_BYTES = 256 * 1024
-
-
-async def dial_checked(address: IPAddress, port: int) -> Streams:
-    """The production dialer: a TCP connection to exactly ``address``.
-
-    Precondition: ``address`` came out of a netpolicy check. The policy is asked again
-    anyway (the dialer is the last line), and ``AI_NUMERICHOST`` guarantees the address
-    text is never looked up as a name.
-    """
-    reason = address_refusal(address)
-    if reason is not None:
-        raise EgressRefused(reason, str(address))
-    return await asyncio.open_connection(
-        str(address), port, flags=socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
-    )
-
-
-class _BadRequest(Exception):
-    pass
-
-
-class _Respond(Exception):
-    """Stop handling this connection and answer with ``status``; a refusal if
-    ``reason`` is set (reported through on_refusal), a plain error otherwise."""
-
-    def __init__(
-        self, status: int, text: str, reason: str | None = None, headers: tuple[str, ...] = ()
-    ) -> None:
-        super().__init__(text)
-        self.status = status
-        self.text = text
-        self.reason = reason
-        self.headers = headers
-
-
-@dataclass(frozen=True)
-class _RequestHead:
-    method: str
-    target: str
-    version: str
-    headers: tuple[tuple[str, str], ...]
-
-    def values(self, name: str) -> list[str]:
-        return [value for key, value in self.headers if key.lower() == name]
-
-
-def _parse_head(data: bytes) -> _RequestHead:
-    """Parse a request head that ends in CRLF CRLF; strict, because the head is
-    re-serialised for the upstream and any leniency is a smuggling seam."""
-    lines = data[:-4].split(b"\r\n")
-    if any(b"\r" in line or b"\n" in line or b"\0" in line for line in lines):
-        raise _BadRequest("bare CR, LF or NUL")
-    try:
-        request_line = lines[0].decode("ascii")
-    except UnicodeDecodeError as exc:
-        raise _BadRequest("non-ASCII request line") from exc
-    parts = request_line.split(" ")
-    if len(parts) != 3 or not _TOKEN_RE.fullmatch(parts[0]) or not parts[1]:
-        raise _BadRequest("bad request line")
-    method, target, version = parts
-    if version not in ("HTTP/1.1", "HTTP/1.0"):
-        raise _BadRequest("unsupported HTTP version")
-    headers = []
-    for raw in lines[1:]:
-        if raw[:1] in (b" ", b"\t"):
-            raise _BadRequest("obsolete line folding")
-        # Latin-1 keeps obs-text bytes in values intact for the round trip.
-        name, colon, value = raw.decode("latin-1").partition(":")
-        if not colon or not _TOKEN_RE.fullmatch(name):
-            raise _BadRequest("bad header line")
-        headers.append((name, value.strip(" \t")))
-    return _RequestHead(method, target, version, tuple(headers))
-
-
-class _TokenBucket:
-    """``rate`` tokens a second up to ``burst``; one token a request."""
-
-    def __init__(self, rate: float, burst: int, clock: Callable[[], float]) -> None:
-        self.rate = rate
-        self.burst = float(burst)
-        self.clock = clock
-        self.tokens = float(burst)
-        self.stamp = clock()
-
-    def take(self) -> float:
-        """0.0 when a token was taken, else the seconds until one will be there."""
-        now = self.clock()
-        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
-        self.stamp = now
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
-            return 0.0
-        return (1.0 - self.tokens) / self.rate
-
 
 @dataclass
 class _Sandbox:
@@ -229,9 +117,9 @@ class _Sandbox:
     is thread-safe on its own)."""
 
     run_id: int
-    bucket: _TokenBucket
-    accept_bucket: _TokenBucket
-    log_bucket: _TokenBucket
+    bucket: TokenBucket
+    accept_bucket: TokenBucket
+    log_bucket: TokenBucket
     lookups: LookupPool
     active: int = 0  # admitted connections
     sockets: int = 0  # accepted sockets still open, admitted or not
@@ -251,116 +139,6 @@ class _LookupNeeded(Exception):
 
 def _defer_lookup(host: str, port: int) -> list[IPAddress]:
     raise _LookupNeeded(host)
-
-
-class _Activity:
-    """Last time bytes moved in either direction of a relay."""
-
-    def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
-        self.loop = asyncio.get_running_loop()
-        self.last = self.loop.time()
-
-    def remaining(self) -> float:
-        return self.last + self.timeout - self.loop.time()
-
-    def touch(self) -> None:
-        self.last = self.loop.time()
-
-
-async def _pump(
-    src: asyncio.StreamReader,
-    dst: asyncio.StreamWriter,
-    activity: _Activity,
-    *,
-    limit: int | None = None,
-    half_close: bool = False,
-) -> str:
-    """Copy src to dst until EOF, ``limit`` bytes, or both directions idle past the
-    timeout. Returns why it stopped: "eof", "limit", "short" (EOF before the limit),
-    "idle" or "error". Cancel-safe: StreamReader.read keeps unread data on cancel."""
-    remaining = limit
-    while remaining is None or remaining > 0:
-        size = _CHUNK if remaining is None else min(_CHUNK, remaining)
-        try:
-            while True:
-                wait = activity.remaining()
-                if wait <= 0:
-                    return "idle"
-                try:
-                    chunk = await asyncio.wait_for(src.read(size), wait)
-                    break
-                except TimeoutError:
-                    continue  # the other direction may have moved meanwhile
-            if not chunk:
-                if limit is not None:
-                    return "short"
-                if half_close and dst.can_write_eof():
-                    dst.write_eof()
-                return "eof"
-            activity.touch()
-            dst.write(chunk)
-            await asyncio.wait_for(dst.drain(), activity.timeout)
-        except TimeoutError:
-            return "idle"  # the receiver stopped reading
-        except OSError:
-            return "error"
-        if remaining is not None:
-            remaining -= len(chunk)
-    return "limit"
-
-
-async def _relay(
-    client: Streams, upstream: Streams, idle_timeout: float, *, upload_limit: int | None
-) -> None:
-    """Relay until the upstream is done; the client side may half-close first.
-
-    ``upload_limit`` None is a tunnel (client bytes flow until EOF, then half-close the
-    upstream); a number is an HTTP request body of that many bytes, after which nothing
-    more from the client is read (no pipelining to a destination nobody checked).
-    """
-    activity = _Activity(idle_timeout)
-    up = asyncio.create_task(
-        _pump(client[0], upstream[1], activity, limit=upload_limit, half_close=upload_limit is None)
-    )
-    down = asyncio.create_task(_pump(upstream[0], client[1], activity))
-    try:
-        done, _ = await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
-        if up in done and down not in done and up.result() in ("eof", "limit"):
-            await down  # the request is fully sent; the response decides the end
-    finally:
-        for task in (up, down):
-            task.cancel()
-        await asyncio.gather(up, down, return_exceptions=True)
-
-
-async def _close(writer: asyncio.StreamWriter) -> None:
-    writer.close()
-    with contextlib.suppress(OSError, TimeoutError):
-        await asyncio.wait_for(writer.wait_closed(), 1.0)
-
-
-async def _linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """After an error answer: send FIN, then swallow what the client still sends for a
-    moment. Closing a socket with unread input makes the kernel send RST, which can
-    destroy the answer before the client has read it (an over-long head, a body)."""
-    with contextlib.suppress(OSError):
-        if writer.can_write_eof():
-            writer.write_eof()
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + _LINGER_S
-    swallowed = 0
-    with contextlib.suppress(OSError, TimeoutError):
-        while swallowed < _LINGER_MAX_BYTES:
-            chunk = await asyncio.wait_for(reader.read(_CHUNK), max(0.0, deadline - loop.time()))
-            if not chunk:
-                break
-            swallowed += len(chunk)
-
-
-def _printable(text: str, limit: int = 200) -> str:
-    """Targets come from the sandbox: keep log lines one line and bounded."""
-    return "".join(c if c.isprintable() else "?" for c in text[:limit])
 
 
 class EgressProxy:
@@ -444,9 +222,9 @@ class EgressProxy:
         if sandbox is None:
             sandbox = self._sandboxes[run_id] = _Sandbox(
                 run_id,
-                bucket=_TokenBucket(self.rate_per_s, self.burst, self.clock),
-                accept_bucket=_TokenBucket(self.accept_rate_per_s, self.accept_burst, self.clock),
-                log_bucket=_TokenBucket(self.log_lines_per_s, self.log_burst, self.clock),
+                bucket=TokenBucket(self.rate_per_s, self.burst, self.clock),
+                accept_bucket=TokenBucket(self.accept_rate_per_s, self.accept_burst, self.clock),
+                log_bucket=TokenBucket(self.log_lines_per_s, self.log_burst, self.clock),
                 lookups=LookupPool(self.max_lookups, name=f"egress-lookup-{run_id}"),
             )
         return sandbox
@@ -552,7 +330,7 @@ class EgressProxy:
                     exc_info=True,
                 )
             finally:
-                await _close(writer)
+                await close_writer(writer)
         finally:
             sandbox.sockets -= 1
             if sandbox.sockets < self.max_sockets:
@@ -679,29 +457,29 @@ class EgressProxy:
                 else min(self.header_timeout_s, OVER_LIMIT_HEADER_TIMEOUT_S)
             )
             head = await self._read_head(reader, head_timeout)
-            if isinstance(head, _RequestHead):
-                target = _printable(head.target)
+            if isinstance(head, RequestHead):
+                target = printable(head.target)
                 sandbox.counters["requests"] += 1
             if not admitted:
-                raise _Respond(429, "too many connections", CONNECTION_LIMIT)
+                raise Respond(429, "too many connections", CONNECTION_LIMIT)
             if head is None:
                 # A client that never finished its head (or closed without one) is its
                 # own loss, not a refusal: an idle preconnect looks the same.
                 sandbox.counters["header_timeouts"] += 1
                 await self._send(writer, 408, "request timeout")
-                await _linger(reader, writer)
+                await linger(reader, writer)
                 return
-            if not isinstance(head, _RequestHead):
-                raise _Respond(400, f"malformed request: {head}", MALFORMED)
+            if not isinstance(head, RequestHead):
+                raise Respond(400, f"malformed request: {head}", MALFORMED)
             if head.method == "CONNECT":
                 await self._tunnel(sandbox, head, reader, writer)
             else:
                 await self._forward(sandbox, head, reader, writer)
-        except _Respond as answer:
+        except Respond as answer:
             if answer.reason is not None:
                 self._report(sandbox, target, answer.reason)
             await self._send(writer, answer.status, answer.text, answer.headers)
-            await _linger(reader, writer)
+            await linger(reader, writer)
         finally:
             # Before the caller closes the socket: a client that sees EOF may count on
             # its slot being free again.
@@ -710,7 +488,7 @@ class EgressProxy:
 
     async def _read_head(
         self, reader: asyncio.StreamReader, timeout: float
-    ) -> _RequestHead | str | None:
+    ) -> RequestHead | str | None:
         """The parsed head, a malformation description, or None on timeout / early EOF."""
         try:
             data = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout)
@@ -721,8 +499,8 @@ class EgressProxy:
         except asyncio.IncompleteReadError as exc:
             return "incomplete head" if exc.partial.strip() else None
         try:
-            return _parse_head(data)
-        except _BadRequest as exc:
+            return parse_head(data)
+        except BadRequest as exc:
             return str(exc)
 
     def _log(
@@ -768,7 +546,7 @@ class EgressProxy:
         body = f"{text}\n".encode()
         head = "".join(
             [
-                f"HTTP/1.1 {status} {_STATUS_TEXT[status]}\r\n",
+                f"HTTP/1.1 {status} {STATUS_TEXT[status]}\r\n",
                 "Content-Type: text/plain; charset=utf-8\r\n",
                 f"Content-Length: {len(body)}\r\n",
                 "Connection: close\r\n",
@@ -784,7 +562,7 @@ class EgressProxy:
         wait = sandbox.bucket.take()
         if wait > 0:
             retry = f"Retry-After: {max(1, math.ceil(wait))}"
-            raise _Respond(429, "rate limited", RATE_LIMIT, (retry,))
+            raise Respond(429, "rate limited", RATE_LIMIT, (retry,))
 
     async def _check(
         self, sandbox: _Sandbox, check: Callable[[Resolver], CheckedTarget]
@@ -804,19 +582,19 @@ class EgressProxy:
             future = sandbox.lookups.submit(lambda: check(self.resolver))
             return await asyncio.wait_for(asyncio.wrap_future(future), self.resolve_timeout_s)
         except TimeoutError as exc:
-            raise _Respond(504, f"egress refused: {LOOKUP_TIMEOUT}", LOOKUP_TIMEOUT) from exc
+            raise Respond(504, f"egress refused: {LOOKUP_TIMEOUT}", LOOKUP_TIMEOUT) from exc
         except EgressRefused as refused:
             reason = refused.reason
             if reason == LOOKUP_LIMIT:
-                raise _Respond(
+                raise Respond(
                     429, f"egress refused: {reason}", reason, ("Retry-After: 1",)
                 ) from None
             status = 502 if reason == UNRESOLVABLE else 403
-            raise _Respond(status, f"egress refused: {reason}", reason) from None
+            raise Respond(status, f"egress refused: {reason}", reason) from None
         except Exception as exc:
             # A broken resolver is the host's fault, not the sandbox's: no refusal report.
             self._log(sandbox, logging.ERROR, "egress check failed", exc_info=True)
-            raise _Respond(502, "resolver error") from exc
+            raise Respond(502, "resolver error") from exc
 
     async def _dial(self, sandbox: _Sandbox, target: CheckedTarget) -> Streams:
         """Connect to the first reachable checked address, never to anything else,
@@ -833,7 +611,7 @@ class EgressProxy:
             try:
                 return await asyncio.wait_for(self.dialer(address, target.port), left)
             except EgressRefused as refused:  # the dialer's own last check
-                raise _Respond(403, f"egress refused: {refused.reason}", refused.reason) from None
+                raise Respond(403, f"egress refused: {refused.reason}", refused.reason) from None
             except TimeoutError:
                 timed_out = True
                 self._log(
@@ -856,22 +634,22 @@ class EgressProxy:
                 )
         sandbox.counters["upstream_failures"] += 1
         if timed_out:
-            raise _Respond(504, "upstream timed out")
-        raise _Respond(502, "upstream unreachable")
+            raise Respond(504, "upstream timed out")
+        raise Respond(502, "upstream unreachable")
 
     async def _tunnel(
         self,
         sandbox: _Sandbox,
-        head: _RequestHead,
+        head: RequestHead,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> None:
         try:
             host, port = split_authority(head.target)
         except EgressRefused:
-            raise _Respond(400, "malformed request: CONNECT needs host:port", MALFORMED) from None
+            raise Respond(400, "malformed request: CONNECT needs host:port", MALFORMED) from None
         if port is None:
-            raise _Respond(400, "malformed request: CONNECT needs host:port", MALFORMED)
+            raise Respond(400, "malformed request: CONNECT needs host:port", MALFORMED)
         self._take_token(sandbox)
         target = await self._check(
             sandbox,
@@ -883,30 +661,30 @@ class EgressProxy:
         try:
             writer.write(f"{head.version} 200 Connection Established\r\n\r\n".encode("ascii"))
             await asyncio.wait_for(writer.drain(), self.idle_timeout_s)
-            await _relay((reader, writer), upstream, self.idle_timeout_s, upload_limit=None)
+            await relay((reader, writer), upstream, self.idle_timeout_s, upload_limit=None)
         finally:
-            await _close(upstream[1])
+            await close_writer(upstream[1])
 
     async def _forward(
         self,
         sandbox: _Sandbox,
-        head: _RequestHead,
+        head: RequestHead,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> None:
         scheme = head.target.partition(":")[0].lower()
         if scheme == "https":
-            raise _Respond(400, "malformed request: use CONNECT for https", MALFORMED)
+            raise Respond(400, "malformed request: use CONNECT for https", MALFORMED)
         if head.target[:7].lower() != "http://":
-            raise _Respond(400, "malformed request: absolute-form http URL required", MALFORMED)
+            raise Respond(400, "malformed request: absolute-form http URL required", MALFORMED)
         if head.values("transfer-encoding"):
             # Relaying a chunked body means parsing it; browsers send Content-Length.
-            raise _Respond(411, "chunked request bodies are not supported", LENGTH_REQUIRED)
+            raise Respond(411, "chunked request bodies are not supported", LENGTH_REQUIRED)
         lengths = head.values("content-length")
         # One value, ASCII digits only: int() would take "+5", " 5" or full-width digits,
         # and two lengths are the classic smuggling seam.
         if len(lengths) > 1 or (lengths and not (lengths[0].isascii() and lengths[0].isdigit())):
-            raise _Respond(400, "malformed request: Content-Length", MALFORMED)
+            raise Respond(400, "malformed request: Content-Length", MALFORMED)
         body_length = int(lengths[0]) if lengths else 0
         self._take_token(sandbox)
         url = head.target
@@ -917,12 +695,12 @@ class EgressProxy:
         try:
             upstream[1].write(self._upstream_head(head, target))
             await asyncio.wait_for(upstream[1].drain(), self.idle_timeout_s)
-            await _relay((reader, writer), upstream, self.idle_timeout_s, upload_limit=body_length)
+            await relay((reader, writer), upstream, self.idle_timeout_s, upload_limit=body_length)
         finally:
-            await _close(upstream[1])
+            await close_writer(upstream[1])
 
     @staticmethod
-    def _upstream_head(head: _RequestHead, target: CheckedTarget) -> bytes:
+    def _upstream_head(head: RequestHead, target: CheckedTarget) -> bytes:
         """Origin-form request for the upstream. ``Connection: close`` makes the
         upstream end the response with EOF, so the proxy never parses responses."""
         named_in_connection = {
@@ -933,7 +711,7 @@ class EgressProxy:
         lines = [f"{head.method} {target.request_target} HTTP/1.1", f"Host: {target.authority}"]
         for name, value in head.headers:
             lowered = name.lower()
-            if lowered in _HOP_BY_HOP or lowered in named_in_connection:
+            if lowered in HOP_BY_HOP or lowered in named_in_connection:
                 continue
             lines.append(f"{name}: {value}")
         lines.append("Connection: close")
