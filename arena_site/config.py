@@ -44,12 +44,29 @@ def knob(default: Any, env: str | None = None, *, lo: float | None = None,
 
 @dataclass(frozen=True, kw_only=True)
 class ArenaConfig:
+    # --- capacity (docs/performance.md "Requests beyond capacity") ------------------
+    # PostgreSQL connections per process through psycopg's pool (0: no pool, connections
+    # per thread kept ARENA_DB_CONN_MAX_AGE, e.g. behind PgBouncer); a request waits at
+    # most the timeout for one, then gets 503 with Retry-After.
+    db_pool_min: int = knob(1, "ARENA_DB_POOL_MIN", lo=0, hi=1000)
+    db_pool_max: int = knob(20, "ARENA_DB_POOL_MAX", lo=0, hi=1000)
+    db_pool_timeout_s: float = knob(3.0, "ARENA_DB_POOL_TIMEOUT_S", lo=0.05, hi=60.0)
+    # HTTP requests handled at once per web process; the next one is answered 503 with
+    # Retry-After at once. At most ARENA_DB_POOL_MAX (start-up checks it): an admitted
+    # request never queues for a connection. Past a few per core, more in flight only
+    # adds latency (each waits for the CPU); a browser loads up to 6 requests at once.
+    max_inflight: int = knob(16, "ARENA_MAX_INFLIGHT", lo=1, hi=100_000)
     # --- SPEC §2 admission ---------------------------------------------------------
     queue_max: int = knob(1000, "ARENA_QUEUE_MAX", lo=1)  # QUEUE_MAX
     team_queue_quota: int = knob(100, "ARENA_TEAM_QUEUE_QUOTA", lo=1)
     dup_theta: float = knob(0.55, "ARENA_DUP_THETA", lo=0.0, hi=1.0)  # θ
     dup_window_days: int = knob(7, "ARENA_DUP_WINDOW_DAYS", lo=0)  # DUP_WINDOW
     dup_max_tasks: int = knob(200, lo=1)  # the newest tasks the guard compares with
+    # Bytes each process may hold of earlier tasks' trigram hashes, MinHash signatures and
+    # LSH band keys (battles/admission_db.py); beyond it the least recently used go.
+    dup_cache_bytes: int = knob(
+        64 * 1024**2, "ARENA_DUP_CACHE_BYTES", lo=64 * 1024, hi=16 * 1024**3
+    )
     instruction_max_chars: int = knob(20_000, "ARENA_INSTRUCTION_MAX_CHARS", lo=1)
     attachments_max_count: int = knob(5, "ARENA_ATTACHMENTS_MAX_COUNT", lo=0)
     attachment_max_bytes: int = knob(10 * 1024**2, "ARENA_ATTACHMENT_MAX_BYTES", lo=1)
@@ -57,9 +74,18 @@ class ArenaConfig:
     # --- SPEC §3 matchmaking -------------------------------------------------------
     match_kappa: float = knob(4.0, "ARENA_MATCH_KAPPA", lo=0.0)  # κ
     match_epsilon: float = knob(0.05, "ARENA_MATCH_EPSILON", lo=1e-9)  # ε > 0
+    # --- live frames (arena_site/realtime.py) -----------------------------------------
+    # "process": a web process joins each group once and fans frames out to its sockets;
+    # "socket": every socket joins (the old path, the benchmark's reference).
+    realtime_fanout: str = knob("process", "ARENA_REALTIME_FANOUT", choices=("process", "socket"))
+    # A process re-adds its group memberships this often (Redis restarted without them).
+    realtime_rejoin_s: float = knob(30.0, "ARENA_REALTIME_REJOIN_S", lo=0.1, hi=3600.0)
     # --- execution -----------------------------------------------------------------
     # A running battle without a lane heartbeat for this long is failed by the janitor.
     stuck_after_s: int = knob(300, "ARENA_STUCK_AFTER_S", lo=10)
+    # How often the janitor looks for battles whose worker process died on its host
+    # (re-run once at once, not after the stuck bound).
+    fault_check_s: int = knob(5, "ARENA_FAULT_CHECK_S", lo=1)
     battle_slots: int = knob(4, "ARENA_BATTLE_SLOTS", lo=1)  # C
     step_budget: int = knob(20, "ARENA_STEP_BUDGET", lo=1)
     wall_budget_s: int = knob(300, "ARENA_WALL_BUDGET_S", lo=1)
@@ -69,6 +95,9 @@ class ArenaConfig:
     docker_image: str = knob("agent-arena-desktop", "ARENA_DOCKER_IMAGE")
     # A desktop (Xvfb + Chromium) in every sandbox; off gives shell-only sandboxes.
     sandbox_desktop: bool = knob(True, "ARENA_SANDBOX_DESKTOP")
+    # Pre-booted idle desktops a battle worker (sandboxes.pool.PoolWorker) keeps, each
+    # ~1.3 GB and a slot; never reused after a run. 2: one battle's lanes. 0: off.
+    sandbox_pool_size: int = knob(2, "ARENA_SANDBOX_POOL_SIZE", lo=0, hi=16)
     sandbox_root: Path = knob(DEFAULT_SANDBOX_ROOT, "ARENA_SANDBOX_ROOT")
     # Resolve sandbox egress destinations through the host's DNS. Off: only literal
     # addresses pass the policy and no DNS query leaves the host (the tests run so).

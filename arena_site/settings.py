@@ -164,6 +164,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # first: a request beyond ARENA_MAX_INFLIGHT is answered 503 before anything runs
+    "arena_site.shedding.CapacityMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -204,26 +206,74 @@ try:
     SECRET_KEY = secret_key_load(DATA_DIR)
 except SecretKeyError as exc:
     raise ImproperlyConfigured(str(exc)) from None
+_INHERITED_POOLS: list = []
+
+
+def _pools_left_to_the_parent() -> None:
+    """In a forked child (RQ's work horse): the parent's pooled connections are its own
+    (their sockets are shared; the pool's threads did not survive the fork), so the
+    child opens a pool of its own. The inherited ones are kept referenced, never closed:
+    closing would end the parent's sessions."""
+    from django.db import connections
+    from django.db.backends.postgresql.base import DatabaseWrapper
+
+    _INHERITED_POOLS.extend(DatabaseWrapper._connection_pools.values())
+    DatabaseWrapper._connection_pools.clear()
+    for conn in connections.all(initialized_only=True):
+        if conn.connection is not None:  # checked out of the parent's pool
+            _INHERITED_POOLS.append(conn.connection)
+            conn.connection = None
+
+
+# The arena's own knobs (the method's constants among them): a typed, validated object
+# (arena_site/config.py); a bad ARENA_* value stops start-up with its name.
+ARENA = ArenaConfig.from_env(data_dir=DATA_DIR)
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
 # The SQLite fallback's options (a writer waits its turn instead of failing at once).
 SQLITE_OPTIONS = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
 if DATABASE_URL:
     try:
-        _database = dj_database_url.parse(
-            DATABASE_URL,
-            conn_max_age=env_int("ARENA_DB_CONN_MAX_AGE", 60, minimum=0),
-            conn_health_checks=True,
-        )
+        _database = dj_database_url.parse(DATABASE_URL, conn_health_checks=True)
     except ValueError as exc:  # an unknown scheme, a malformed URL
         raise ImproperlyConfigured(
             f"DATABASE_URL is not a database URL Django knows: {exc}"
         ) from None
     _options = _database.setdefault("OPTIONS", {})
+    _pooled = _database["ENGINE"] == "django.db.backends.postgresql" and ARENA.db_pool_max > 0
+    # Without the pool each thread keeps its connection this long (a web request is a
+    # thread of its own under Daphne: keep it 0 there, or put PgBouncer in front).
+    _database["CONN_MAX_AGE"] = env_int("ARENA_DB_CONN_MAX_AGE", 0, minimum=0)
+    if _pooled and _database["CONN_MAX_AGE"]:
+        raise ImproperlyConfigured(
+            "ARENA_DB_CONN_MAX_AGE must be 0 with the connection pool (ARENA_DB_POOL_MAX > 0):"
+            " pooled connections go back to the pool after each request; set "
+            "ARENA_DB_POOL_MAX=0 to keep per-thread connections instead"
+        )
     if _database["ENGINE"] == "django.db.backends.postgresql":
         # Server-side prepared statements after this many runs of a query (psycopg 3);
         # 0 turns them off, as a transaction-pooling PgBouncer needs.
         _prepare = env_int("ARENA_DB_PREPARE_THRESHOLD", 2, minimum=0)
         _options["prepare_threshold"] = _prepare or None
+        # A transaction-pooling PgBouncer cannot hold a named cursor across statements.
+        _database["DISABLE_SERVER_SIDE_CURSORS"] = env_bool(
+            "ARENA_DB_DISABLE_SERVER_SIDE_CURSORS", False
+        )
+    if _pooled and ARENA.max_inflight > ARENA.db_pool_max:
+        raise ImproperlyConfigured(
+            f"ARENA_MAX_INFLIGHT ({ARENA.max_inflight}) must not exceed ARENA_DB_POOL_MAX "
+            f"({ARENA.db_pool_max}): a request admitted must find a database connection"
+        )
+    if _pooled:
+        os.register_at_fork(after_in_child=lambda: _pools_left_to_the_parent())
+        # psycopg's pool, one per process (docs/operations.md): at most max_size
+        # connections; getting one waits at most `timeout`, then PoolTimeout, answered
+        # 503 with Retry-After (arena_site/shedding.py).
+        _options["pool"] = {
+            "min_size": min(ARENA.db_pool_min, ARENA.db_pool_max),
+            "max_size": ARENA.db_pool_max,
+            "timeout": ARENA.db_pool_timeout_s,
+            "name": "arena",
+        }
     elif _database["ENGINE"] == "django.db.backends.sqlite3":
         for _key, _value in SQLITE_OPTIONS.items():
             _options.setdefault(_key, _value)
@@ -264,6 +314,8 @@ RQ_QUEUES = {
 }
 # Run jobs in-process only when explicitly asked (never in tests that claim a worker).
 RQ_ASYNC = env_bool("ARENA_RQ_ASYNC", True)
+# Workers that outlive a Redis or PostgreSQL restart (arena_site/worker.py).
+RQ = {"WORKER_CLASS": "arena_site.worker.ArenaWorker"}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -359,7 +411,3 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("ARENA_LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
-
-# The arena's own knobs (the method's constants among them): a typed, validated object
-# (arena_site/config.py); a bad ARENA_* value stops start-up with its name.
-ARENA = ArenaConfig.from_env(data_dir=DATA_DIR)

@@ -1,9 +1,11 @@
 """The vote path's one locking read, in SQL.
 
-Casting a vote needs the battle row locked and, about this judge: when it was served to
-them and whether that assignment was voided, whether they are untrusted, whether they
-belong to the submitting team (a submitter vote) or to a team that entered one of the
-agents (a conflict of interest), plus both final messages (the reading time). Built
+Casting a vote needs the battle row locked and, about this judge: whether they accepted
+the current consent terms and (with ARENA_JUDGE_APPROVAL) were approved, when the battle
+was served to them and whether that assignment was voided, whether they are untrusted,
+whether they belong to the submitting team (a submitter vote) or to a team that entered
+one of the agents (a conflict of interest), plus both final messages (the reading
+time): one round trip instead of one per question. Built
 through the ORM, such a query costs several milliseconds of Python to compile on this
 class of machine against about one to run: here it is written once. Table names come
 from the models and every value is a bound parameter; tests/judging covers each branch.
@@ -14,7 +16,7 @@ from datetime import UTC, datetime
 from django.db import connection
 from django.utils.dateparse import parse_datetime
 
-from accounts.models import Membership
+from accounts.models import Consent, ConsentTerms, Membership
 from agents.models import Agent
 from battles.models import Battle, Run, Task
 from judging.models import Assignment, JudgeProfile
@@ -25,9 +27,11 @@ def _table(model) -> str:
 
 
 def battle_for_vote(*, battle_id: int, judge_id: int) -> Battle | None:
-    """The battle locked FOR UPDATE (of its own row), with ``served_at`` (None when never
-    served to this judge), ``held_voided``, ``judge_untrusted``, ``judge_in_team``,
-    ``judge_entrant``, ``final_a`` and ``final_b`` set on it, and its two agents loaded.
+    """The battle locked FOR UPDATE (of its own row), with ``judge_consent_current``
+    (as ``accounts.selectors.consent_is_current``), ``judge_approved`` (an approval is
+    recorded on the judge's profile), ``served_at`` (None when never served to this
+    judge), ``held_voided``, ``judge_untrusted``, ``judge_in_team``, ``judge_entrant``,
+    ``final_a`` and ``final_b`` set on it; its agents are not loaded (``agents_load``).
     None when there is no such battle. Precondition: inside a transaction."""
     lock = ""
     if connection.features.has_select_for_update_of:
@@ -36,6 +40,12 @@ def battle_for_vote(*, battle_id: int, judge_id: int) -> Battle | None:
         lock = " FOR UPDATE"
     sql = f"""
         SELECT b.*, t.submitter_id AS task_submitter_id,
+          (EXISTS (SELECT 1 FROM {_table(Consent)} c
+              WHERE c.user_id = %s AND c.terms_id = (SELECT ct.id FROM {_table(ConsentTerms)} ct
+                ORDER BY ct.version DESC LIMIT 1))
+            OR NOT EXISTS (SELECT 1 FROM {_table(ConsentTerms)})) AS judge_consent_current,
+          EXISTS (SELECT 1 FROM {_table(JudgeProfile)} p
+            WHERE p.user_id = %s AND p.approved_at IS NOT NULL) AS judge_approved,
           (SELECT a.served_at FROM {_table(Assignment)} a
             WHERE a.battle_id = b.id AND a.judge_id = %s) AS served_at,
           EXISTS (SELECT 1 FROM {_table(Assignment)} a
@@ -55,16 +65,22 @@ def battle_for_vote(*, battle_id: int, judge_id: int) -> Battle | None:
         FROM {_table(Battle)} b JOIN {_table(Task)} t ON t.id = b.task_id
         WHERE b.id = %s{lock}
     """
-    rows = list(Battle.objects.raw(sql, [judge_id] * 5 + [battle_id]))
+    rows = list(Battle.objects.raw(sql, [judge_id] * 7 + [battle_id]))
     if not rows:
         return None
     battle = rows[0]
     battle.served_at = _aware(battle.served_at)
-    for flag in ("held_voided", "judge_untrusted", "judge_in_team", "judge_entrant"):
+    flags = ("judge_consent_current", "judge_approved", "held_voided", "judge_untrusted",
+             "judge_in_team", "judge_entrant")  # fmt: skip
+    for flag in flags:
         setattr(battle, flag, bool(getattr(battle, flag)))
+    return battle
+
+
+def agents_load(battle: Battle) -> None:
+    """Both agents of the battle in one query (deciding it and revealing it need them)."""
     agents = Agent.objects.in_bulk([battle.agent_a_id, battle.agent_b_id])
     battle.agent_a, battle.agent_b = agents[battle.agent_a_id], agents[battle.agent_b_id]
-    return battle
 
 
 def _aware(value: datetime | str | None) -> datetime | None:

@@ -24,6 +24,7 @@ from judging.decision import DECIDE, EXCLUDE, Ballot, Case, Verdict, decide
 from judging.models import Vote
 from judging.services.decisions import battle_decide, battle_undecide
 from judging.services.exclusions import battle_exclude_locked, battle_readmit_locked
+from judging.services.tallies import battle_votes_tally
 from judging.services.trust import probation_applies
 
 logger = logging.getLogger(__name__)
@@ -57,7 +58,8 @@ def resolve_here(battle: Battle) -> None:
             _resolve_locked(battle)
     except Exception:
         logger.exception("resolving battle %s in place failed; enqueued", battle_id)
-        transaction.on_commit(lambda: _enqueue(battle_id))
+        # robust: Redis away too, the vote still stands and the sweep resolves it
+        transaction.on_commit(lambda: _enqueue(battle_id), robust=True)
 
 
 def resolve_later(battle_id: int, *, at: datetime) -> None:
@@ -107,6 +109,7 @@ def battles_resolve_pending(*, now: datetime | None = None) -> list[int]:
 
 def _resolve_locked(battle: Battle) -> bool:
     """Precondition: the battle row is locked, its agents loaded."""
+    battle_votes_tally(battle_id=battle.pk)  # an operator's trust change lands here
     changed = False
     votes = list(
         battle.votes.filter(retracted=False)

@@ -11,17 +11,16 @@ import time
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.cache import cache
-from django.db.models import Case, Count, Exists, IntegerField, OuterRef, Q, Value, When
+from django.db.models import Prefetch
 from django.urls import reverse
 from django.utils import timezone
 
-from accounts.models import Membership
 from accounts.selectors import consent_is_current
 from arena_site.exceptions import ApplicationError
 from arena_site.redis import redis_client
-from battles.models import Battle
-from judging.models import Assignment, JudgeProfile, Vote
-from judging.selectors import dangerously_battles_open_for_judging
+from battles.models import Battle, Run
+from judging.models import Assignment, JudgeProfile
+from judging.selectors import dangerously_next_battle_for_judge
 
 _RATE_LIMITS = {
     "next": ("judge_next_rate_per_min", "battle requests"),
@@ -60,13 +59,18 @@ def judge_rate_check(*, judge: AbstractBaseUser, scope: str) -> None:
         )
 
 
-def judge_approval_check(*, judge: AbstractBaseUser, profile: JudgeProfile | None = None) -> None:
+def judge_approval_check(
+    *, judge: AbstractBaseUser, profile: JudgeProfile | None = None, approved: bool | None = None
+) -> None:
     """With ARENA_JUDGE_APPROVAL on, an account judges only once an operator approved it
-    (staff always may): 403 otherwise."""
+    (staff always may): 403 otherwise. ``approved`` is the answer when the caller read it
+    already (the vote's locking read), ``profile`` the judge's profile when at hand."""
     if not settings.ARENA.judge_approval or judge.is_staff:
         return
-    profile = profile or JudgeProfile.objects.filter(user=judge).first()
-    if profile is None or profile.approved_at is None:
+    if approved is None:
+        profile = profile or JudgeProfile.objects.filter(user=judge).first()
+        approved = profile is not None and profile.approved_at is not None
+    if not approved:
         raise ApplicationError(
             "Your judge account awaits an operator's approval; you will be able to judge "
             "once it is approved.",
@@ -78,12 +82,17 @@ def judge_approval_check(*, judge: AbstractBaseUser, profile: JudgeProfile | Non
 def judge_consent_check(*, judge: AbstractBaseUser) -> None:
     """Judging publishes what a judge chose: the current consent terms first (403)."""
     if not consent_is_current(judge):
-        raise ApplicationError(
-            "Accept the current publication consent terms before judging.",
-            code="consent_required",
-            status=403,
-            extra={"consent_url": reverse("accounts:consent")},
-        )
+        judge_consent_refuse()
+
+
+def judge_consent_refuse() -> None:
+    """The 403 of ``judge_consent_check`` (for a caller that read the consent itself)."""
+    raise ApplicationError(
+        "Accept the current publication consent terms before judging.",
+        code="consent_required",
+        status=403,
+        extra={"consent_url": reverse("accounts:consent")},
+    )
 
 
 def judge_next(*, judge: AbstractBaseUser) -> Battle | None:
@@ -99,34 +108,24 @@ def judge_next(*, judge: AbstractBaseUser) -> Battle | None:
     judge_consent_check(judge=judge)
     profile = judge_profile(judge)  # every judge who can vote has one (trust ω, standing)
     judge_approval_check(judge=judge, profile=profile)
-    team_ids = list(Membership.objects.filter(user=judge).values_list("team_id", flat=True))
-    live_vote = Vote.objects.filter(battle=OuterRef("pk"), judge=judge, retracted=False)
-    voided = Assignment.objects.filter(battle=OuterRef("pk"), judge=judge, voided_at__isnull=False)
-    held = Assignment.objects.filter(battle=OuterRef("pk"), judge=judge, voided_at=None)
-    candidates = (
-        dangerously_battles_open_for_judging()
-        .filter(~Exists(live_vote), ~Exists(voided))
-        .exclude(agent_a__team_id__in=team_ids)
-        .exclude(agent_b__team_id__in=team_ids)
-        .annotate(
-            held=Exists(held),
-            own=Case(
-                When(team_id__in=team_ids, then=Value(1)),
-                default=Value(0),
-                output_field=IntegerField(),
-            ),
-            admissible_votes=Count(
-                "votes",
-                filter=Q(votes__retracted=False, votes__admissible=True),
-                distinct=True,
-            ),
-        )
-        .order_by("-held", "own", "admissible_votes", "ended_at", "pk")
-    )
-    battle = candidates.select_related("task").first()
-    if battle is None:
+    found = dangerously_next_battle_for_judge(judge_id=judge.pk)
+    if found is None:
         return None
-    Assignment.objects.get_or_create(
-        judge=judge, battle=battle, defaults={"served_at": timezone.now()}
+    battle_id, held = found
+    # the runs (with their agents and steps) come along: the payload and the reading
+    # time read them from here, not again
+    battle = (
+        Battle.objects.select_related("task")
+        .prefetch_related(
+            Prefetch("runs", queryset=Run.objects.select_related("agent").prefetch_related("steps"))
+        )
+        .get(pk=battle_id)
     )
+    if not held:
+        # one INSERT … ON CONFLICT DO NOTHING: a concurrent serve of the same battle keeps
+        # the first served_at, as get_or_create would (unique judge + battle)
+        Assignment.objects.bulk_create(
+            [Assignment(judge=judge, battle=battle, served_at=timezone.now())],
+            ignore_conflicts=True,
+        )
     return battle

@@ -8,6 +8,7 @@ count (SPEC §5.1). The window passing is noticed by whichever comes first: the 
 own page asking (``vote_status``), the judging job scheduled for that moment, or the
 sweep. With a window of 0 the battle is resolved in the vote's own transaction."""
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -25,8 +26,12 @@ from judging.services.resolution import battle_resolve, resolve_here, resolve_la
 from judging.services.serving import (
     judge_approval_check,
     judge_consent_check,
+    judge_consent_refuse,
     judge_rate_check,
 )
+from judging.services.tallies import battle_votes_tally
+
+logger = logging.getLogger(__name__)
 
 # Why a vote does not count, in words a judge can act on.
 REASONS = {
@@ -51,17 +56,23 @@ def vote_cast(*, judge: AbstractBaseUser, battle_id: int, choice: str) -> Vote:
     to them, 409 for a second live vote or a battle that takes no votes. Every other
     vote is kept; one that cannot count (a skip, too fast, an untrusted judge, a battle
     decided while they held it) is stored with its reason. A member of the submitting
-    team casts a submitter vote (SPEC §5.4)."""
+    team casts a submitter vote (SPEC §5.4).
+
+    The returned vote carries ``vote.battle`` as of the commit (decided in it when the
+    vote was final at once), so ``describe`` needs no query. Once the transaction has
+    committed nothing raises any more: what runs after it (the scheduled resolution,
+    the board push, telling judges) is logged when it fails, and the sweep
+    (``battles_resolve_pending``) resolves what was left undone."""
     if choice not in Vote.Choice.values:
         raise ApplicationError(
             f"choice must be one of {', '.join(Vote.Choice.values)}.", code="invalid_choice"
         )
     judge_rate_check(judge=judge, scope="vote")
-    judge_consent_check(judge=judge)
-    judge_approval_check(judge=judge)
     undo_s = settings.ARENA.vote_undo_window_s
+    committed = []  # set by the first commit hook: from then on the vote stands
     try:
         with transaction.atomic():
+            transaction.on_commit(lambda: committed.append(True))
             battle = _battle_for_vote(judge=judge, battle_id=battle_id)
             voted_at = timezone.now()
             reason = inadmissible_reason(
@@ -89,25 +100,63 @@ def vote_cast(*, judge: AbstractBaseUser, battle_id: int, choice: str) -> Vote:
                 admissible=not reason,
                 inadmissible_reason=reason,
             )
+            battle_votes_tally(battle_id=battle.pk)  # judge_next's order (admissible votes)
+            if final_at <= voted_at:
+                vote_db.agents_load(battle)  # to decide it, and for the reveal
             if battle.status == Battle.Status.JUDGING:
                 if final_at <= voted_at:
                     resolve_here(battle)  # the vote and what it decides commit together
+                    _as_resolved(vote, battle)
                 else:
                     battle_pk = battle.pk
                     transaction.on_commit(lambda: resolve_later(battle_pk, at=final_at))
     except IntegrityError as exc:
-        raise ApplicationError(
-            "You have already voted on this battle.", code="already_voted", status=409
-        ) from exc
+        if committed:
+            logger.exception("after the commit of a vote on battle %s", battle_id)
+        else:
+            raise ApplicationError(
+                "You have already voted on this battle.", code="already_voted", status=409
+            ) from exc
+    except Exception:
+        if not committed:
+            raise
+        # The vote is stored: the judge is told so. What failed is left to the sweep.
+        logger.exception("after the commit of a vote on battle %s", battle_id)
     vote.battle = battle
     return vote
 
 
+def _as_resolved(vote: Vote, battle: Battle) -> None:
+    """After ``resolve_here``: the vote's and the battle's outcome as stored (the
+    resolution ran on rows of its own, and a failed one was rolled back). Nothing to
+    read while the battle is still open: nothing decided it, so the vote did not count
+    (a failed resolution leaves the battle it was changing in another status)."""
+    if battle.status == Battle.Status.JUDGING:
+        return
+    counted, status, reason = (
+        Vote.objects.filter(pk=vote.pk)
+        .values_list("counted", "battle__status", "battle__exclusion_reason")
+        .get()
+    )
+    vote.counted = counted
+    battle.status, battle.exclusion_reason = status, reason
+
+
 def _battle_for_vote(*, judge: AbstractBaseUser, battle_id: int) -> Battle:
     """The battle, row-locked (votes on one battle are resolved one at a time), with what
-    the vote needs about this judge (``vote_db.battle_for_vote``). 404 when it was not
-    served to them; 403 on a conflict of interest; 409 when it takes no vote."""
+    the vote needs about this judge (``vote_db.battle_for_vote``). 403 without current
+    consent or approval (as ``judge_consent_check`` and ``judge_approval_check``, before
+    anything about the battle), 404 when it was not served to them, 403 on a conflict of
+    interest, 409 when it takes no vote."""
     battle = vote_db.battle_for_vote(battle_id=battle_id, judge_id=judge.pk)
+    if battle is None:
+        judge_consent_check(judge=judge)
+        judge_approval_check(judge=judge)
+    else:
+        if not battle.judge_consent_current:
+            judge_consent_refuse()
+        if not battle.judge_approved:
+            judge_approval_check(judge=judge, approved=False)
     if battle is None or battle.served_at is None:
         # Not served to this judge: indistinguishable from a battle that does not exist.
         raise ApplicationError("No such battle.", code="not_found", status=404)
@@ -152,6 +201,7 @@ def vote_undo(*, judge: AbstractBaseUser, battle_id: int) -> Vote:
             )
         vote.retracted, vote.retracted_at = True, now
         vote.save(update_fields=["retracted", "retracted_at"])
+        battle_votes_tally(battle_id=battle_id)
     return vote
 
 

@@ -1,0 +1,115 @@
+"""The locust side of tests/bench/bench_votes.py (run only as a subprocess: locust
+monkey-patches the standard library with gevent).
+
+Environment:
+  VOTES_ITEMS   a JSON file: [[token, battle id], ...], each voted on once, in order
+  VOTES_OUT     where to write every answer (JSON lines: t, ms, status, vote, code)
+  VOTES_HOSTS   comma-separated base URLs the users are spread over
+  VOTES_STEPS   offered rates in votes/s, e.g. "10,25,50"; VOTES_STEP_S seconds each
+  VOTES_PER_USER  votes/s one user offers (constant_throughput); the step's users are
+                rate / VOTES_PER_USER, so a slow answer does not lower the offered rate
+                until a user waits longer than 1 / VOTES_PER_USER
+
+The shape stops after the last step, when the battles run out, or one step after a step
+that was answered less than half (the server saturated: the next step only confirms it).
+"""
+
+import json
+import math
+import os
+import time
+from collections import deque
+
+import gevent
+from locust import LoadTestShape, constant_throughput, events, task
+from locust.contrib.fasthttp import FastHttpUser
+
+ITEMS = deque(json.load(open(os.environ["VOTES_ITEMS"])))  # noqa: SIM115
+HOSTS = os.environ["VOTES_HOSTS"].split(",")
+STEPS = [int(x) for x in os.environ["VOTES_STEPS"].split(",")]
+STEP_S = float(os.environ.get("VOTES_STEP_S", "10"))
+PER_USER = float(os.environ.get("VOTES_PER_USER", "2"))
+OUT = open(os.environ["VOTES_OUT"], "w")  # noqa: SIM115
+STARTED = [time.time()]  # reset when the test starts (the shape counts from then)
+ANSWERS: list[tuple[float, int]] = []  # (t, status) for the shape's saturation check
+_next_host = [0]
+
+
+class Judge(FastHttpUser):
+    wait_time = constant_throughput(PER_USER)
+    host = HOSTS[0]
+    connection_timeout = 10.0
+    network_timeout = 30.0
+
+    def on_start(self) -> None:
+        self.base = HOSTS[_next_host[0] % len(HOSTS)]
+        _next_host[0] += 1
+
+    @task
+    def vote(self) -> None:
+        if not ITEMS:
+            gevent.sleep(0.5)
+            return
+        token, battle = ITEMS.popleft()
+        sent = time.time()
+        with self.client.post(
+            f"{self.base}/api/battles/{battle}/votes/",
+            data=json.dumps({"choice": "A"}),
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+            catch_response=True,
+        ) as response:
+            ms = (time.time() - sent) * 1000
+            status = response.status_code or 0  # 0: no answer (connection error, timeout)
+            vote = code = None
+            try:
+                body = response.json()
+                vote = body.get("vote") if status == 201 else None
+                code = (body.get("error") or {}).get("code")
+            except Exception:
+                code = "no-json"
+            retry_after = response.headers.get("Retry-After") if response.headers else None
+            OUT.write(
+                json.dumps(
+                    {
+                        "t": sent - STARTED[0],
+                        "ms": round(ms, 3),
+                        "status": status,
+                        "vote": vote,
+                        "battle": battle,
+                        "code": code,
+                        "retry_after": retry_after,
+                    }
+                )
+                + "\n"
+            )
+            ANSWERS.append((sent - STARTED[0], status))
+            response.success()
+
+
+class Ramp(LoadTestShape):
+    def tick(self):
+        now = self.get_run_time()
+        step = int(now // STEP_S)
+        if step >= len(STEPS) or not ITEMS:
+            return None
+        if step >= 2 and _answered_share(step - 2) < 0.5:
+            return None
+        users = max(1, math.ceil(STEPS[step] / PER_USER))
+        return users, max(users, 50)
+
+
+def _answered_share(step: int) -> float:
+    """The share of the step's offered votes answered 201."""
+    lo, hi = step * STEP_S, (step + 1) * STEP_S
+    created = sum(1 for t, status in ANSWERS if lo <= t < hi and status == 201)
+    return created / (STEPS[step] * STEP_S)
+
+
+@events.test_start.add_listener
+def _started(environment, **kwargs) -> None:
+    STARTED[0] = time.time()
+
+
+@events.quitting.add_listener
+def _flush(environment, **kwargs) -> None:
+    OUT.flush()
