@@ -130,6 +130,17 @@ class Battle(models.Model):
     # Touched by the lanes on every step; the janitor fails a running battle whose
     # heartbeat stopped (its worker died).
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # Which try this is: a battle whose worker died is re-run once on fresh sandboxes
+    # (``battles_recover_dead_workers``); a second death fails it with the reason.
+    attempt = models.PositiveSmallIntegerField(default=1)
+    # The process driving it (set when claimed): the janitor of that host sees at once
+    # that it died, without waiting for the heartbeat to go stale.
+    worker_host = models.CharField(max_length=255, blank=True)
+    worker_pid = models.PositiveIntegerField(null=True, blank=True)
+    # Live admissible votes on the battle, kept by judging.services.tallies (recounted
+    # in every transaction that casts, takes back or re-judges a vote, the battle row
+    # locked): the judge's next battle is then one index walk, not a count per battle.
+    admissible_votes = models.PositiveIntegerField(default=0)
 
     objects = BattleQuerySet.as_manager()
 
@@ -154,6 +165,32 @@ class Battle(models.Model):
                 fields=["arena"],
                 name="battle_awaiting_service",
                 condition=Q(leaderboard_served_at=None, incorporated_at__isnull=False),
+            ),
+            # The judge's next battle (judging.services.serving.judge_next): open
+            # battles in serving order, fewest admissible votes, oldest first.
+            models.Index(
+                fields=["admissible_votes", "ended_at", "id"],
+                name="battle_judging_queue",
+                condition=Q(status="judging"),
+            ),
+            # The board's counts (ratings.selectors): rated battles no refit includes
+            # yet, the self-judged tally and the exclusion counts, each over its own
+            # small slice instead of every battle of the arena.
+            models.Index(
+                fields=["arena"],
+                name="battle_rated_pending",
+                condition=Q(status="decided", exclusion_reason="", incorporated_at=None)
+                & ~Q(outcome=""),
+            ),
+            models.Index(
+                fields=["arena"],
+                name="battle_self_judged",
+                condition=Q(status="decided", decision_source="submitter"),
+            ),
+            models.Index(
+                fields=["arena", "exclusion_reason"],
+                name="battle_excluded",
+                condition=Q(status="excluded"),
             ),
         ]
 

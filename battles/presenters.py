@@ -155,10 +155,18 @@ def agent_identity(agent) -> dict[str, Any]:
     }
 
 
+def _runs_with_steps(battle: Battle):
+    """The battle's runs with their agents and steps: as prefetched by the caller
+    (``judging.services.serving.judge_next``), else in one query each."""
+    if "runs" in getattr(battle, "_prefetched_objects_cache", {}):
+        return battle.runs.all()
+    return battle.runs.select_related("agent").prefetch_related("steps")
+
+
 def battle_payload(battle: Battle, *, reveal: bool) -> dict[str, Any]:
     """The battle for a page or the API. Blind (``reveal=False``) for judges before their
     vote and for the team's live page; ``reveal=True`` adds each side's identity."""
-    runs = {run.side: run for run in battle.runs.select_related("agent").prefetch_related("steps")}
+    runs = {run.side: run for run in _runs_with_steps(battle)}
     redactor = None if reveal else Redactor.for_roster()
     sides = {}
     for side in ("A", "B"):

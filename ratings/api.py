@@ -7,8 +7,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.models import Agent, Arena
-from ratings.selectors import leaderboard
-from ratings.services import leaderboard_served
+from ratings.services import leaderboard_current
 
 
 class LeaderboardRowOutput(serializers.Serializer):
@@ -115,6 +114,5 @@ class LeaderboardApi(APIView):
     )
     def get(self, request):
         arena = Arena.objects.public()
-        leaderboard_served(arena_id=arena.pk)
-        board = leaderboard(arena_id=arena.pk)
+        board = leaderboard_current(arena_id=arena.pk)  # the precomputed document
         return Response(LeaderboardOutput({"arena": arena.slug, **board}).data)

@@ -1,8 +1,10 @@
 """Seeded bootstrap rank bands (SPEC §7.3). Pure: numpy, no ORM.
 
 A replicate resamples the battles with replacement, as multinomial counts per battle
-(``bincount`` of uniform draws), re-aggregates the pair sums with those counts as
-weights and refits by Newton warm-started from the full fit, which converges in a few
+(``bincount`` of uniform draws; a row standing for c identical battles owns c
+consecutive draw positions, so it gets exactly what its c battles would get),
+re-aggregates the pair sums with those counts as weights and refits by Newton
+warm-started from the full fit, which converges in a few
 iterations. Each agent's band is the 2.5–97.5 percentile of its rank (1 = strongest)
 over the replicates: the lower end rounds down, the upper end up.
 """
@@ -35,16 +37,23 @@ def replicate_ranks(
     seed: int,
     ridge: float = RIDGE,
     progress: Callable[[int], None] | None = None,
+    count: np.ndarray | None = None,
 ) -> np.ndarray:
     """A ``replicates × n_agents`` array of ranks. ``i``, ``j`` are the pairs (i < j),
     ``pair_of_battle`` each battle's pair row, ``y`` each battle's outcome from the
-    pair's i. Same inputs and seed give the same array."""
+    pair's i; ``count`` how many identical battles each row stands for (one when None).
+    Same inputs and seed give the same array, and rows with counts give the array of
+    their battles listed one by one."""
     rng = np.random.default_rng(seed)
-    n_battles, n_pairs = len(pair_of_battle), len(i)
+    n_rows, n_pairs = len(pair_of_battle), len(i)
+    # Draw position → row: a row's copies are consecutive positions.
+    row_of = None if count is None else np.repeat(np.arange(n_rows), count)
+    n_battles = n_rows if row_of is None else len(row_of)
     won = w * y
     out = np.empty((replicates, n_agents), dtype=np.int64)
     for r in range(replicates):
-        counts = np.bincount(rng.integers(0, n_battles, n_battles), minlength=n_battles)
+        draws = rng.integers(0, n_battles, n_battles)
+        counts = np.bincount(draws if row_of is None else row_of[draws], minlength=n_rows)
         total = np.bincount(pair_of_battle, w * counts, minlength=n_pairs)
         wins = np.bincount(pair_of_battle, won * counts, minlength=n_pairs)
         fit = newton(i, j, total, wins, n_agents=n_agents, ridge=ridge, theta0=theta)
@@ -74,6 +83,7 @@ def rank_bands(
     seed: int,
     ridge: float = RIDGE,
     progress: Callable[[int], None] | None = None,
+    count: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per-agent rank band (lower, upper) over ``replicates`` seeded resamples."""
     return bands(
@@ -89,5 +99,6 @@ def rank_bands(
             seed=seed,
             ridge=ridge,
             progress=progress,
+            count=count,
         )
     )

@@ -36,6 +36,19 @@ class PairSums:
 
 
 @dataclass(frozen=True)
+class ClusterSums:
+    """Battles summed per (cluster, agent A, agent B): all the judge-clustered interval
+    needs of them, since a cluster's score on a pair is Σ w (y − μ) = wins − μ · total.
+    What ``ratings.refit`` reads from the database instead of one cluster per battle."""
+
+    cluster: np.ndarray  # cluster id of the row
+    a: np.ndarray  # int64 agent indices
+    b: np.ndarray
+    total: np.ndarray  # Σ w_b
+    wins: np.ndarray  # Σ w_b y_b, y from a's view
+
+
+@dataclass(frozen=True)
 class Fit:
     theta: np.ndarray
     iterations: int
@@ -77,9 +90,16 @@ def orient(a: np.ndarray, b: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, ...
 
 
 def aggregate(
-    a: np.ndarray, b: np.ndarray, y: np.ndarray, w: np.ndarray, *, n_agents: int
+    a: np.ndarray,
+    b: np.ndarray,
+    y: np.ndarray,
+    w: np.ndarray,
+    *,
+    n_agents: int,
+    count: np.ndarray | None = None,
 ) -> PairSums:
-    """Per-pair sums of weights and win mass; vectorised (bincount), no Python loop."""
+    """Per-pair sums of weights and win mass; vectorised (bincount), no Python loop.
+    ``count``: how many identical battles each row stands for (one each when None)."""
     lo, hi, y_lo = orient(a, b, y)
     key = lo * n_agents + hi
     cells = n_agents * n_agents
@@ -93,6 +113,9 @@ def aggregate(
     else:
         present, inverse, battles = np.unique(key, return_inverse=True, return_counts=True)
     rows = len(present)
+    if count is not None:
+        battles = np.bincount(inverse, count, minlength=rows).astype(np.int64)
+        w = w * count
     return PairSums(
         i=present // n_agents,
         j=present % n_agents,
@@ -168,7 +191,7 @@ def newton(
     return Fit(theta, max_iterations, False)
 
 
-def _validate(a, b, y, w, cluster, reference, n_agents):
+def _validate(a, b, y, w, cluster, reference, n_agents, count=None):
     if n_agents < 0:
         raise ValueError("n_agents must be non-negative")
     a = np.asarray(a)
@@ -202,7 +225,14 @@ def _validate(a, b, y, w, cluster, reference, n_agents):
         reference = np.asarray(reference, dtype=bool)
         if reference.shape != (n_agents,):
             raise ValueError("reference must be a boolean mask over the agents")
-    return a, b, y, w, cluster, reference
+    if count is not None:
+        count = np.asarray(count)
+        if count.shape != a.shape:
+            raise ValueError("count needs one multiplicity per row")
+        if len(count) and not (np.issubdtype(count.dtype, np.integer) and count.min() >= 1):
+            raise ValueError("counts must be positive integers")
+        count = count.astype(np.int64)
+    return a, b, y, w, cluster, reference, count
 
 
 def rate(
@@ -219,6 +249,8 @@ def rate(
     bootstrap: int = 0,
     seed: int = 0,
     progress: Callable[[int], None] | None = None,
+    count: np.ndarray | None = None,
+    clustered: ClusterSums | None = None,
 ) -> Rating:
     """The published board from battles (a_b, b_b, y_b from a's view, weight w_b).
 
@@ -227,9 +259,19 @@ def rate(
     them), gives model-based and, when ``cluster`` is given and G ≥ m, cluster-robust
     95% intervals (the published interval is the robust one when it exists), and with
     ``bootstrap`` > 0 rank bands from that many seeded replicates over battles.
-    ``progress`` is called once per finished replicate."""
-    a, b, y, w, cluster, reference = _validate(a, b, y, w, cluster, reference, n_agents)
-    pairs = aggregate(a, b, y, w, n_agents=n_agents)
+    ``progress`` is called once per finished replicate.
+
+    ``count`` lets one row stand for that many identical battles (same agents, outcome,
+    weight and cluster: what a GROUP BY in the database gives, ``ratings.refit``); every
+    figure, the bootstrap's replicates included, is that of the battles listed one by
+    one, each row's copies side by side in row order. ``clustered`` gives the clusters
+    as sums per (cluster, pair) instead of ``cluster`` per row: the same intervals."""
+    if clustered is not None and cluster is not None:
+        raise ValueError("give cluster or clustered, not both")
+    a, b, y, w, cluster, reference, count = _validate(
+        a, b, y, w, cluster, reference, n_agents, count
+    )
+    pairs = aggregate(a, b, y, w, n_agents=n_agents, count=count)
     battles = np.bincount(pairs.i, pairs.battles, minlength=n_agents) + np.bincount(
         pairs.j, pairs.battles, minlength=n_agents
     )
@@ -293,13 +335,32 @@ def rate(
     keep_battle = keep_pair[pairs.inverse] if cluster is not None or bootstrap > 0 else None
     clusters = None
     robust_hw = None
-    if cluster is not None:
+    if clustered is not None:
+        keep = fitted[clustered.a] & fitted[clustered.b]
+        _, cluster_index = np.unique(clustered.cluster[keep], return_inverse=True)
+        clusters = int(cluster_index.max()) + 1 if len(cluster_index) else 0
+        if clusters >= m:
+            ca, cb = clustered.a[keep], clustered.b[keep]
+            total_c, wins_c = clustered.total[keep], clustered.wins[keep]
+            swap = ca > cb
+            lo, hi = np.where(swap, cb, ca), np.where(swap, ca, cb)
+            wins_lo = np.where(swap, total_c - wins_c, wins_c)
+            li, lj = local[lo], local[hi]
+            residual = wins_lo - total_c * win_probability(fit.theta, li, lj)
+            scores = intervals.cluster_scores(
+                cluster_index, li, lj, residual, n_clusters=clusters, n_agents=m
+            )
+            robust_hw = intervals.halfwidth(
+                intervals.robust_covariance(hessian_inverse, scores, centring)
+            )
+    elif cluster is not None:
         _, cluster_index = np.unique(cluster[keep_battle], return_inverse=True)
         clusters = int(cluster_index.max()) + 1 if len(cluster_index) else 0
         if clusters >= m:
             lo, hi, y_lo = orient(a[keep_battle], b[keep_battle], y[keep_battle])
             li, lj = local[lo], local[hi]
-            residual = w[keep_battle] * (y_lo - win_probability(fit.theta, li, lj))
+            mass = w[keep_battle] if count is None else w[keep_battle] * count[keep_battle]
+            residual = mass * (y_lo - win_probability(fit.theta, li, lj))
             scores = intervals.cluster_scores(
                 cluster_index, li, lj, residual, n_clusters=clusters, n_agents=m
             )
@@ -324,6 +385,7 @@ def rate(
             replicates=bootstrap,
             seed=seed,
             progress=progress,
+            count=None if count is None else count[keep_battle],
         )
 
     def spread(values) -> list:

@@ -1,4 +1,6 @@
-"""The batch refit of SPEC §7.2 as a service: load an arena's rated battles, fit
+"""The batch refit of SPEC §7.2 as a service: count an arena's rated battles in the
+database (rows per agent pair, outcome and weight, and per deciding judge and pair:
+never a row per battle), fit
 Bradley-Terry with intervals and rank bands (``ratings.bradley_terry.rate``), publish a
 snapshot when the input changed, stamp r on the battles it newly includes, push the board.
 
@@ -15,15 +17,16 @@ from dataclasses import dataclass
 
 import numpy as np
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F
+from django.db import connection, transaction
+from django.db.models import BigIntegerField, Case, F, FloatField, Value, When
+from django.db.models.functions import Coalesce, Greatest, Least
 from django.utils import timezone
 
 from battles.models import Battle
-from ratings.bradley_terry import Rating, rate
+from ratings.bradley_terry import ClusterSums, Rating, rate
 from ratings.models import RatingPoint, RatingSnapshot, RefitState
 from ratings.selectors import rated_battles
-from ratings.services import OUTCOME_Y, leaderboard_push
+from ratings.services import OUTCOME_Y, leaderboard_changed, leaderboard_push
 
 logger = logging.getLogger(__name__)
 
@@ -48,16 +51,21 @@ class FitParams:
 
 @dataclass(frozen=True)
 class FitInput:
-    """The rated battles of an arena as arrays, in battle id order."""
+    """The rated battles of an arena as counted by the database, never a row per battle:
+    ``a``, ``b``, ``y``, ``w``, ``count`` one row per distinct (pair, y from the lower
+    index's side, weight) with its number of battles, and ``clustered`` their sums per
+    (deciding judge, pair). The fit, its intervals and its bootstrap on
+    these are those of the battles listed one by one (``ratings.bradley_terry.rate``)."""
 
-    battle_ids: list[int]
+    battles: int
     unstamped_ids: list[int]  # battles no published refit has included yet (r is null)
     agent_ids: list[int]  # index → Agent id
     a: np.ndarray
     b: np.ndarray
     y: np.ndarray
     w: np.ndarray
-    cluster: np.ndarray
+    count: np.ndarray
+    clustered: ClusterSums
     digest: str
 
     @property
@@ -75,56 +83,105 @@ class RefitResult:
     stamped: int  # battles that got r from this run
 
 
-def refit_input(*, arena_id: int, params: FitParams) -> FitInput:
-    rows = list(
+# Row kinds of ``refit_rows``, in the order they come.
+PAIR_ROW, CLUSTER_ROW, UNSTAMPED_ROW = 0, 1, 2
+
+
+def refit_rows(*, arena_id: int) -> list[tuple]:
+    """The arena's rated battles counted in the database, in one statement (one snapshot
+    of the table, so the three parts agree), as (kind, lower agent id, higher agent id,
+    y, weight, cluster key, battles, Σ w, Σ w y) rows, y from the lower id's side (1 a
+    win, 0 a loss, ½ a tie or both bad):
+
+    - PAIR_ROW per (pair, y, weight): its battles;
+    - CLUSTER_ROW per (cluster key, pair): its battles, Σ w and Σ w y;
+    - UNSTAMPED_ROW per battle no published refit includes yet (r null), its id in the
+      cluster key column: the battles since the last refit, few.
+
+    The weight is 1 when unset; the cluster key is the deciding judge, or minus the
+    battle id when that judge is gone (a cluster of its own)."""
+    y_a = Case(
+        *(When(outcome=o, then=Value(v)) for o, v in OUTCOME_Y.items()),
+        output_field=FloatField(),
+    )
+    rated = (
         rated_battles(arena_id=arena_id)
-        .order_by("pk")
-        .values_list(
-            "pk",
-            "agent_a_id",
-            "agent_b_id",
-            "outcome",
-            "evidence_weight",
-            "incorporated_at",
-            "cluster_judge_id",
+        .order_by()
+        .values(
+            lo=Least("agent_a_id", "agent_b_id"),
+            hi=Greatest("agent_a_id", "agent_b_id"),
+            y=Case(When(agent_a_id__lt=F("agent_b_id"), then=y_a), default=Value(1.0) - y_a),
+            w=Coalesce(F("evidence_weight"), Value(1.0), output_field=FloatField()),
+            c=Coalesce(F("cluster_judge_id"), -F("pk"), output_field=BigIntegerField()),
         )
     )
-    judges = {row[0]: row[6] for row in rows if row[6] is not None}
-    agent_index: dict[int, int] = {}
-    cluster_index: dict[int, int] = {}
-    n = len(rows)
-    a = np.empty(n, dtype=np.int64)
-    b = np.empty(n, dtype=np.int64)
-    y = np.empty(n, dtype=np.float64)
-    w = np.empty(n, dtype=np.float64)
-    cluster = np.empty(n, dtype=np.int64)
+    battles, params = rated.query.sql_with_params()
+    # r null: the partial index battle_rated_pending finds them without a scan
+    unstamped, unstamped_params = (
+        rated_battles(arena_id=arena_id)
+        .filter(incorporated_at=None)
+        .order_by()
+        .values("pk")
+        .query.sql_with_params()
+    )
+    # The battles' query is repeated, not shared through a WITH: a WITH read three
+    # times is materialised (a million rows written aside, then read back).
+    sql = f"""
+        SELECT {PAIR_ROW}, lo, hi, y, w, NULL, count(*), NULL, NULL
+          FROM ({battles}) AS rated GROUP BY lo, hi, y, w
+        UNION ALL
+        SELECT {CLUSTER_ROW}, lo, hi, NULL, NULL, c, count(*), sum(w), sum(w * y)
+          FROM ({battles}) AS rated GROUP BY c, lo, hi
+        UNION ALL
+        SELECT {UNSTAMPED_ROW}, NULL, NULL, NULL, NULL, pk, 1, NULL, NULL
+          FROM ({unstamped}) AS fresh
+        ORDER BY 1, 2, 3, 4, 5, 6
+    """  # noqa: S608 (the selector's own SQL; every value is a parameter)
+    params = (*params, *params, *unstamped_params)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def refit_input(*, arena_id: int, params: FitParams) -> FitInput:
+    rows = refit_rows(arena_id=arena_id)
+    by_kind: dict[int, list[tuple]] = {PAIR_ROW: [], CLUSTER_ROW: [], UNSTAMPED_ROW: []}
+    for row in rows:
+        by_kind[row[0]].append(row)
+    pairs, clusters = by_kind[PAIR_ROW], by_kind[CLUSTER_ROW]
+    # Agents indexed in id order, so every row's lower id is its lower index too.
+    agent_ids = sorted({agent for row in pairs for agent in row[1:3]})
+    index = {agent: i for i, agent in enumerate(agent_ids)}
     digest = hashlib.sha256(
         f"ridge={params.ridge!r};r0={params.r0!r};bootstrap={params.bootstrap};"
         f"n0={params.min_battles}\n".encode()
     )
-    unstamped = []
-    for i, (pk, agent_a, agent_b, outcome, weight, incorporated_at, _) in enumerate(rows):
-        weight = 1.0 if weight is None else float(weight)
-        judge = judges.get(pk)
-        a[i] = agent_index.setdefault(agent_a, len(agent_index))
-        b[i] = agent_index.setdefault(agent_b, len(agent_index))
-        y[i] = OUTCOME_Y[outcome]
-        w[i] = weight
-        # A battle whose deciding judge is gone (a deleted account) is a cluster of its own.
-        key = judge if judge is not None else -pk
-        cluster[i] = cluster_index.setdefault(key, len(cluster_index))
-        digest.update(f"{pk},{agent_a},{agent_b},{outcome},{weight!r},{judge}\n".encode())
-        if incorporated_at is None:
-            unstamped.append(pk)
+    for row in pairs:
+        digest.update("p{1},{2},{3!r},{4!r},{6}\n".format(*row).encode())
+    for row in clusters:
+        digest.update("c{5}:{1},{2},{6}\n".format(*row).encode())
+    columns = list(zip(*pairs, strict=True)) if pairs else [()] * 9
+    cells = list(zip(*clusters, strict=True)) if clusters else [()] * 9
+    cluster_index: dict[int, int] = {}
     return FitInput(
-        battle_ids=[row[0] for row in rows],
-        unstamped_ids=unstamped,
-        agent_ids=list(agent_index),
-        a=a,
-        b=b,
-        y=y,
-        w=w,
-        cluster=cluster,
+        battles=sum(columns[6]),
+        unstamped_ids=[row[5] for row in by_kind[UNSTAMPED_ROW]],
+        agent_ids=agent_ids,
+        a=np.array([index[agent] for agent in columns[1]], dtype=np.int64),
+        b=np.array([index[agent] for agent in columns[2]], dtype=np.int64),
+        y=np.array(columns[3], dtype=np.float64),
+        w=np.array(columns[4], dtype=np.float64),
+        count=np.array(columns[6], dtype=np.int64),
+        clustered=ClusterSums(
+            cluster=np.array(
+                [cluster_index.setdefault(key, len(cluster_index)) for key in cells[5]],
+                dtype=np.int64,
+            ),
+            a=np.array([index[agent] for agent in cells[1]], dtype=np.int64),
+            b=np.array([index[agent] for agent in cells[2]], dtype=np.int64),
+            total=np.array(cells[7], dtype=np.float64),
+            wins=np.array(cells[8], dtype=np.float64),
+        ),
         digest=digest.hexdigest(),
     )
 
@@ -132,7 +189,11 @@ def refit_input(*, arena_id: int, params: FitParams) -> FitInput:
 def fit(data: FitInput, params: FitParams) -> Rating:
     """Bradley-Terry on the input, centred on the non-provisional agents (all agents
     with battles while none is non-provisional yet)."""
-    counts = np.bincount(np.concatenate([data.a, data.b]), minlength=len(data.agent_ids))
+    counts = np.bincount(
+        np.concatenate([data.a, data.b]),
+        np.concatenate([data.count, data.count]),
+        minlength=len(data.agent_ids),
+    )
     reference = counts >= params.min_battles
     return rate(
         data.a,
@@ -140,7 +201,8 @@ def fit(data: FitInput, params: FitParams) -> Rating:
         data.y,
         n_agents=len(data.agent_ids),
         w=data.w,
-        cluster=data.cluster,
+        count=data.count,
+        clustered=data.clustered,
         reference=reference if reference.any() else None,
         ridge=params.ridge,
         r0=params.r0,
@@ -190,8 +252,8 @@ def arena_refit(*, arena_id: int) -> RefitResult:
         started = time.perf_counter()
         data = refit_input(arena_id=arena_id, params=params)
         previous = RatingSnapshot.objects.filter(pk=state.snapshot_id).first()
-        changed = bool(data.battle_ids) if previous is None else previous.digest != data.digest
-        rating = fit(data, params) if changed and data.battle_ids else None
+        changed = data.battles > 0 if previous is None else previous.digest != data.digest
+        rating = fit(data, params) if changed and data.battles else None
         compute_ms = round((time.perf_counter() - started) * 1000)
         now = timezone.now()
         if changed:
@@ -199,7 +261,7 @@ def arena_refit(*, arena_id: int) -> RefitResult:
                 arena_id=arena_id,
                 computed_at=now,
                 compute_ms=compute_ms,
-                battles=len(data.battle_ids),
+                battles=data.battles,
                 digest=data.digest,
                 ridge=params.ridge,
                 bootstrap_replicates=rating.bootstrap_replicates if rating else 0,
@@ -228,16 +290,17 @@ def arena_refit(*, arena_id: int) -> RefitResult:
         stamped = Battle.objects.filter(pk__in=data.unstamped_ids, incorporated_at=None).update(
             incorporated_at=timezone.now()
         )
+    leaderboard_changed(arena_id=arena_id)  # every run: the board shows when it last ran
     if changed or stamped:
         leaderboard_push(arena_id=arena_id)
     if changed:
         logger.info(
             "refit of arena %s: %s battles, %s ms, %s newly incorporated",
             arena_id,
-            len(data.battle_ids),
+            data.battles,
             compute_ms,
             stamped,
         )
     return RefitResult(
-        snapshot=snapshot, battles=len(data.battle_ids), compute_ms=compute_ms, stamped=stamped
+        snapshot=snapshot, battles=data.battles, compute_ms=compute_ms, stamped=stamped
     )

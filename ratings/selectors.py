@@ -77,12 +77,15 @@ def refit_status(*, arena_id: int, now: datetime | None = None) -> dict[str, Any
         "clusters": snapshot.clusters if snapshot else None,
         "bootstrap_replicates": snapshot.bootstrap_replicates if snapshot else 0,
         "pending_battles": pending["battles"],
-        "oldest_pending_age_s": (
-            round((now - pending["oldest"]).total_seconds(), 1) if pending["oldest"] else None
-        ),
+        "oldest_pending_at": pending["oldest"],
+        "oldest_pending_age_s": _age_s(pending["oldest"], now),
         "staleness_bound_s": round(period_s + (compute_ms or 0) / 1000, 1),
         "snapshot_id": snapshot.pk if snapshot else None,
     }
+
+
+def _age_s(at: datetime | None, now: datetime) -> float | None:
+    return round((now - at).total_seconds(), 1) if at else None
 
 
 def leaderboard_rows(*, arena_id: int, snapshot_id: int | None = None) -> list[dict[str, Any]]:
@@ -156,6 +159,14 @@ def leaderboard(*, arena_id: int, now: datetime | None = None) -> dict[str, Any]
         "self_judged_only": self_judged_tally(arena_id=arena_id),
         "rows": leaderboard_rows(arena_id=arena_id, snapshot_id=refit["snapshot_id"]),
     }
+
+
+def leaderboard_aged(board: dict[str, Any], *, now: datetime | None = None) -> dict[str, Any]:
+    """A stored board as of ``now``: the staleness age recomputed from the oldest
+    pending battle's time (the only cell that moves without a write)."""
+    refit = board["refit"]
+    aged = _age_s(refit["oldest_pending_at"], now or timezone.now())
+    return {**board, "refit": {**refit, "oldest_pending_age_s": aged}}
 
 
 def interval_bars(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:

@@ -1,9 +1,16 @@
-"""Writes for ratings: the streaming update on every decided battle, the board push."""
+"""Writes for ratings: the streaming update on every decided battle, the board push,
+the precomputed board (one document per arena, rebuilt when its version moves)."""
 
+import logging
+import uuid
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
 from django.template.loader import render_to_string
 from django.utils import timezone
 
@@ -15,6 +22,8 @@ from ratings import elo
 from ratings.models import AgentRating
 
 LEADERBOARD_GROUP = "leaderboard"
+
+logger = logging.getLogger(__name__)
 
 # Outcome → y from side A's view; both_bad enters as a half like tie (SPEC §7).
 OUTCOME_Y = {"A": 1.0, "B": 0.0, "tie": 0.5, "both_bad": 0.5}
@@ -92,6 +101,7 @@ def rating_apply_battle(*, battle: Battle, push: bool = True, record: bool = Tru
         row.save(update_fields=RATING_FIELDS)
     # r (SPEC §6) is not stamped here: the streaming value is not the published rating.
     # The refit that first includes the battle stamps it (ratings.refit.arena_refit).
+    leaderboard_changed(arena_id=battle.arena_id)  # pushed or not (a bulk import)
     if push:
         streaming_changed(
             arena_id=battle.arena_id,
@@ -121,7 +131,7 @@ def streaming_changed(*, arena_id: int, ratings: list[tuple[str, AgentRating]]) 
         group_send(LEADERBOARD_GROUP, {"type": "leaderboard.update", "html": html})
         leaderboard_push_later(arena_id=arena_id)
 
-    transaction.on_commit(send)
+    transaction.on_commit(send, robust=True)  # Redis away: the committed vote still stands
 
 
 # The full board follows a streaming change by this much: a burst of votes costs one
@@ -149,17 +159,16 @@ def leaderboard_push_pending_clear(*, arena_id: int) -> None:
 def leaderboard_html(*, arena_id: int) -> str:
     """The board fragment every socket frame carries: the rows plus the refit status and
     the exclusion counts, swapped in by id (htmx out-of-band)."""
-    from ratings.selectors import board_context, leaderboard
+    from ratings.selectors import board_context
 
     return render_to_string(
-        "ratings/_leaderboard_frame.html", board_context(leaderboard(arena_id=arena_id))
+        "ratings/_leaderboard_frame.html", board_context(leaderboard_current(arena_id=arena_id))
     )
 
 
 def leaderboard_push(*, arena_id: int) -> None:
     html = leaderboard_html(arena_id=arena_id)
     group_send(LEADERBOARD_GROUP, {"type": "leaderboard.update", "html": html})
-    leaderboard_served(arena_id=arena_id)
 
 
 def leaderboard_served(*, arena_id: int) -> int:
@@ -197,7 +206,85 @@ def rating_revert_battle(*, battle: Battle) -> None:
         row.save(update_fields=RATING_FIELDS)
     battle.streaming_applied = None
     Battle.objects.filter(pk=battle.pk).update(streaming_applied=None)
+    leaderboard_changed(arena_id=battle.arena_id)
     streaming_changed(
         arena_id=battle.arena_id,
         ratings=[(battle.agent_a.slug, sides[0][0]), (battle.agent_b.slug, sides[1][0])],
     )
+
+
+# --- The precomputed board -------------------------------------------------------------
+#
+# What the API, the page and every socket frame show is one document per arena, built
+# once per version and kept in the cache. The version is a random token in the cache:
+# every writer of an input of the board (streaming values, exclusions and re-admissions,
+# a refit run, the roster) calls ``leaderboard_changed`` in its transaction, and the
+# token changes when that transaction commits, before the writer returns. A read takes
+# the token, then the document stored under it, and builds it when there is none: a
+# document built from older rows is stored under a token nobody asks for any more.
+# The board is public (no team, no task, no battle; no viewer-dependent cell), so the
+# only key is the arena; a private arena's board is a different document.
+
+# A document outlives its version by at most this long (a bump lost to a Redis outage
+# is bounded by it; a rebuild costs a handful of queries).
+BOARD_DOCUMENT_TTL_S = 60
+
+
+def _board_version_key(arena_id: int) -> str:
+    return f"leaderboard-version:{arena_id}"
+
+
+def _board_document_key(arena_id: int, version: str) -> str:
+    return f"leaderboard-document:{arena_id}:{version}"
+
+
+def leaderboard_changed(*, arena_id: int) -> None:
+    """The one door for every writer of what the board shows: after the current
+    transaction commits (at once outside one) the arena's board version moves, so the
+    next read builds the board afresh. Redis away: logged; the committed write stands,
+    and the document it leaves behind expires within BOARD_DOCUMENT_TTL_S."""
+    transaction.on_commit(lambda: _board_version_bump(arena_id), robust=True)
+
+
+def _board_version_bump(arena_id: int) -> None:
+    cache.set(_board_version_key(arena_id), uuid.uuid4().hex, timeout=None)
+
+
+def leaderboard_current(*, arena_id: int, now=None) -> dict[str, Any]:
+    """The arena's published board as ``ratings.selectors.leaderboard`` returns it: the
+    stored document of the current version, else built now (stamping ℓ, SPEC §6, on
+    the battles it shows for the first time: only a build can show one; stored only
+    when built outside a transaction). The staleness age is computed at each read from
+    the stored oldest pending time. Without the cache (Redis away) the board is built
+    on every read."""
+    from ratings.selectors import leaderboard, leaderboard_aged
+
+    try:
+        version = cache.get(_board_version_key(arena_id))
+        if version is None:
+            version = uuid.uuid4().hex
+            if not cache.add(_board_version_key(arena_id), version, timeout=None):
+                version = cache.get(_board_version_key(arena_id)) or version
+        document = cache.get(_board_document_key(arena_id, version))
+    except Exception:  # any cache failure: serve from the database
+        logger.warning("leaderboard cache unavailable; building the board", exc_info=True)
+        version = document = None
+    if document is None:
+        leaderboard_served(arena_id=arena_id)
+        document = leaderboard(arena_id=arena_id)
+        # Built inside a transaction, the board may show rows that never commit: it is
+        # served, not stored.
+        if version is not None and not transaction.get_connection().in_atomic_block:
+            try:
+                cache.set(_board_document_key(arena_id, version), document, BOARD_DOCUMENT_TTL_S)
+            except Exception:
+                logger.warning("leaderboard document not stored", exc_info=True)
+    return leaderboard_aged(document, now=now)
+
+
+@receiver(post_save, sender=Agent, dispatch_uid="ratings-board-roster-saved")
+@receiver(post_delete, sender=Agent, dispatch_uid="ratings-board-roster-deleted")
+def _roster_changed(sender, instance: Agent, **kwargs) -> None:
+    """The roster is written in many places (admin, builtins, imports, factories): any
+    saved or deleted agent moves its arena's board version."""
+    leaderboard_changed(arena_id=instance.arena_id)

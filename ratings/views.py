@@ -13,18 +13,16 @@ from ratings.selectors import (
     agent_public,
     board_context,
     head_to_head,
-    leaderboard,
     leaderboard_rows,
 )
-from ratings.services import leaderboard_served
+from ratings.services import leaderboard_current
 from ratings.svg import HistoryPoint, rating_history
 
 
 @require_GET
 def leaderboard_page(request: HttpRequest) -> HttpResponse:
     arena = Arena.objects.public()
-    leaderboard_served(arena_id=arena.pk)
-    context = board_context(leaderboard(arena_id=arena.pk))
+    context = board_context(leaderboard_current(arena_id=arena.pk))
     return render(request, "ratings/leaderboard.html", {"arena": arena, **context})
 
 

@@ -9,6 +9,7 @@ from arena_site.exceptions import ApplicationError
 from battles.models import Battle
 from judging.models import ExclusionLogEntry
 from judging.services.decisions import battle_undecide
+from ratings.services import leaderboard_changed
 
 Reason = Battle.ExclusionReason
 Action = ExclusionLogEntry.Action
@@ -24,6 +25,7 @@ def battle_exclude_locked(
     battle.status = Battle.Status.EXCLUDED
     battle.exclusion_reason = reason
     battle.save(update_fields=["status", "exclusion_reason"])
+    leaderboard_changed(arena_id=battle.arena_id)  # the board's exclusion counts
     return _log(battle, Action.EXCLUDE, reason, note, actor)
 
 
@@ -36,6 +38,7 @@ def battle_readmit_locked(
     battle.status = Battle.Status.JUDGING
     battle.exclusion_reason = ""
     battle.save(update_fields=["status", "exclusion_reason"])
+    leaderboard_changed(arena_id=battle.arena_id)  # the board's exclusion counts
     return entry
 
 

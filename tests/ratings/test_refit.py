@@ -80,7 +80,7 @@ def test_the_snapshot_matches_the_pure_fit_of_the_same_battles(played):
     snapshot = arena_refit(arena_id=arena_id).snapshot
     data = refit_input(arena_id=arena_id, params=FitParams.from_settings())
     expected = bradley_terry.rate(
-        data.a, data.b, data.y, n_agents=3, w=data.w, cluster=data.cluster,
+        data.a, data.b, data.y, n_agents=3, w=data.w, count=data.count, clustered=data.clustered,
         reference=np.ones(3, dtype=bool), bootstrap=50, seed=snapshot.seed,
     )  # fmt: skip
     got = {p.agent_id: p for p in snapshot.points.all()}
@@ -154,7 +154,8 @@ def test_excluded_and_undecided_battles_never_enter_the_fit(
     # When the refit runs again: the input is unchanged
     assert arena_refit(arena_id=arena_id).snapshot is None
     data = refit_input(arena_id=arena_id, params=FitParams.from_settings())
-    assert outsider.pk not in data.battle_ids and data.digest == before.digest
+    assert outsider.pk not in data.unstamped_ids and data.battles == before.battles
+    assert data.digest == before.digest
     outsider.refresh_from_db()
     assert outsider.incorporated_at is None
     # And the agent page's head-to-head does not count it
@@ -255,10 +256,10 @@ def test_the_cluster_is_the_recorded_cluster_judge(alice, agents, crowd):
     # the second was decided by crowd[0] per judging's record, whatever its votes say
     Battle.objects.filter(pk=second.pk).update(cluster_judge=crowd[0])
     data = refit_input(arena_id=first.arena_id, params=FitParams.from_settings())
-    assert data.cluster.tolist() == [0, 0]
+    assert data.clustered.cluster.tolist() == [0]  # one judge, one pair: one row
     Battle.objects.filter(pk=second.pk).update(cluster_judge=crowd[1])
     changed = refit_input(arena_id=first.arena_id, params=FitParams.from_settings())
-    assert changed.cluster.tolist() == [0, 1] and changed.digest != data.digest
+    assert changed.clustered.cluster.tolist() == [0, 1] and changed.digest != data.digest
 
 
 def test_a_null_evidence_weight_counts_one(alice, agents, crowd):

@@ -1,0 +1,240 @@
+"""Benchmark: the whole periodic refit (``ratings.refit.arena_refit``: read, fit,
+bootstrap, publish) on PostgreSQL at 100,000 and 1,000,000 decided battles (issue #13,
+point 2). Prints one JSON document.
+
+The battles: 40 agents of Bradley-Terry strengths, 100 deciding judges, 16 evidence
+weights, ties and both-bad outcomes; inserted in SQL into a throwaway database made from
+DATABASE_URL. At each size a first refit publishes (the bulk counts as included by an
+earlier one: r set); then 100 more battles are decided and the refit that follows, the
+periodic one, is timed end to end, and its phases one by one:
+
+- read: ``refit_input`` (the database counts the battles per pair, outcome and weight,
+  and per judge and pair; the rows it returns are reported);
+- fit: ``rate`` without bootstrap (Newton, model-based and judge-clustered intervals);
+- bootstrap: the rest of ``rate`` with the configured replicates;
+- publish: the snapshot and its points, the r stamps, the board push (end to end minus
+  the refit's own recorded compute time, which covers the three above in that run).
+
+Against the per-row load measured in the same run (``tests/ratings/per_battle.py``: one
+row per rated battle into Python, as the refit read before), with the same fit and
+bootstrap on those arrays.
+
+Run: H=3 /work/briefs/bench.sh tests/bench/bench_refit.py [replicates]
+"""
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arena_site.settings")
+os.environ.setdefault("ARENA_EGRESS_RESOLVE", "false")
+
+import django
+
+django.setup()
+
+import numpy as np  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.test.utils import setup_databases, teardown_databases  # noqa: E402
+
+from tests.bench.bench_reads import pick, sql_insert  # noqa: E402
+
+SIZES = (100_000, 1_000_000)
+AGENTS = 40
+JUDGES = 100
+WEIGHTS = 16
+
+
+def world():
+    from django.contrib.auth import get_user_model
+
+    from accounts.services import team_create
+    from agents.models import Agent, Arena
+    from agents.services import roster_install_builtins
+    from battles.models import Task
+
+    User = get_user_model()
+    arena = Arena.objects.public()
+    roster_install_builtins(arena=arena)
+    agents = list(Agent.objects.filter(arena=arena).order_by("pk"))
+    while len(agents) < AGENTS:
+        template = Agent.objects.get(pk=agents[0].pk)
+        template.pk, template.slug = None, f"bench-agent-{len(agents)}"
+        template.display_name = f"Bench agent {len(agents)}"
+        template.save()
+        agents.append(Agent.objects.get(pk=template.pk))
+    owner = User.objects.create_user("submitter", password=None)
+    team = team_create(name="submitters", owner=owner)
+    crowd = User.objects.bulk_create([User(username=f"j{i}", password="!") for i in range(JUDGES)])
+    task = Task.objects.create(team=team, submitter=owner, instruction="bench task")
+    return arena, [a.pk for a in agents[:AGENTS]], [c.pk for c in crowd], team, task
+
+
+def decide(
+    arena, agent_ids, judge_ids, team, task, *, rows: int, offset: int, stamped: bool
+) -> None:
+    """``rows`` decided battles: side A wins with the Bradley-Terry probability of the
+    two agents' strengths (index / 8 apart), 10 % ties, 2 % both bad."""
+    from battles.models import Battle
+
+    n = len(agent_ids)
+    g = f"(g::bigint + {int(offset)})"
+    ia = f"(({g} * 7919) % {n})"
+    ib = f"(({ia} + 1 + ({g} * 104729) % {n - 1}) % {n})"
+    p = f"(1.0 / (1.0 + exp(({ib} - {ia}) / 8.0)))"
+    # one roll per battle, a fixed hash of its number (repeatable, and cheap to insert)
+    r = f"((({g} * 2654435761) % 1000003) / 1000003.0)"
+    outcome = (
+        f"CASE WHEN {r} < 0.10 THEN 'tie' WHEN {r} < 0.12 THEN 'both_bad'"
+        f" WHEN {r} < 0.12 + 0.88 * {p} THEN 'A' ELSE 'B' END"
+    )
+    sql_insert(
+        Battle,
+        rows,
+        {
+            "arena_id": ("%s", [arena.pk]),
+            "team_id": ("%s", [team.pk]),
+            "task_id": ("%s", [task.pk]),
+            "agent_a_id": pick(agent_ids, ia),
+            "agent_b_id": pick(agent_ids, ib),
+            "status": "'decided'",
+            "outcome": outcome,
+            "decision_source": "'crowd'",
+            "evidence_weight": f"(1 + ({g} * 13) % {WEIGHTS}) / {WEIGHTS + 1}.0",
+            "cluster_judge_id": pick(judge_ids, f"({g} * 31) % {len(judge_ids)}"),
+            "submitted_at": "now() - interval '1 day'",
+            "ended_at": "now() - interval '1 day'",
+            "first_judgment_at": "now() - interval '1 hour'",
+            "decided_at": "now() - interval '1 hour'",
+            # the bulk is in an earlier refit already; the first refit here publishes
+            "incorporated_at": "now() - interval '30 minutes'" if stamped else "NULL",
+        },
+    )
+
+
+def timed(fn):
+    t = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - t, result
+
+
+def measure(arena_id: int, replicates: int) -> dict:
+    from ratings.bradley_terry import rate
+    from ratings.refit import FitParams, arena_refit, refit_input
+    from tests.ratings.per_battle import per_battle_input
+
+    params = FitParams.from_settings()
+    end_to_end, result = timed(lambda: arena_refit(arena_id=arena_id))
+    assert result.snapshot is not None and result.stamped == 100
+    read, data = timed(lambda: refit_input(arena_id=arena_id, params=params))
+    counts = np.bincount(np.concatenate([data.a, data.b]), np.concatenate([data.count] * 2))
+    reference = counts >= params.min_battles
+
+    def ours(bootstrap: int):
+        return rate(
+            data.a, data.b, data.y, n_agents=len(data.agent_ids), w=data.w, count=data.count,
+            clustered=data.clustered, reference=reference, ridge=params.ridge, r0=params.r0,
+            bootstrap=bootstrap, seed=data.seed,
+        )  # fmt: skip
+
+    fit_s, fitted = timed(lambda: ours(0))
+    with_bootstrap_s, _ = timed(lambda: ours(replicates))
+    old_read, old = timed(lambda: per_battle_input(arena_id=arena_id))
+    old_counts = np.bincount(np.concatenate([old["a"], old["b"]]))
+
+    def theirs(bootstrap: int):
+        return rate(
+            old["a"], old["b"], old["y"], n_agents=len(old["agent_ids"]), w=old["w"],
+            cluster=old["cluster"], reference=old_counts >= params.min_battles,
+            ridge=params.ridge, r0=params.r0, bootstrap=bootstrap, seed=data.seed,
+        )  # fmt: skip
+
+    old_fit_s, old_fitted = timed(lambda: theirs(0))
+    old_with_bootstrap_s, _ = timed(lambda: theirs(replicates))
+    ours_by_agent = {data.agent_ids[e.index]: e for e in fitted.agents}
+    gap = max(
+        abs(getattr(ours_by_agent[old["agent_ids"][e.index]], f) - getattr(e, f))
+        for e in old_fitted.agents
+        if e.rating is not None
+        for f in ("rating", "lower", "upper")
+    )
+    return {
+        "battles": data.battles,
+        "rows_read": {"pair_rows": len(data.count), "judge_pair_rows": len(data.clustered.a)},
+        "arena_refit_end_to_end_s": round(end_to_end, 3),
+        "phases_s": {
+            "read": round(read, 3),
+            "fit": round(fit_s, 3),
+            "bootstrap": round(with_bootstrap_s - fit_s, 3),
+            "publish_stamp_push": round(end_to_end - result.compute_ms / 1000, 3),
+        },
+        "reference_per_row_load_s": {
+            "read": round(old_read, 3),
+            "fit": round(old_fit_s, 3),
+            "bootstrap": round(old_with_bootstrap_s - old_fit_s, 3),
+            "read_fit_bootstrap": round(old_read + old_with_bootstrap_s, 3),
+        },
+        "max_abs_gap_elo_vs_per_row_fit": gap,
+        "compute_ms_recorded": result.compute_ms,
+        "loadavg": os.getloadavg(),
+    }
+
+
+def main() -> None:
+    from django.conf import settings
+
+    replicates = int(sys.argv[1]) if len(sys.argv) > 1 else settings.ARENA.bootstrap_replicates
+    settings.ARENA = settings.ARENA.replace(bootstrap_replicates=replicates)
+    report: dict = {"replicates": replicates, "loadavg_start": os.getloadavg()}
+    database = settings.DATABASES["default"]
+    database.setdefault("TEST", {})["NAME"] = f"bench_refit_{database['NAME']}"
+    config = setup_databases(verbosity=0, interactive=False)
+    try:
+        from ratings.refit import arena_refit
+
+        arena, agent_ids, judge_ids, team, task = world()
+        done = 0
+        for size in SIZES:
+            build, _ = timed(
+                lambda size=size, done=done: decide(
+                    arena,
+                    agent_ids,
+                    judge_ids,
+                    team,
+                    task,
+                    rows=size - done,
+                    offset=done,
+                    stamped=True,
+                )
+            )
+            with connection.cursor() as cursor:
+                cursor.execute("VACUUM ANALYZE battles_battle")
+            first, _ = timed(lambda: arena_refit(arena_id=arena.pk))
+            decide(
+                arena,
+                agent_ids,
+                judge_ids,
+                team,
+                task,
+                rows=100,
+                offset=10**8 + size,
+                stamped=False,
+            )
+            done = size + 100
+            report[f"battles_{size}"] = {
+                "build_s": round(build, 1),
+                "first_refit_s": round(first, 2),
+                **measure(arena.pk, replicates),
+            }
+    finally:
+        connection.close()
+        teardown_databases(config, verbosity=0)
+    report["loadavg_end"] = os.getloadavg()
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
