@@ -1,4 +1,5 @@
-"""Periodic jobs, run by `manage.py rqcron arena_site.cron` (RQ's own cron scheduler)."""
+"""Periodic jobs, run by `python -m arena_site.worker arena_site.cron` (RQ's own cron
+scheduler, with retries through a Redis restart; `manage.py rqcron` runs it too, without)."""
 
 from django.conf import settings
 from rq import cron
@@ -8,11 +9,12 @@ from judging.jobs import battles_resolve_pending
 from ratings.jobs import ratings_refit
 from sandboxes.jobs import sandbox_janitor
 
-# Sandboxes left behind by a worker that died are reaped within a minute, and the
-# battles it was running are failed with a visible reason once their heartbeat is
-# ARENA_STUCK_AFTER_S old.
+# A battle whose worker process died on this host is re-run once (its sandboxes reaped
+# first) within ARENA_FAULT_CHECK_S; one whose heartbeat is ARENA_STUCK_AFTER_S old
+# (another host's worker) is failed with a visible reason. Sandboxes left behind by a
+# dead worker are reaped within a minute in any case.
 cron.register(sandbox_janitor, queue_name="default", interval=60)
-cron.register(battles_janitor, queue_name="default", interval=30)
+cron.register(battles_janitor, queue_name="default", interval=settings.ARENA.fault_check_s)
 # The published rating (SPEC §7.2): a refit every Δ; staleness stays within Δ + c.
 cron.register(ratings_refit, queue_name="ratings", interval=settings.ARENA.refit_period_s)
 # Votes are resolved in the request that cast them; a process that died between the

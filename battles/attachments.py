@@ -34,6 +34,7 @@ empty after this is refused.
 
 import codecs
 import contextlib
+import errno
 import hashlib
 import os
 import re
@@ -290,6 +291,19 @@ def _root() -> Path:
     return Path(settings.PRIVATE_MEDIA_ROOT) / _DIR_NAME
 
 
+# The media disk (or its quota) is full: the client may try again later.
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def storage_full_error(exc: OSError) -> ApplicationError:
+    return ApplicationError(
+        "The arena's file storage is full; the attachments were not stored. Try again later.",
+        code="storage_full",
+        status=507,
+        extra={"detail": exc.strerror or str(exc)},
+    )
+
+
 def attachments_stage(pending: Sequence[Pending]) -> Staged:
     """Streams every upload once into a staging file, hashing it and confirming its
     type from its bytes. Refuses with ``ApplicationError`` (after removing what it
@@ -298,7 +312,12 @@ def attachments_stage(pending: Sequence[Pending]) -> Staged:
     if not pending:
         return staged
     incoming = _root() / ".incoming"
-    incoming.mkdir(parents=True, exist_ok=True)
+    try:
+        incoming.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        if exc.errno in DISK_FULL_ERRNOS:
+            raise storage_full_error(exc) from exc
+        raise
     max_bytes = _limits()[1]
     try:
         for item in pending:
@@ -344,6 +363,11 @@ def attachments_stage(pending: Sequence[Pending]) -> Staged:
                     temp_path=Path(temp),
                 )
             )
+    except OSError as exc:
+        staged.discard()
+        if exc.errno in DISK_FULL_ERRNOS:
+            raise storage_full_error(exc) from exc
+        raise
     except BaseException:
         staged.discard()
         raise
@@ -370,7 +394,12 @@ def attachments_store(*, task: Task, staged: Staged) -> list[Attachment]:
     if not staged.files:
         return []
     directory = _root() / str(task.pk)
-    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        if exc.errno in DISK_FULL_ERRNOS:
+            raise storage_full_error(exc) from exc
+        raise
     staged.task_dir = directory
     rows = []
     for item in staged.files:

@@ -1,11 +1,14 @@
 """RQ jobs for battles: primitive ids in, one service call."""
 
 import logging
+import socket
 
 from django.conf import settings
 
+from arena_site.worker import fault_point
 from battles.selectors import battles_waiting
-from battles.services import battle_run_next, battles_fail_stuck
+from battles.services import battle_run_next, battles_fail_stuck, battles_recover_dead_workers
+from sandboxes.services import pid_alive
 
 logger = logging.getLogger(__name__)
 
@@ -13,6 +16,7 @@ logger = logging.getLogger(__name__)
 def battle_run(battle_id: int) -> None:
     """Enqueued once per admitted battle (``battle_id``); runs the oldest queued battle,
     which is ``battle_id`` itself unless an older one still waits (FIFO)."""
+    fault_point("queued")  # the job is taken, no battle claimed yet
     ran = battle_run_next()
     if ran is None:
         logger.info("job for battle %s: no battle queued (already run or claimed)", battle_id)
@@ -21,13 +25,53 @@ def battle_run(battle_id: int) -> None:
 
 
 def battles_janitor() -> list[int]:
-    failed = battles_fail_stuck()
-    if failed:
-        logger.warning("janitor failed stuck battles %s", failed)
+    """Every ARENA_FAULT_CHECK_S: battles of this host's dead workers re-run once (or
+    failed), jobs a dead worker held replaced, then the slow paths (a stale heartbeat,
+    another host's worker; a job lost with Redis). Returns the battles failed."""
+    requeued, died = battles_recover_dead_workers()
+    if requeued:
+        logger.warning("janitor re-queued battles whose worker died %s", requeued)
+    if died:
+        logger.warning("janitor failed battles whose worker died on every attempt %s", died)
+    replaced = battles_replace_dead_jobs()
+    if replaced:
+        logger.warning("janitor replaced jobs held by dead workers %s", replaced)
+    stuck = battles_fail_stuck()
+    if stuck:
+        logger.warning("janitor failed stuck battles %s", stuck)
     requeued = battles_requeue_orphans()
     if requeued:
         logger.warning("janitor re-enqueued battles whose job was lost %s", requeued)
-    return failed
+    return died + stuck
+
+
+def battles_replace_dead_jobs() -> list[str]:
+    """Battle jobs that a worker of this host took and died with (killed between taking
+    the job and claiming its battle, or while driving it) get a replacement job at once.
+    A replacement is harmless even when the battle has run: each job runs the oldest
+    queued battle. Returns the ids of the jobs replaced."""
+    import django_rq
+    from rq.worker import Worker
+
+    queue = django_rq.get_queue("battles")
+    host = socket.gethostname()
+    replaced = []
+    for job_id in queue.started_job_registry.get_job_ids():
+        job = queue.fetch_job(job_id)
+        if job is None or not job.worker_name:
+            continue
+        worker = Worker.find_by_key(
+            Worker.redis_worker_namespace_prefix + job.worker_name, connection=queue.connection
+        )
+        dead = worker is None or (
+            worker.hostname == host and worker.pid is not None and not pid_alive(worker.pid)
+        )
+        if not dead or queue.fetch_job(f"{job_id}-again") is not None:
+            continue
+        queue.enqueue("battles.jobs.battle_run", *job.args, job_id=f"{job_id}-again")
+        queue.started_job_registry.remove_executions(job)
+        replaced.append(job_id)
+    return replaced
 
 
 def battles_requeue_orphans() -> list[int]:

@@ -118,12 +118,16 @@ def find(run_name: str) -> SandboxCgroup | None:
 
 def create(name: str, limits: Limits) -> SandboxCgroup | None:
     """Creates the sandbox's groups with ``limits``; None where the host allows none."""
+    from arena_site.worker import fault_point
+
     version = detect()
+    group = None
     if version == "v1":
-        return _create_v1(name, limits)
-    if version == "v2":
-        return _create_v2(name, limits)
-    return None
+        group = _create_v1(name, limits)
+    elif version == "v2":
+        group = _create_v2(name, limits)
+    fault_point("provisioning")  # run dir, quota mounts and groups made; no sandbox yet
+    return group
 
 
 def _create_v1(name: str, limits: Limits) -> SandboxCgroup:

@@ -125,15 +125,23 @@ def sandbox_backend() -> SandboxBackend:
     return backend
 
 
-def lease_acquire(*, backend: str, run_id: int | None) -> SandboxLease:
+def lease_acquire(*, backend: str, run_id: int | None, path: str = "") -> SandboxLease:
     """Takes the lowest free slot on this host. Slots map to uids, so two live sandboxes
-    never share a uid (RLIMIT_NPROC counts per uid)."""
+    never share a uid (RLIMIT_NPROC counts per uid). ``path`` is where the sandbox's
+    run dir will be, recorded before provisioning starts (a glob pattern when the
+    backend names it while provisioning), so the janitor finds what a worker killed
+    mid-provisioning left."""
     host = socket.gethostname()
     for slot in range(MAX_SLOTS):
         try:
             with transaction.atomic():
                 return SandboxLease.objects.create(
-                    slot=slot, backend=backend, host=host, worker_pid=os.getpid(), run_id=run_id
+                    slot=slot,
+                    backend=backend,
+                    host=host,
+                    worker_pid=os.getpid(),
+                    run_id=run_id,
+                    path=path,
                 )
         except IntegrityError:
             continue
@@ -147,8 +155,19 @@ def lease_release(*, lease: SandboxLease) -> None:
 @contextmanager
 def sandbox_session(spec: SandboxSpec):
     """Provisions a sandbox for one run and always destroys it and frees its slot."""
+    from sandboxes.pool import desktop_pool_claim  # (the pool imports this module)
+
+    pooled = desktop_pool_claim(spec)  # a warm desktop of this worker's pool, or None
+    if pooled is not None:
+        try:
+            yield pooled.sandbox
+        finally:
+            pooled.finish()  # destroyed, never pooled again; its slot freed
+        return
     backend = sandbox_backend()
-    lease = lease_acquire(backend=backend.name, run_id=spec.run_id)
+    lease = lease_acquire(
+        backend=backend.name, run_id=spec.run_id, path=_run_dir_pattern(backend, spec.run_id)
+    )
     sandbox: Sandbox | None = None
     try:
         sandbox = backend.provision(spec, slot=lease.slot)
@@ -160,7 +179,17 @@ def sandbox_session(spec: SandboxSpec):
         lease_release(lease=lease)
 
 
-def _pid_alive(pid: int) -> bool:
+def _run_dir_pattern(backend: SandboxBackend, run_id: int | None) -> str:
+    """Where the backend will make this run's dir: both name it ``run-<run id>-…``
+    under their root."""
+    root = getattr(backend, "root", None)
+    if root is None or run_id is None:
+        return ""
+    return str(Path(root) / f"run-{run_id}-*")
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this pid runs on this host (pid namespace)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -179,20 +208,14 @@ def sandbox_janitor() -> int:
     host = socket.gethostname()
     reaped = 0
     for lease in SandboxLease.objects.filter(host=host, released_at=None):
-        if _pid_alive(lease.worker_pid):
+        if pid_alive(lease.worker_pid):
             continue
         if os.geteuid() == 0:
             base = settings.ARENA.sandbox_uid_base
             for uid in (base + lease.slot, base + DISPLAY_UID_OFFSET + lease.slot):
                 subprocess.run(["pkill", "-KILL", "-U", str(uid)], check=False)
         if lease.path:
-            group = cgroups.find(Path(lease.path).name)
-            if group is not None:
-                group.kill_all()
-                group.remove()
-            # Before removing the dir: rmtree would empty a live quota, not unmount it.
-            disk.unmount_all_under(Path(lease.path))
-            shutil.rmtree(lease.path, ignore_errors=True)
+            _reap_run_dirs(lease)
         lease_release(lease=lease)
         reaped += 1
     if reaped:
@@ -202,6 +225,39 @@ def sandbox_janitor() -> int:
     return reaped
 
 
+def _reap_run_dirs(lease: SandboxLease) -> None:
+    """Kills and removes the cgroups of the dead lease's run dir(s), unmounts their
+    quota filesystems and removes the dirs. A pattern (the worker died before the
+    backend named the dir) matches every dir of the run, except the exact dirs of live
+    leases; no live lease may hold the same pattern (it would be provisioning now)."""
+    pattern = Path(lease.path)
+    if "*" in pattern.name:
+        live = [
+            other
+            for other in SandboxLease.objects.filter(host=lease.host, released_at=None).exclude(
+                pk=lease.pk
+            )
+            if pid_alive(other.worker_pid)
+        ]
+        if any(other.path == lease.path for other in live):
+            return
+        kept = {other.path for other in live}
+        directories = [d for d in sorted(pattern.parent.glob(pattern.name)) if str(d) not in kept]
+        # The pattern itself also finds groups whose dir is gone already.
+        names = [d.name for d in directories] if kept else [pattern.name]
+    else:
+        directories, names = [pattern], [pattern.name]
+    for name in names:
+        group = cgroups.find(name)
+        if group is not None:
+            group.kill_all()
+            group.remove()
+    for directory in directories:
+        # Before removing the dir: rmtree would empty a live quota, not unmount it.
+        disk.unmount_all_under(directory)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def _docker_janitor(host: str) -> int:
     """Removes containers of this host whose run holds no live lease."""
     from sandboxes.docker_backend import janitor
@@ -209,7 +265,7 @@ def _docker_janitor(host: str) -> int:
     live_runs = {
         lease.run_id
         for lease in SandboxLease.objects.filter(host=host, released_at=None)
-        if _pid_alive(lease.worker_pid)
+        if pid_alive(lease.worker_pid)
     }
     backend = sandbox_backend()
     return janitor(

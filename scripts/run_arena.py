@@ -238,11 +238,15 @@ def main() -> None:
                 env,
             )
         )
+        # The warm desktop pool (docs/performance.md) is opt-in: each battle worker then
+        # keeps ARENA_SANDBOX_POOL_SIZE idle desktops booted (memory and a slot each).
+        pooled = int(env.get("ARENA_SANDBOX_POOL_SIZE") or "0") > 0
+        battle_worker = ["--worker-class", "sandboxes.pool.PoolWorker"] if pooled else []
         for slot in range(slots):
             children.append(
                 start(
                     f"battle worker {slot + 1}/{slots}",
-                    [PY, "manage.py", "rqworker", "battles"],
+                    [PY, "manage.py", "rqworker", "battles", *battle_worker],
                     env,
                 )
             )
@@ -250,11 +254,12 @@ def main() -> None:
             start(
                 "judging/ratings worker",
                 [PY, "manage.py", "rqworker", "judging", "ratings", "default",
-                 "--worker-class", "rq.worker.SimpleWorker", "--with-scheduler"],
+                 "--worker-class", "arena_site.worker.ArenaSimpleWorker", "--with-scheduler"],
                 env,
             )
         )  # fmt: skip
-        children.append(start("scheduler", [PY, "manage.py", "rqcron", "arena_site.cron"], env))
+        # RQ's cron scheduler, kept going through a Redis restart (arena_site/worker.py).
+        children.append(start("scheduler", [PY, "-m", "arena_site.worker", "arena_site.cron"], env))
         wait_for_web(children)
         base = f"http://{HOST}:{PORT}"
         print(

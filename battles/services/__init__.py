@@ -23,6 +23,7 @@ from battles.services.orchestration import (
     battle_run,
     battle_run_next,
     battles_fail_stuck,
+    battles_recover_dead_workers,
 )
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "battle_run",
     "battle_run_next",
     "battles_fail_stuck",
+    "battles_recover_dead_workers",
     "calibration_pair",
     "run_lane",
     "start_url_resolver",

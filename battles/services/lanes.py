@@ -1,7 +1,9 @@
 """One lane of a battle: its sandbox, the agent's loop under the run's budgets, every
 step (action, result, screenshot, spans) stored as it happens."""
 
+import errno
 import logging
+import os
 import secrets
 import threading
 import time
@@ -14,6 +16,7 @@ from django.utils import timezone
 
 from agents.policies import GiveUp, Observation
 from agents.services import AgentFailure, policy_for
+from arena_site.worker import fault_point
 from battles.attachments import (
     attachments_place,
     sandbox_paths,
@@ -79,13 +82,30 @@ def run_lane(*, run_id: int, inputs: LaneInputs, barrier: threading.Barrier | No
     return run
 
 
+class MediaWriteError(Exception):
+    """The private media disk refused a write (full, or its quota reached)."""
+
+
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
 def _store_screenshot(run: Run, index: int, png: bytes | None) -> str:
+    """Writes the PNG under a temporary name and renames it into place: a write that
+    fails leaves no file, whole or half."""
     if not png:
         return ""
     relative = f"screens/run-{run.pk}/step-{index}.png"
     path = settings.PRIVATE_MEDIA_ROOT / relative
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(png)
+    temp = path.with_name(f".{path.name}.part")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp.write_bytes(png)
+        os.replace(temp, path)
+    except OSError as exc:
+        temp.unlink(missing_ok=True)
+        raise MediaWriteError(
+            f"the media disk refused the screenshot of step {index} ({exc.strerror})"
+        ) from exc
     return relative
 
 
@@ -168,7 +188,18 @@ def _drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> None:
                 ok=False, tool=decision.tool, error=f"{decision.tool} is not offered in this battle"
             )
         else:
-            result = tool_call(sandbox, decision.tool, decision.args, deliver_dir=deliver_dir)
+            try:
+                result = tool_call(sandbox, decision.tool, decision.args, deliver_dir=deliver_dir)
+            except OSError as exc:
+                if exc.errno not in DISK_FULL_ERRNOS:
+                    raise
+                # The delivery is staged and moved all or nothing: nothing half-written.
+                return _end_run(
+                    run,
+                    Run.EndReason.ERROR,
+                    error=f"the media disk refused the {decision.tool} of step {index} "
+                    f"({exc.strerror}); nothing of it was stored",
+                )
         duration_ms = int((time.monotonic() - t0) * 1000)
         raw_args = (
             decision.args if isinstance(decision.args, dict) else {"raw": decision.args[:2000]}
@@ -201,17 +232,22 @@ def _drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> None:
         stored, stored_escaped = storable(stored)
         if args_escaped or tool_escaped or stored_escaped:
             stored["escaped"] = True
+        try:
+            screenshot = _store_screenshot(run, index, screen)
+        except MediaWriteError as exc:
+            return _end_run(run, Run.EndReason.ERROR, error=str(exc))
         Step.objects.create(
             run=run,
             index=index,
             tool=tool,
             args=args,
             result=stored,
-            screenshot=_store_screenshot(run, index, screen),
+            screenshot=screenshot,
             started_at=started,
             duration_ms=duration_ms,
         )
         battle_publish(battle_id=run.battle_id)
+        fault_point("running")  # a lane mid-battle: a step stored, its sandbox live
         if decision.tool == "deliver" and result.ok:
             return _end_run(
                 run,

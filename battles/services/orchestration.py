@@ -2,6 +2,9 @@
 opening it for screening when both have ended, and failing what a dead worker left."""
 
 import logging
+import os
+import shutil
+import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -14,10 +17,12 @@ from django.utils import timezone
 
 from arena_site.exceptions import ApplicationError
 from arena_site.redis import queue
-from battles.models import Battle, Run
+from arena_site.worker import fault_point
+from battles.models import Battle, Run, Span, Step
 from battles.parity import LaneInputs, lane_attachments, shared_tools
 from battles.services.lanes import run_lane
 from battles.services.live import battle_publish
+from sandboxes.services import pid_alive, sandbox_janitor
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +79,113 @@ def battles_fail_stuck(*, stuck_after_s: int | None = None) -> list[int]:
     return failed
 
 
+def _claimed() -> dict:
+    """The fields a claim sets: running, and which process on which host drives it."""
+    now = timezone.now()
+    return {
+        "status": Battle.Status.RUNNING,
+        "dequeued_at": now,
+        "heartbeat_at": now,
+        "worker_host": socket.gethostname(),
+        "worker_pid": os.getpid(),
+    }
+
+
+MAX_ATTEMPTS = 2
+DIED_REASON = (
+    "the worker running this battle died on each of its {attempts} attempts; its "
+    "sandboxes were reaped and nothing was rated"
+)
+
+
+def battles_recover_dead_workers() -> tuple[list[int], list[int]]:
+    """Running battles of this host whose driving process is gone (a worker killed at
+    any phase: claimed, provisioning, mid-lane, before screening). Their sandboxes are
+    reaped first (``sandbox_janitor``: processes of the slot uids, cgroups, quota
+    mounts, run dirs); then each is queued again for one more attempt on fresh
+    sandboxes, keeping its place in the FIFO (its submission time), or failed with the
+    reason when that was its last attempt. Nothing of a dead attempt is rated: a running
+    battle has no decision. Returns (re-queued ids, failed ids)."""
+    host = socket.gethostname()
+    running = Battle.objects.filter(status=Battle.Status.RUNNING, worker_host=host).exclude(
+        worker_pid=None
+    )
+    dead = [(pk, pid) for pk, pid in running.values_list("pk", "worker_pid") if not pid_alive(pid)]
+    if not dead:
+        return [], []
+    sandbox_janitor()
+    requeued, failed = [], []
+    for battle_id, pid in dead:
+        with transaction.atomic():
+            battle = (
+                Battle.objects.select_for_update()
+                .filter(pk=battle_id, status=Battle.Status.RUNNING, worker_pid=pid)
+                .first()
+            )
+            if battle is None:
+                continue  # recovered by another janitor meanwhile
+            if battle.attempt < MAX_ATTEMPTS:
+                _battle_requeue(battle)
+                requeued.append(battle_id)
+            else:
+                _battle_fail(battle_id, DIED_REASON.format(attempts=battle.attempt))
+                failed.append(battle_id)
+        battle_publish(battle_id=battle_id)
+    return requeued, failed
+
+
+def _battle_requeue(battle: Battle) -> None:
+    """Under the battle's row lock: forgets what the dead attempt did (steps, spans,
+    run outcomes, stored screenshots and deliveries) and queues the battle again."""
+    run_ids = list(battle.runs.values_list("pk", flat=True))
+    Step.objects.filter(run_id__in=run_ids).delete()
+    Span.objects.filter(run_id__in=run_ids).delete()
+    Run.objects.filter(pk__in=run_ids).update(
+        status=Run.Status.PENDING,
+        input_digest="",
+        final_message="",
+        end_reason="",
+        error="",
+        delivered_files=[],
+        egress_refusals=[],
+        started_at=None,
+        ended_at=None,
+    )
+    attempt = battle.attempt + 1
+    Battle.objects.filter(pk=battle.pk).update(
+        status=Battle.Status.QUEUED,
+        attempt=attempt,
+        dequeued_at=None,
+        lanes_started_at=None,
+        heartbeat_at=None,
+        ended_at=None,
+        worker_host="",
+        worker_pid=None,
+    )
+    battle_id = battle.pk
+
+    def after_commit() -> None:
+        media = settings.PRIVATE_MEDIA_ROOT
+        for run_id in run_ids:
+            shutil.rmtree(media / "screens" / f"run-{run_id}", ignore_errors=True)
+            shutil.rmtree(media / "deliveries" / f"run-{run_id}", ignore_errors=True)
+        queue("battles").enqueue(
+            "battles.jobs.battle_run", battle_id, job_id=f"battle-{battle_id}-attempt-{attempt}"
+        )
+
+    transaction.on_commit(after_commit)
+
+
+def _battle_fail(battle_id: int, reason: str) -> None:
+    now = timezone.now()
+    Battle.objects.filter(pk=battle_id).update(
+        status=Battle.Status.FAILED, failure_reason=reason, ended_at=now
+    )
+    Run.objects.filter(battle_id=battle_id).exclude(status=Run.Status.ENDED).update(
+        status=Run.Status.ENDED, end_reason=Run.EndReason.ERROR, error=reason, ended_at=now
+    )
+
+
 def battle_claim_oldest() -> int | None:
     """FIFO dispatch (SPEC §6): claims the earliest submitted queued battle of any arena
     (ties by id, i.e. admission order; the rule of ``queueing.fifo_next``) and marks it
@@ -89,10 +201,7 @@ def battle_claim_oldest() -> int | None:
         )
         if battle_id is None:
             return None
-        now = timezone.now()
-        Battle.objects.filter(pk=battle_id).update(
-            status=Battle.Status.RUNNING, dequeued_at=now, heartbeat_at=now
-        )
+        Battle.objects.filter(pk=battle_id).update(**_claimed())
     return battle_id
 
 
@@ -103,6 +212,7 @@ def battle_run_next() -> int | None:
     first out whatever order the jobs arrive in."""
     battle_id = battle_claim_oldest()
     if battle_id is not None:
+        fault_point("claimed")
         _battle_drive(battle_id)
     return battle_id
 
@@ -110,10 +220,7 @@ def battle_run_next() -> int | None:
 def battle_run(*, battle_id: int) -> None:
     """Claims this queued battle and drives both lanes to their end. Idempotent: a
     battle that is not queued any more is left alone."""
-    now = timezone.now()
-    claimed = Battle.objects.filter(pk=battle_id, status=Battle.Status.QUEUED).update(
-        status=Battle.Status.RUNNING, dequeued_at=now, heartbeat_at=now
-    )
+    claimed = Battle.objects.filter(pk=battle_id, status=Battle.Status.QUEUED).update(**_claimed())
     if not claimed:
         logger.info("battle %s is not queued; nothing to do", battle_id)
         return
@@ -148,6 +255,7 @@ def _battle_drive(battle_id: int) -> None:
         )
         battle_publish(battle_id=battle_id)
         return
+    fault_point("screening")
     # No judge is served it before exclusion rules 1–5 (SPEC §5.3, the identity-leak
     # scan first) have run: screening is the judging queue's job, so this slot is free
     # for the next battle meanwhile (the sweep re-runs a screening whose job was lost).
