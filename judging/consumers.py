@@ -3,26 +3,17 @@ other judges (its result is public now, so a vote from this judge would not coun
 Only the signed-in judge's own group; nothing is sent on connect (a page that missed
 a frame learns the same from its vote's answer)."""
 
-from channels.generic.websocket import AsyncWebsocketConsumer
-
+from arena_site.realtime import GroupSocket
 from judging.services.decisions import judge_group
 
 CLOSE_NOT_AUTHENTICATED = 4401
 
 
-class JudgeConsumer(AsyncWebsocketConsumer):
+class JudgeConsumer(GroupSocket):
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_NOT_AUTHENTICATED)
             return
-        self.group = judge_group(user.pk)
-        await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
-
-    async def disconnect(self, code: int) -> None:
-        if hasattr(self, "group"):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
-
-    async def judge_voided(self, event: dict) -> None:
-        await self.send(text_data=event["html"])
+        await self.group_join(judge_group(user.pk))
