@@ -9,11 +9,10 @@ names come from the models and every value is a bound parameter; the admission t
 cover each statement, so a renamed column fails them.
 """
 
-from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from threading import Lock
 
+from django.conf import settings
 from django.db import connection
 from django.db.models import Model
 from django.utils import timezone
@@ -21,7 +20,7 @@ from django.utils import timezone
 from accounts.models import Consent, ConsentTerms, Membership
 from agents.models import Agent, Arena
 from battles.models import Battle, Task
-from battles.similarity import trigrams
+from battles.similarity import NearDuplicateIndex, trigrams
 from ratings.models import AgentRating
 
 
@@ -34,85 +33,91 @@ class Submitter:
     consent_current: bool
     team_id: int | None
     earlier_tasks: int  # capped at ``cap`` of ``submitter_context``
+    # The newest tasks since ``since`` (at most ``limit``), (id, created_at), newest first:
+    # those the near-duplicate check compares with.
+    recent: list[tuple[int, datetime]]
 
 
-def submitter_context(*, user_id: int, cap: int) -> Submitter:
+def submitter_context(*, user_id: int, cap: int, since: datetime, limit: int) -> Submitter:
     """Consent (the newest terms accepted, or none published), the team the user acts
-    for (their earliest membership) and how many tasks they submitted before (up to
-    ``cap``), in one statement."""
+    for (their earliest membership), how many tasks they submitted before (up to
+    ``cap``) and their recent tasks, in one statement (one round trip): a first row of
+    kind 0 with the context, then a row of kind 1 per recent task."""
+    task = _table(Task)
     sql = f"""
-        SELECT
-          EXISTS (SELECT 1 FROM {_table(Consent)} c WHERE c.user_id = %s AND c.terms_id =
+        SELECT 0,
+          CASE WHEN EXISTS (SELECT 1 FROM {_table(Consent)} c WHERE c.user_id = %s AND c.terms_id =
                   (SELECT t.id FROM {_table(ConsentTerms)} t ORDER BY t.version DESC LIMIT 1))
-          OR NOT EXISTS (SELECT 1 FROM {_table(ConsentTerms)}),
+               OR NOT EXISTS (SELECT 1 FROM {_table(ConsentTerms)}) THEN 1 ELSE 0 END,
           (SELECT m.team_id FROM {_table(Membership)} m WHERE m.user_id = %s
            ORDER BY m.created_at, m.id LIMIT 1),
-          (SELECT COUNT(*) FROM (SELECT 1 FROM {_table(Task)} k WHERE k.submitter_id = %s
-           LIMIT %s) AS earlier)
+          (SELECT COUNT(*) FROM (SELECT 1 FROM {task} k WHERE k.submitter_id = %s
+           LIMIT %s) AS earlier),
+          NULL
+        UNION ALL
+        SELECT * FROM (SELECT 1, id, 0, 0, created_at FROM {task}
+                       WHERE submitter_id = %s AND created_at >= %s
+                       ORDER BY created_at DESC LIMIT %s) AS recent
     """
     with connection.cursor() as cursor:
-        cursor.execute(sql, [user_id, user_id, user_id, cap])
-        consent, team_id, earlier = cursor.fetchone()
-    return Submitter(bool(consent), team_id, earlier)
+        cursor.execute(sql, [user_id, user_id, user_id, cap, user_id, since, limit])
+        rows = cursor.fetchall()
+    (_, consent, team_id, earlier, _) = next(row for row in rows if row[0] == 0)
+    recent = sorted(
+        ((row[1], _aware(row[4])) for row in rows if row[0] == 1),
+        key=lambda pair: pair[1],
+        reverse=True,
+    )
+    return Submitter(bool(consent), team_id, earlier, recent)
 
 
-class _TrigramCache:
-    """Word trigrams of earlier tasks by (task id, created_at). An instruction never
-    changes once stored, so entries never go stale; created_at in the key keeps a
-    reused id (a database restored or recreated under a running process) from
-    matching. The cache only bounds its size (LRU)."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._grams: OrderedDict[tuple[int, datetime], frozenset] = OrderedDict()
-        self._lock = Lock()
-
-    def get(self, key: tuple[int, datetime]) -> frozenset | None:
-        with self._lock:
-            grams = self._grams.get(key)
-            if grams is not None:
-                self._grams.move_to_end(key)
-            return grams
-
-    def clear(self) -> None:
-        with self._lock:
-            self._grams.clear()
-
-    def put(self, key: tuple[int, datetime], grams: frozenset) -> None:
-        with self._lock:
-            self._grams[key] = grams
-            self._grams.move_to_end(key)
-            while len(self._grams) > self._size:
-                self._grams.popitem(last=False)
+_index = NearDuplicateIndex(max_bytes=64 * 1024**2)
+# A cold process signs at most this many earlier tasks per admission (about 50 µs each,
+# idle); the rest are compared exactly this time and indexed by the next admissions.
+INDEX_PER_CALL = 20
 
 
-trigram_cache = _TrigramCache(size=50_000)
+def near_duplicate_index() -> NearDuplicateIndex:
+    """This process's index of earlier tasks (trigrams and LSH bands), bounded by
+    ARENA_DUP_CACHE_BYTES. An instruction never changes once stored, so entries never go
+    stale; created_at in the key keeps a reused id (a database restored or recreated
+    under a running process) from matching."""
+    _index.max_bytes = settings.ARENA.dup_cache_bytes
+    return _index
 
 
-def recent_task_grams(
-    *, user_id: int, since: datetime, limit: int
+def near_duplicate_candidates(
+    *, user_id: int, grams: frozenset, recent: list[tuple[int, datetime]]
 ) -> list[tuple[int, datetime, frozenset]]:
-    """The submitter's newest tasks since ``since`` (at most ``limit``) as (id,
-    created_at, trigrams), newest first. Instructions are read only for tasks whose
-    trigrams this process has not seen yet."""
-    table = _table(Task)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT id, created_at FROM {table} WHERE submitter_id = %s AND created_at >= %s "
-            f"ORDER BY created_at DESC LIMIT %s",
-            [user_id, since, limit],
-        )
-        rows = [(task_id, _aware(created)) for task_id, created in cursor.fetchall()]
-        grams = {task_id: trigram_cache.get((task_id, created)) for task_id, created in rows}
-        missing = [task_id for task_id, known in grams.items() if known is None]
-        if missing:
-            marks = ", ".join(["%s"] * len(missing))
-            cursor.execute(f"SELECT id, instruction FROM {table} WHERE id IN ({marks})", missing)
-            created_at = dict(rows)
-            for task_id, text in cursor.fetchall():
-                grams[task_id] = trigrams(text)
-                trigram_cache.put((task_id, created_at[task_id]), grams[task_id])
-    return [(task_id, created, grams[task_id]) for task_id, created in rows]
+    """Of the submitter's ``recent`` tasks (``Submitter.recent``: the database's list,
+    as another process may have admitted the latest), those whose trigrams must be
+    compared with ``grams``, as (id, created_at, trigrams): the ones the LSH index names
+    as candidates, plus every one this process had not indexed yet (read now and
+    compared exactly, so a cold process decides exactly as a warm one)."""
+    index = near_duplicate_index()
+    known = index.lookup(recent)
+    missing = [task_id for task_id, created in recent if (task_id, created) not in known]
+    loaded: dict[int, frozenset] = {}
+    if missing:
+        marks = ", ".join(["%s"] * len(missing))
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT id, instruction FROM {_table(Task)} WHERE id IN ({marks})", missing
+            )
+            loaded = {task_id: trigrams(text) for task_id, text in cursor.fetchall()}
+    created_at = dict(recent)
+    for task_id in list(loaded)[:INDEX_PER_CALL]:
+        index.put((task_id, created_at[task_id]), user_id, loaded[task_id])
+    hits = index.candidates(user_id, grams) & known.keys()
+    found = [(task_id, created, known[(task_id, created)]) for task_id, created in hits]
+    found += [(task_id, created_at[task_id], got) for task_id, got in loaded.items()]
+    return found
+
+
+def near_duplicate_remember(*, task_id: int, created_at: datetime, user_id: int,
+                            grams: frozenset) -> None:  # fmt: skip
+    """Indexes a task just admitted (its submitter's next admissions compare with it)."""
+    near_duplicate_index().put((task_id, created_at), user_id, grams)
 
 
 def _aware(value: datetime) -> datetime:
@@ -130,20 +135,6 @@ def arena_lock(*, slug: str) -> int | None:
     return row[0] if row else None
 
 
-def queued_counts(*, arena_id: int, team_id: int) -> tuple[int, int]:
-    """Queued battles in the arena, and those of the team. A statement of its own after
-    the arena lock: under READ COMMITTED it then sees every battle committed by the
-    submissions that held the lock before."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT COUNT(*), COALESCE(SUM(CASE WHEN team_id = %s THEN 1 ELSE 0 END), 0) "
-            f"FROM {_table(Battle)} WHERE arena_id = %s AND status = %s",
-            [team_id, arena_id, Battle.Status.QUEUED],
-        )
-        total, team = cursor.fetchone()
-    return total, team
-
-
 @dataclass(frozen=True)
 class RosterEntry:
     agent_id: int
@@ -154,19 +145,32 @@ class RosterEntry:
     streaming_rating: float | None
 
 
-def active_roster(*, arena_id: int) -> list[RosterEntry]:
-    """Active (not retired, not paused) agents with their rating state, by id."""
+def queue_and_roster(*, arena_id: int, team_id: int) -> tuple[int, int, list[RosterEntry]]:
+    """Queued battles in the arena and those of the team, and the active (not retired,
+    not paused) agents with their rating state by id, in one statement. A statement of
+    its own after the arena lock: under READ COMMITTED it then sees every battle
+    committed by the submissions that held the lock before."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT a.id, a.team_id, a.step_budget, a.wall_budget_s, r.rated_battles, "
-            f"r.streaming_rating "
-            f"FROM {_table(Agent)} a LEFT JOIN {_table(AgentRating)} r ON r.agent_id = a.id "
-            f"WHERE a.arena_id = %s AND a.retired_at IS NULL AND a.is_paused = %s "
+            f"SELECT q.total, q.team, a.id, a.team_id, a.step_budget, a.wall_budget_s, "
+            f"r.rated_battles, r.streaming_rating "
+            f"FROM (SELECT COUNT(*) AS total, "
+            f"      COALESCE(SUM(CASE WHEN team_id = %s THEN 1 ELSE 0 END), 0) AS team "
+            f"      FROM {_table(Battle)} WHERE arena_id = %s AND status = %s) q "
+            f"LEFT JOIN {_table(Agent)} a ON a.arena_id = %s AND a.retired_at IS NULL "
+            f"     AND a.is_paused = %s "
+            f"LEFT JOIN {_table(AgentRating)} r ON r.agent_id = a.id "
             f"ORDER BY a.id",
-            [arena_id, False],
+            [team_id, arena_id, Battle.Status.QUEUED, arena_id, False],
         )
         rows = cursor.fetchall()
-    return [RosterEntry(row[0], row[1], row[2], row[3], row[4] or 0, row[5]) for row in rows]
+    total, team = rows[0][0], rows[0][1]
+    roster = [
+        RosterEntry(row[2], row[3], row[4], row[5], row[6] or 0, row[7])
+        for row in rows
+        if row[2] is not None
+    ]
+    return total, team, roster
 
 
 def rows_insert(*objs: Model) -> None:

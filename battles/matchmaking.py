@@ -13,6 +13,8 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 KAPPA = 4.0
 EPSILON = 0.05
 
@@ -58,8 +60,31 @@ def opponent_probabilities(
     return [w / total for w in weights]
 
 
-def _choose(rng: random.Random, items: Sequence[Candidate], probabilities: Sequence[float]):
-    return rng.choices(items, weights=probabilities, k=1)[0]
+def _arrays(pool: Sequence[Candidate]) -> tuple[np.ndarray, np.ndarray]:
+    """The pool's rated-battle counts and strengths (NaN when unrated: numpy reads None
+    as NaN in a float array)."""
+    counts = np.array([c.rated_battles for c in pool], dtype=float)
+    strengths = np.array([c.strength for c in pool], dtype=float)
+    return counts, strengths
+
+
+def _pool(candidates: Sequence[Candidate]) -> Sequence[Candidate]:
+    """The distinct candidates by agent id (the last of a repeated id wins), in id order,
+    so a draw does not depend on the roster's order. A roster already in strictly
+    increasing id order (the admission query's) is used as it is."""
+    ids = np.array([c.agent_id for c in candidates])
+    if len(ids) > 1 and (ids[1:] > ids[:-1]).all():
+        return candidates
+    unique = {c.agent_id: c for c in candidates}
+    return sorted(unique.values(), key=lambda c: c.agent_id)
+
+
+def _index(rng: random.Random, weights: np.ndarray) -> int:
+    """An index drawn with probability ∝ ``weights``: one ``rng.random()`` against the
+    cumulative weights, as ``random.choices`` does (the same seed draws the same)."""
+    cumulative = np.cumsum(weights)
+    index = int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"))
+    return min(index, len(weights) - 1)
 
 
 def draw_pair(
@@ -68,18 +93,25 @@ def draw_pair(
     kappa: float = KAPPA,
     epsilon: float = EPSILON,
 ) -> tuple[int, int]:
-    """Returns (side A, side B) agent ids. Raises ValueError with fewer than two."""
-    unique = {c.agent_id: c for c in candidates}
-    if len(unique) < 2:
+    """Returns (side A, side B) agent ids. Raises ValueError with fewer than two.
+
+    Vectorised over the pool; the probabilities are those of ``first_probabilities`` and
+    ``opponent_probabilities`` (tests/battles/test_matchmaking.py compares the draw's
+    frequencies with them)."""
+    pool = _pool(candidates)
+    if len(pool) < 2:
         raise ValueError("matchmaking needs at least two distinct eligible agents")
-    pool = sorted(unique.values(), key=lambda c: c.agent_id)  # order-independent draws
-    first = _choose(rng, pool, first_probabilities(pool, kappa))
-    second = _choose(rng, pool, opponent_probabilities(first, pool, kappa, epsilon))
-    return (
-        (first.agent_id, second.agent_id)
-        if rng.random() < 0.5
-        else (second.agent_id, first.agent_id)
-    )
+    counts, strengths = _arrays(pool)
+    exposure = (counts + kappa) ** -0.5
+    first = _index(rng, exposure)
+    with np.errstate(over="ignore"):  # exp overflows to inf: p is then 0, as it should be
+        p = 1.0 / (1.0 + np.exp(strengths - strengths[first]))  # σ(θ_first − θ_b)
+    p[np.isnan(p)] = 0.5  # either unrated
+    weights = exposure * (epsilon + 4.0 * p * (1.0 - p))
+    weights[first] = 0.0
+    second = _index(rng, weights)
+    a, b = pool[first].agent_id, pool[second].agent_id
+    return (a, b) if rng.random() < 0.5 else (b, a)
 
 
 def candidates_from(

@@ -6,7 +6,7 @@ import logging
 import math
 import random
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -119,17 +119,19 @@ class Conversation(Exception):
         self.reply = reply
 
 
-def _near_duplicate_check(*, user_id: int, grams: frozenset) -> None:
+def _near_duplicate_check(
+    *, user_id: int, grams: frozenset, recent: list[tuple[int, datetime]]
+) -> None:
     """SPEC §2: refuse when J ≥ θ against any of the submitter's tasks of the window
-    (at most the newest DUP_MAX_TASKS)."""
+    (``recent``: at most the newest DUP_MAX_TASKS). J is computed exactly, for the
+    candidates the LSH index names (battles/similarity.py: a task with J ≥ θ is missed
+    with probability ≤ 1.8e-4) and every task this process had not indexed yet."""
     arena = settings.ARENA
-    recent = admission_db.recent_task_grams(
-        user_id=user_id,
-        since=timezone.now() - timedelta(days=arena.dup_window_days),
-        limit=arena.dup_max_tasks,
-    )
-    when = {task_id: created for task_id, created, _ in recent}
-    earlier, score = most_similar(grams, ((task_id, known) for task_id, _, known in recent))
+    found = admission_db.near_duplicate_candidates(user_id=user_id, grams=grams, recent=recent)
+    when = {task_id: created for task_id, created, _ in found}
+    # Newest first, as the old full scan: of equal scores the newest task is named.
+    found.sort(key=lambda row: row[1], reverse=True)
+    earlier, score = most_similar(grams, ((task_id, known) for task_id, _, known in found))
     if earlier is not None and score >= arena.dup_theta:
         raise ApplicationError(
             f"This task is nearly the same as your task #{earlier} of "
@@ -156,10 +158,11 @@ def task_check_admissible(*, user: AbstractBaseUser) -> None:
         raise _consent_refused()
 
 
-def _queue_check(*, arena_id: int, team_id: int) -> None:
-    """Bounded admission. Called with the arena row locked, so concurrent submissions
-    count each other."""
-    total, team = admission_db.queued_counts(arena_id=arena_id, team_id=team_id)
+def _queue_check(*, arena_id: int, team_id: int) -> list[admission_db.RosterEntry]:
+    """Bounded admission; returns the arena's active roster (read in the same
+    statement). Called with the arena row locked, so concurrent submissions count each
+    other."""
+    total, team, roster = admission_db.queue_and_roster(arena_id=arena_id, team_id=team_id)
     if total >= settings.ARENA.queue_max:
         raise ApplicationError(
             "The arena's queue is full; try again shortly.",
@@ -174,6 +177,7 @@ def _queue_check(*, arena_id: int, team_id: int) -> None:
             status=429,
             headers={"Retry-After": "60"},
         )
+    return roster
 
 
 def _candidate(entry: admission_db.RosterEntry) -> Candidate:
@@ -220,8 +224,12 @@ def task_submit(
     before anything is created, streamed to a staging area (hashed, type-confirmed)
     before the arena row is locked, and moved into place inside the transaction; if
     it fails, the files this call wrote are removed again."""
+    arena = settings.ARENA
     submitter = admission_db.submitter_context(
-        user_id=user.pk, cap=settings.ARENA.calibration_tasks
+        user_id=user.pk,
+        cap=arena.calibration_tasks,
+        since=timezone.now() - timedelta(days=arena.dup_window_days),
+        limit=arena.dup_max_tasks,
     )
     if not submitter.consent_current:
         raise _consent_refused()
@@ -232,7 +240,7 @@ def task_submit(
         raise Conversation(verdict.reply)
     url = _check_start_url(start_url)
     grams = trigrams(text)
-    _near_duplicate_check(user_id=user.pk, grams=grams)
+    _near_duplicate_check(user_id=user.pk, grams=grams, recent=submitter.recent)
     if submitter.team_id is None:
         raise ApplicationError("Your account belongs to no team.", code="no_team", status=403)
     calibration = (
@@ -253,7 +261,9 @@ def task_submit(
     except BaseException:
         staged.discard()
         raise
-    admission_db.trigram_cache.put((battle.task.pk, battle.task.created_at), grams)
+    admission_db.near_duplicate_remember(
+        task_id=battle.task.pk, created_at=battle.task.created_at, user_id=user.pk, grams=grams
+    )
     return battle
 
 
@@ -274,11 +284,10 @@ def _task_create(
         if arena_id is None:  # a flushed database lost the migration's row
             Arena.objects.public()
             arena_id = admission_db.arena_lock(slug=PUBLIC_ARENA_SLUG)
-        _queue_check(arena_id=arena_id, team_id=team_id)
         # A team's own agents never meet its tasks (SPEC §5.1 conflicts of interest).
         roster = [
             entry
-            for entry in admission_db.active_roster(arena_id=arena_id)
+            for entry in _queue_check(arena_id=arena_id, team_id=team_id)
             if entry.team_id is None or entry.team_id != team_id
         ]
         if len(roster) < 2:
