@@ -53,7 +53,7 @@ from sandboxes.base import (
 )
 from sandboxes.control import SupervisorClient
 from sandboxes.reaping import reap_orphans
-from sandboxes.rundir import SandboxPaths
+from sandboxes.rundir import RunLayout, SandboxPaths
 from sandboxes.screens import ScreenError, framebuffer_png
 from sandboxes.untrusted import storable_text
 
@@ -119,6 +119,44 @@ class LocalSandbox(Sandbox):
         self._reaper = threading.Timer(spec.lifetime_s, self.destroy)
         self._reaper.daemon = True
         self._reaper.start()
+
+    def assign(self, spec: SandboxSpec) -> None:
+        """Makes this pre-booted, never used sandbox (``sandboxes.pool``) ``spec``'s run's:
+        its spec (the tools' bounds), its wall-clock limit, a fresh egress identity (the
+        pool's is released with its sockets, and new ones served for ``spec.run_id``,
+        so nothing the proxy counted or refused before belongs to the run) and its
+        start page. Precondition: booted from a spec with the same ``pool.boot_key``
+        (screen, quotas, cgroup and shell limits are the boot's), and not destroyed."""
+        booted = self.spec
+        self._reaper.cancel()
+        if self.egress is not None and booted.egress:
+            self.egress.release(booted.run_id)
+            if spec.egress:
+                layout = RunLayout(self.run_dir)
+                self.egress.serve_unix(
+                    str(layout.agent_ctl / "egress.sock"), spec.run_id, owner_uid=self.uid
+                )
+                if spec.desktop:
+                    self.egress.serve_unix(
+                        str(layout.display_ctl / "egress.sock"),
+                        spec.run_id,
+                        owner_uid=self.display_uid,
+                    )
+        self.spec = spec
+        self._reaper = threading.Timer(spec.lifetime_s, self.destroy)
+        self._reaper.daemon = True
+        self._reaper.start()
+        if spec.desktop and spec.start_url:
+            # As a cold start shows it: loaded and painted. The start URL is the task's
+            # (trusted, data: URLs too); a page that fails to load shows Chromium's
+            # error page, as it would have from the command line. A display that does
+            # not answer raises: the pool then starts the run cold.
+            self._call(
+                "navigate",
+                {"op": "navigate", "url": spec.start_url},
+                timeout_s=35,
+                client=self.display_client,
+            )
 
     # -- plumbing --------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ supervisors are ready, and tearing down what a failed start left."""
 
 import contextlib
 import functools
+import importlib.util
 import json
 import os
 import select
@@ -49,6 +50,18 @@ USR = (
     "--dev", "/dev",
 )  # fmt: skip
 PROVISION_TIMEOUT_S = 30.0
+# Where the agent's supervisor finds python-xlib (supervisor.XLIB_DIR): input as XTEST.
+SANDBOX_XLIB = "/opt/arena/pylib/Xlib"
+
+
+@functools.cache
+def xlib_package() -> Path | None:
+    """The host's python-xlib package dir (pure Python; bound read-only into the
+    agent's sandbox, whose system python3 lacks it), or None: input runs xdotool."""
+    found = importlib.util.find_spec("Xlib")
+    if found is None or not found.submodule_search_locations:
+        return None
+    return Path(next(iter(found.submodule_search_locations)))
 
 
 @functools.cache
@@ -98,6 +111,8 @@ class LocalBackend(SandboxBackend):
                 "--ro-bind", str(layout.x11), "/tmp/.X11-unix",  # noqa: S108 - connect only
                 "--ro-bind", str(layout.downloads), "/home/agent/Downloads",
             ]  # fmt: skip
+            if xlib_package() is not None:
+                argv += ["--ro-bind", str(xlib_package()), SANDBOX_XLIB]
         argv += _etc(layout, "agent")
         argv += [
             "--ro-bind", str(SUPERVISOR), "/opt/arena/supervisor.py",

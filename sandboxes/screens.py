@@ -17,8 +17,10 @@ import io
 import os
 import stat
 import struct
+import zlib
 from dataclasses import dataclass
 
+import numpy as np
 from PIL import Image
 
 XWD_HEADER = struct.Struct(">25I")  # the fixed part of an XWD file header
@@ -99,6 +101,28 @@ def frame_image(frame: Frame) -> Image.Image:
     )  # fmt: skip
 
 
+def _chunk(tag: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
+
+
+def frame_png(frame: Frame) -> bytes:
+    """The frame as an RGB PNG, each row unfiltered, deflated at level 1: the same
+    pixels as ``png_bytes(frame_image(frame))`` at about two thirds of its time (Pillow
+    picks a filter per row; a screen's flat areas deflate as well without)."""
+    pixels = np.frombuffer(frame.pixels, np.uint8).reshape(frame.height, frame.width, 4)
+    rgb = pixels[:, :, 2::-1] if frame.raw_mode == "BGRX" else pixels[:, :, 1:4]
+    rows = np.empty((frame.height, 1 + 3 * frame.width), np.uint8)
+    rows[:, 0] = 0  # filter type None
+    rows[:, 1:].reshape(frame.height, frame.width, 3)[:] = rgb
+    header = struct.pack(">IIBBBBB", frame.width, frame.height, 8, 2, 0, 0, 0)  # 8-bit RGB
+    return b"".join((
+        b"\x89PNG\r\n\x1a\n",
+        _chunk(b"IHDR", header),
+        _chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)),
+        _chunk(b"IEND", b""),
+    ))  # fmt: skip
+
+
 def png_bytes(image: Image.Image, level: int = 1) -> bytes:
     buffer = io.BytesIO()
     # Level 1: screenshots are taken after every step; speed matters more than bytes.
@@ -106,10 +130,13 @@ def png_bytes(image: Image.Image, level: int = 1) -> bytes:
     return buffer.getvalue()
 
 
-def bounded_png(image: Image.Image, max_bytes: int) -> tuple[bytes, str]:
+def bounded_png(
+    image: Image.Image, max_bytes: int, *, full: bytes | None = None
+) -> tuple[bytes, str]:
     """``image`` as a PNG of at most ``max_bytes``: as it is when it fits, else with
-    256 colours, then at 1/2, 1/4 and 1/8 scale; (png, what was reduced)."""
-    png = png_bytes(image)
+    256 colours, then at 1/2, 1/4 and 1/8 scale; (png, what was reduced). ``full`` is
+    the image's PNG as it is, when the caller has it already."""
+    png = png_bytes(image) if full is None else full
     if len(png) <= max_bytes:
         return png, ""
     for factor in (1, 2, 4, 8):
@@ -121,5 +148,9 @@ def bounded_png(image: Image.Image, max_bytes: int) -> tuple[bytes, str]:
 
 
 def framebuffer_png(path: str, width: int, height: int, max_png_bytes: int) -> Screenshot:
-    png, reduced = bounded_png(frame_image(read_frame(path, width, height)), max_png_bytes)
+    frame = read_frame(path, width, height)
+    png = frame_png(frame)
+    if len(png) <= max_png_bytes:
+        return Screenshot(png, width, height)
+    png, reduced = bounded_png(frame_image(frame), max_png_bytes, full=png)
     return Screenshot(png, width, height, reduced)

@@ -6,7 +6,8 @@ It has three roles (``config["role"]``):
 - ``display`` (the local backend's display sandbox, under the slot's display uid):
   Xvfb, the egress forwarder and Chromium; serves ``navigate`` and ``state``.
 - ``agent`` (the agent's sandbox): the egress forwarder for the shell; serves
-  ``shell`` and ``input`` (xdotool, on the display sandbox's X socket).
+  ``shell`` and ``input`` (XTEST through python-xlib on the display sandbox's X socket,
+  or xdotool where python-xlib is not bound in).
 - ``all`` (the Docker backend's one container): everything.
 
 It serves one JSON request per line on a unix socket: a listening socket the host made
@@ -16,10 +17,12 @@ local backend), or ``/run/arena/ctl.sock`` (Docker). It tells the host it is rea
 dumpable (another process of its uid can neither trace it nor read its memory or file
 descriptors) and runs under rlimits of its own. Its limits on the shell are its own
 config's: a request can shorten a timeout or an output bound, never lengthen one, and
-``input`` runs only the xdotool commands the host sends, under the supervisor's own.
-The host trusts none of its answers.
+``input`` runs only the xdotool commands the host sends, under the supervisor's own:
+sent as XTEST events on one kept X connection (no process per step), or, asked with
+``"via": "xdotool"`` or without python-xlib, by xdotool itself. The host trusts none of
+its answers.
 
-Requests: {"op": "ping"} | {"op": "input", "argv": [...]} (xdotool arguments) |
+Requests: {"op": "ping"} | {"op": "input", "argv": [...], "via"?} (xdotool arguments) |
 {"op": "shell", "command", "timeout_s", "max_bytes"} | {"op": "navigate", "url"} |
 {"op": "state"}.
 """
@@ -27,6 +30,7 @@ Requests: {"op": "ping"} | {"op": "input", "argv": [...]} (xdotool arguments) |
 import asyncio
 import contextlib
 import ctypes
+import itertools
 import json
 import math
 import os
@@ -44,6 +48,9 @@ EGRESS_SOCKET = f"{CTL_DIR}/egress.sock"
 PROXY_PORT = 3128
 CHROMIUM = "/usr/lib/chromium/chromium"
 PR_SET_DUMPABLE = 4
+# python-xlib (pure Python), bound here read-only by the host when it has it
+# (sandboxes.local_backend): input becomes XTEST events instead of an xdotool process.
+XLIB_DIR = "/opt/arena/pylib"
 # Which requests each role serves.
 OPS = {
     "all": {"ping", "input", "shell", "navigate", "state"},
@@ -60,6 +67,16 @@ XDOTOOL_OPTIONS = {"click": {"--repeat", "--delay"}, "type": {"--delay"}, "key":
 
 def log(message: str) -> None:
     print(f"supervisor: {message}", file=sys.stderr, flush=True)
+
+
+# Resolves once the document has loaded and two frames were painted after that, or
+# after %d ms whatever happens (a subresource that never ends).
+SETTLE_JS = (
+    "new Promise(r => { setTimeout(() => r(0), %d);"
+    " const painted = () => requestAnimationFrame(() => requestAnimationFrame(() => r(1)));"
+    " if (document.readyState === 'complete') painted();"
+    " else addEventListener('load', painted, {once: true}); })"
+)
 
 
 class Browser:
@@ -139,20 +156,18 @@ class Browser:
 
     def settle(self, timeout_s: float = 10.0) -> None:
         """Waits (bounded) until the document has loaded and two frames were painted, so
-        the next screenshot shows the page rather than a blank window."""
+        the next screenshot shows the page rather than a blank window. One evaluation
+        that resolves on the load event (or at once when loaded) and two animation
+        frames, bounded by the page's own timer: no polling round trips."""
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        while (left := deadline - time.monotonic()) > 0:
             try:
-                if self.evaluate("document.readyState") == "complete":
-                    break
+                self.evaluate(SETTLE_JS % int(1000 * left), await_promise=True)
+                return
+            except TimeoutError:
+                return
             except RuntimeError:
-                pass  # mid-navigation: the context is being replaced
-            time.sleep(0.02)
-        with contextlib.suppress(RuntimeError, TimeoutError):
-            self.evaluate(
-                "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(1))))",
-                await_promise=True,
-            )
+                time.sleep(0.005)  # mid-navigation: the context is being replaced
 
     def state(self) -> dict:
         try:
@@ -405,19 +420,275 @@ def input_argv_ok(argv: object) -> bool:
     return True
 
 
-def run_input(argv: list) -> dict:
-    """xdotool with ``argv`` once it passed :func:`input_argv_ok` (so it runs nothing
-    else), under this supervisor's own hard rlimits and a timeout. No ``preexec_fn``:
-    it would force a fork of the whole supervisor on every click."""
+def run_input(argv: list, xtest: "XTestInput | None" = None) -> dict:
+    """``argv`` once it passed :func:`input_argv_ok` (so it runs nothing else): through
+    ``xtest`` when given, else xdotool under this supervisor's own hard rlimits and a
+    timeout. No ``preexec_fn``: it would force a fork of the whole supervisor on every
+    click."""
     if not input_argv_ok(argv):
         return {"ok": False, "error": "bad input arguments"}
+    if xtest is not None:
+        return xtest.run(argv)
     proc = subprocess.run(["xdotool", *argv], capture_output=True, timeout=20, check=False)
     if proc.returncode != 0:
         return {
             "ok": False,
             "error": proc.stderr.decode(errors="replace")[:500] or "xdotool failed",
         }
-    return {"ok": True}
+    return {"ok": True, "via": "xdotool"}
+
+
+def load_xlib():
+    """python-xlib's modules, or None (not bound in: input falls back to xdotool)."""
+    if not os.path.isdir(os.path.join(XLIB_DIR, "Xlib")):
+        return None
+    sys.path.insert(0, XLIB_DIR)
+    try:
+        from Xlib import XK, X, display, error  # noqa: F401
+        from Xlib.ext import xtest  # noqa: F401
+    except Exception as exc:  # an incompatible build: xdotool still works
+        log(f"python-xlib unusable, input runs xdotool: {exc!r}")
+        return None
+    import Xlib
+
+    return Xlib
+
+
+# xdotool's names for modifiers in a key chord (its symbol map), and a few spellings
+# agents use for keys whose keysym is named otherwise.
+KEY_ALIASES = {
+    "alt": "Alt_L", "ctrl": "Control_L", "control": "Control_L", "meta": "Meta_L",
+    "super": "Super_L", "shift": "Shift_L", "enter": "Return", "esc": "Escape",
+    "del": "Delete", "pageup": "Prior", "pagedown": "Next", "backspace": "BackSpace",
+}  # fmt: skip
+TEXT_KEYSYMS = {"\n": 0xFF0D, "\r": 0xFF0D, "\t": 0xFF09}  # Return, Tab
+SHIFT_L = 0xFFE1
+# After binding free keycodes to characters the keyboard map lacks, the client gets
+# this long to read the new map before the first key arrives (Chromium reloads its
+# keymap asynchronously: a key sent at once may be read with the old one and lost).
+BIND_PAUSE_S = 0.03
+# Before a keycode bound earlier in the same text is bound to another character (a text
+# with more distinct new characters than free keycodes), the client gets this long to
+# have read the keys sent with the old binding.
+REBIND_PAUSE_S = 0.25
+
+
+def char_keysym(char: str) -> int:
+    """The keysym of ``char`` (Latin-1 keysyms are the code points; others are
+    0x01000000 + code point, as xdotool and Xlib have them); 0 for none."""
+    if char in TEXT_KEYSYMS:
+        return TEXT_KEYSYMS[char]
+    code = ord(char)
+    if 0x20 <= code <= 0x7E or 0xA0 <= code <= 0xFF:
+        return code
+    if code < 0x100 or 0xD800 <= code <= 0xDFFF:
+        return 0  # control characters and lone surrogates type nothing
+    return 0x01000000 | code
+
+
+class XTestInput:
+    """The xdotool commands the host sends (the argv ``input_argv_ok`` accepts), sent
+    as XTEST events on one X connection kept for the sandbox's life, with xdotool's
+    meaning: ``mousemove X Y``, ``mousedown``/``mouseup B``, ``click --repeat N
+    --delay MS B`` (the delay between repeats), ``type --delay MS -- TEXT`` (any
+    character: one the keyboard map lacks is bound to a free keycode first, as xdotool
+    does) and ``key -- CHORD`` (``ctrl+shift+Tab``: pressed in order, released in
+    reverse). A command ends with its events written to the server (a flush: xdotool
+    exits after one too); a round trip only where the meaning needs one (between
+    repeated clicks, after binding keycodes). One command at a time (a lock)."""
+
+    def __init__(self, xlib) -> None:
+        self.xlib = xlib
+        self.lock = threading.Lock()
+        self.display = None
+        self.keymap: list[list[int]] = []
+        self.first_keycode = 8
+        self.scratch: list[int] = []  # keycodes free for binding, least recently used first
+        self.used_at: dict[int, float] = {}  # when each keycode was last pressed
+
+    def run(self, argv: list, wait: bool = True) -> dict | None:
+        """Sends ``argv``'s events; None when ``wait`` is false and another command
+        holds the display."""
+        if not self.lock.acquire(blocking=wait):
+            return None
+        try:
+            if self.display is None:
+                self._connect()
+            error = self._run(argv)
+            self.display.flush()
+            # Nothing is selected, but MappingNotify goes to every client: drop it.
+            while self.display.pending_events():
+                self.display.next_event()
+        except Exception as exc:  # a display gone or refusing: reconnect next time
+            self._drop()
+            return {"ok": False, "error": f"the display refused input: {exc}"[:500]}
+        finally:
+            self.lock.release()
+        return {"ok": False, "error": error} if error else {"ok": True, "via": "xtest"}
+
+    def _connect(self) -> None:
+        display = self.xlib.display.Display(os.environ.get("DISPLAY", ":0"))
+        if not display.has_extension("XTEST"):
+            display.close()
+            raise OSError("the X server has no XTEST extension")
+        self.display = display
+        self.first_keycode = display.display.info.min_keycode
+
+    def _drop(self) -> None:
+        if self.display is not None:
+            with contextlib.suppress(Exception):
+                self.display.close()
+        self.display = None
+
+    def _fake(self, event_type: int, detail: int = 0, x: int = 0, y: int = 0) -> None:
+        self.xlib.ext.xtest.fake_input(self.display, event_type, detail, x=x, y=y)
+
+    def _run(self, argv: list) -> str:
+        X = self.xlib.X
+        i = 0
+        while i < len(argv):
+            command = argv[i]
+            i += 1
+            if command == "mousemove":
+                self._fake(X.MotionNotify, 0, int(argv[i]), int(argv[i + 1]))
+                i += 2
+                continue
+            if command in ("mousedown", "mouseup"):
+                kind = X.ButtonPress if command == "mousedown" else X.ButtonRelease
+                self._fake(kind, int(argv[i]))
+                i += 1
+                continue
+            options = {"--repeat": 1, "--delay": 100 if command == "click" else 12}
+            while argv[i] in options:
+                options[argv[i]] = int(argv[i + 1])
+                i += 2
+            delay = options["--delay"] / 1000
+            if command == "click":
+                button = int(argv[i])
+                i += 1
+                for n in range(options["--repeat"]):
+                    if n:
+                        self.display.sync()
+                        time.sleep(delay)
+                    self._fake(X.ButtonPress, button)
+                    self._fake(X.ButtonRelease, button)
+                continue
+            self._load_keymap()
+            if command == "type":
+                for text in argv[i + 1 :]:
+                    self._type([k for k in map(char_keysym, text) if k], delay)
+                return ""
+            for chord in argv[i + 1 :]:  # key
+                keysyms = []
+                for name in chord.split("+"):
+                    keysym = self._name_keysym(name)
+                    if not keysym:
+                        return f"(symbol) No such key name {name[:50]!r}"
+                    keysyms.append(keysym)
+                found = [self._lookup(k) for k in keysyms]
+                keep = {f[0] for f in found if f is not None and f[0] in self.scratch}
+                self._bind([k for k, f in zip(keysyms, found, strict=True) if f is None], keep)
+                self._stroke(keysyms[:-1], keysyms[-1], 0)
+            return ""
+        return ""
+
+    def _name_keysym(self, name: str) -> int:
+        XK = self.xlib.XK
+        keysym = XK.string_to_keysym(KEY_ALIASES.get(name.lower(), name)) if name else 0
+        if not keysym and len(name) == 1:
+            keysym = char_keysym(name)
+        return keysym
+
+    def _load_keymap(self) -> None:
+        """The server's keyboard map now (the agent's own X clients may change it)."""
+        info = self.display.display.info
+        count = info.max_keycode - info.min_keycode + 1
+        self.keymap = [list(k) for k in self.display.get_keyboard_mapping(info.min_keycode, count)]
+        free = [self.first_keycode + n for n, syms in enumerate(self.keymap) if not any(syms)]
+        # Keycodes this connection bound before stay scratch space, least recently used
+        # first; any other keycode with no keysym joins them.
+        bound = {self.first_keycode + n for n, syms in enumerate(self.keymap) if syms[:1]}
+        self.scratch = [k for k in self.scratch if k in bound or k in free] + [
+            k for k in reversed(free) if k not in self.scratch
+        ]
+
+    def _lookup(self, keysym: int) -> tuple[int, bool] | None:
+        """A keycode producing ``keysym`` and whether it takes Shift; None: unmapped."""
+        for index in (0, 1):
+            for n, syms in enumerate(self.keymap):
+                if syms[index : index + 1] == [keysym]:
+                    return self.first_keycode + n, index == 1
+        return None
+
+    def _type(self, keysyms: list[int], delay: float) -> None:
+        """Types ``keysyms`` in stretches: each one's unmapped keysyms are bound at
+        once (one pause), to scratch keycodes that no keysym of the stretch uses."""
+        pos = 0
+        while pos < len(keysyms):
+            missing: list[int] = []
+            keep: set[int] = set()
+            end = pos
+            while end < len(keysyms):
+                keysym = keysyms[end]
+                found = self._lookup(keysym)
+                if found is None and keysym not in missing:
+                    if len(missing) + 1 > len(self.scratch) - len(keep):
+                        break
+                    missing.append(keysym)
+                elif found is not None and found[0] in self.scratch and found[0] not in keep:
+                    if len(missing) > len(self.scratch) - len(keep) - 1:
+                        break
+                    keep.add(found[0])
+                end += 1
+            if end == pos:
+                raise OSError("no free keycode to bind a character to")
+            self._bind(missing, keep)
+            for keysym in keysyms[pos:end]:
+                self._stroke([], keysym, delay)
+            pos = end
+
+    def _bind(self, keysyms: list[int], keep: set[int]) -> None:
+        """Binds each of ``keysyms`` to a scratch keycode outside ``keep`` (least
+        recently used first), then gives the client BIND_PAUSE_S to read the map."""
+        if not keysyms:
+            return
+        codes = [k for k in self.scratch if k not in keep][: len(keysyms)]
+        if len(codes) < len(keysyms):
+            raise OSError("no free keycode to bind a character to")
+        wait = REBIND_PAUSE_S - (time.monotonic() - max(self.used_at.get(k, 0.0) for k in codes))
+        if wait > 0:  # a keycode just typed with: its keys may still be unread
+            self.display.sync()
+            time.sleep(wait)
+        for keysym, keycode in zip(keysyms, codes, strict=True):
+            row = self.keymap[keycode - self.first_keycode]
+            row[:] = [keysym, keysym] + [0] * (len(row) - 2)
+            self.display.change_keyboard_mapping(keycode, [row])
+            self.scratch.remove(keycode)
+            self.scratch.append(keycode)
+        self.display.sync()
+        time.sleep(BIND_PAUSE_S)
+
+    def _stroke(self, modifiers: list[int], keysym: int, delay: float) -> None:
+        """Presses the modifiers, the key (with Shift when its keysym needs it), and
+        releases them in reverse; every keysym is mapped by now."""
+        X = self.xlib.X
+        held = [self._lookup(m)[0] for m in modifiers]  # type: ignore[index]
+        keycode, shifted = self._lookup(keysym)  # type: ignore[misc]
+        if shifted and SHIFT_L not in modifiers:
+            held.append(self._lookup(SHIFT_L)[0])  # type: ignore[index]
+        for code in held:
+            self._fake(X.KeyPress, code)
+        self._fake(X.KeyPress, keycode)
+        self.used_at[keycode] = time.monotonic()
+        if delay:
+            self.display.flush()
+            time.sleep(delay / 2)
+        self._fake(X.KeyRelease, keycode)
+        for code in reversed(held):
+            self._fake(X.KeyRelease, code)
+        if delay:
+            self.display.flush()
+            time.sleep(delay / 2)
 
 
 class Supervisor:
@@ -425,6 +696,26 @@ class Supervisor:
         self.config = config
         self.role = config.get("role", "all")
         self.browser = None
+        self.xtest: XTestInput | None = None
+
+    def instant(self, request: dict) -> dict | None:
+        """The reply to a pointer request XTEST answers at once (moves, presses,
+        single clicks) on an open X connection, run on the event loop itself: no thread
+        hop per step. None for anything else, or while another input command holds the
+        display."""
+        argv = request.get("argv")
+        if (
+            request.get("op") != "input"
+            or request.get("via") == "xdotool"
+            or self.xtest is None
+            or self.xtest.display is None  # connecting may block: a worker thread does it
+            or "input" not in OPS.get(self.role, ())
+            or not input_argv_ok(argv)
+            or {"type", "key"} & set(argv)
+            or any(a == "--repeat" and b != "1" for a, b in itertools.pairwise(argv))
+        ):
+            return None
+        return self.xtest.run(argv, wait=False)
 
     def handle(self, request: dict) -> dict:
         op = request.get("op")
@@ -434,7 +725,8 @@ class Supervisor:
         if op == "ping":
             return {"ok": True, "pid": os.getpid()}
         if op == "input":
-            return run_input(request.get("argv"))
+            via = None if request.get("via") == "xdotool" else self.xtest
+            return run_input(request.get("argv"), via)
         if op == "shell":
             timeout_s = float(self.config.get("shell_timeout_s", 20))
             max_bytes = int(self.config.get("output_max_bytes", 65536))
@@ -458,9 +750,11 @@ class Supervisor:
             while line := await reader.readline():
                 try:
                     request = json.loads(line)
-                    # Tools block (shell, devtools): run them off the event loop so the
-                    # egress forwarder keeps moving bytes meanwhile.
-                    reply = await loop.run_in_executor(None, self.handle, request)
+                    # Tools block (shell, devtools, typing): run them off the event loop
+                    # so the egress forwarder keeps moving bytes meanwhile.
+                    reply = self.instant(request) if isinstance(request, dict) else None
+                    if reply is None:
+                        reply = await loop.run_in_executor(None, self.handle, request)
                 except Exception as exc:
                     reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
                 writer.write(json.dumps(reply).encode() + b"\n")
@@ -478,6 +772,8 @@ class Supervisor:
             # The display runs in a sandbox of its own; its X socket is bound read-only
             # at /tmp/.X11-unix (no abstract socket crosses network namespaces).
             os.environ["DISPLAY"] = ":0"
+            xlib = load_xlib()
+            self.xtest = XTestInput(xlib) if xlib is not None else None
         elif self.config.get("desktop", True):
             started = time.monotonic()
             start_display(width, height)
