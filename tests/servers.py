@@ -191,6 +191,13 @@ def wait_for_child_sessions_to_end(timeout: float = STOP_TIMEOUT_S) -> None:
         time.sleep(0.1)
 
 
+def daphne_command(port: int) -> list[str]:
+    """The web server as ``make run`` starts it, on loopback ``port``."""
+    return [
+        PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "arena_site.asgi:application"
+    ]  # fmt: skip
+
+
 def worker_command(*queues: str, burst: bool = False, scheduler: bool = False) -> list[str]:
     argv = [PYTHON, "manage.py", "rqworker", *queues]
     if burst:
@@ -239,11 +246,10 @@ def live_arena(tmp_dir: Path, sandbox_root: Path) -> Iterator[LiveArena]:
     try:
         web = ServerProcess.start(
             "daphne",
-            [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-             "arena_site.asgi:application"],
+            daphne_command(port),
             env,
             log_dir,
-        )  # fmt: skip
+        )
         processes.append(web)
         worker = ServerProcess.start(
             "rqworker", worker_command(*ALL_QUEUES, scheduler=True), env, log_dir

@@ -23,6 +23,7 @@ from tests.servers import (
     START_TIMEOUT_S,
     ServerProcess,
     child_env,
+    daphne_command,
     free_port,
     http_answers,
     poll_until,
@@ -158,11 +159,10 @@ def test_votes_get_503_while_redis_or_postgres_is_down_and_201_once_back(sandbox
         port = free_port()
         web = ServerProcess.start(
             "daphne",
-            [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-             "arena_site.asgi:application"],
+            daphne_command(port),
             env,
             tmp_path / "logs",
-        )  # fmt: skip
+        )
         voter = Voter(port, seed["token"], seed["battles"])
         try:
             poll_until(

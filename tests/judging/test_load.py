@@ -22,10 +22,10 @@ from judging.models import Assignment, Vote
 from ratings.models import AgentRating
 from tests.judging.battle_factories import ended_battle, people
 from tests.servers import (
-    PYTHON,
     START_TIMEOUT_S,
     ServerProcess,
     child_env,
+    daphne_command,
     ensure_public_arena,
     free_port,
     http_answers,
@@ -87,11 +87,10 @@ def test_a_burst_beyond_capacity_gets_201_or_503_and_loses_nothing(
     port = free_port()
     web = ServerProcess.start(
         "daphne",
-        [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-         "arena_site.asgi:application"],
+        daphne_command(port),
         env,
         tmp_path / "logs",
-    )  # fmt: skip
+    )
     try:
         poll_until(
             lambda: http_answers(f"http://127.0.0.1:{port}/accounts/login/"),
