@@ -2,10 +2,14 @@
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arena_site.settings")
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)
+
+from arena_site.handlers import OneHopASGIHandler  # noqa: E402
+
+django_asgi_app = OneHopASGIHandler()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

@@ -2,6 +2,7 @@
 push coalescing, enqueues from request handlers). ``django_rq.get_connection`` builds
 a new client, and so a new TCP connection, on every call; this one keeps a pool."""
 
+import threading
 from functools import cache
 
 import django_rq
@@ -19,3 +20,22 @@ def redis_client() -> redis.Redis:
 def queue(name: str) -> Queue:
     """The django-rq queue ``name`` on the pooled client."""
     return django_rq.get_queue(name, connection=redis_client())
+
+
+class SharedConnectionPool(redis.ConnectionPool):
+    """The pool class of the ``default`` cache (CACHES OPTIONS ``pool_class``). Django's
+    RedisCache builds a pool per cache object and a cache object per thread; under
+    Daphne every request runs in a thread of its own, so each request opened a new TCP
+    connection to Redis. ``from_url`` hands every cache object of the process the same
+    pool for a URL (redis-py pools are thread-safe and start afresh after a fork)."""
+
+    _shared: dict[str, redis.ConnectionPool] = {}
+    _lock = threading.Lock()
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs):
+        with cls._lock:
+            pool = cls._shared.get(url)
+            if pool is None:
+                pool = cls._shared[url] = super().from_url(url, **kwargs)
+            return pool

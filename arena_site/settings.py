@@ -306,6 +306,8 @@ CACHES = {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": env_str("ARENA_CACHE_PREFIX", "arena"),
+        # one connection pool per process, not one per request thread
+        "OPTIONS": {"pool_class": "arena_site.redis.SharedConnectionPool"},
     }
 }
 RQ_QUEUES = {
