@@ -10,8 +10,11 @@ vote may still vote, but that vote can no longer count, because from this commit
 the leaderboard shows which agents moved (SPEC §5.1). After commit those judges are
 told on their judge page, and the board frame goes out.
 
-Lock order, everywhere: the battle row, then agent ratings (in agent id order), then
-judge profiles (in id order). Nothing takes a later lock and then an earlier one."""
+Lock order, everywhere: the battle row, then judge profiles (in id order), then agent
+ratings (in agent id order). Nothing takes a later lock and then an earlier one. The
+agent ratings come last on purpose: every decision involving an agent waits for its
+row, so a decision holds it only for its final statements (the ratings, the battle row,
+the commit), not while the votes and assignments are written."""
 
 import math
 from collections.abc import Sequence
@@ -85,13 +88,6 @@ def battle_decide(
     if votes and battle.first_judgment_at is None and source in HUMAN:
         # h of SPEC §6 is a live judgment: an import or a machine verdict has none
         battle.first_judgment_at = min(v.voted_at for v in votes)
-    rating_apply_battle(battle=battle, record=False, push=push)  # sets streaming_applied
-    battle.save(
-        update_fields=[
-            "outcome", "evidence_weight", "status", "decision_source", "decided_at",
-            "exclusion_reason", "cluster_judge", "first_judgment_at", "streaming_applied",
-        ]
-    )  # fmt: skip
     if votes:
         Vote.objects.filter(pk__in=[v.pk for v in votes]).update(counted=True)
         for vote in votes:
@@ -101,6 +97,14 @@ def battle_decide(
     if source == Source.CROWD and battle.redundancy_target > 1 and weights:
         trust_compare(votes, weights)
     _assignments_void(battle, now)
+    # Last (the lock order): the agents' rating rows, then the battle row with the deltas.
+    rating_apply_battle(battle=battle, record=False, push=push)  # sets streaming_applied
+    battle.save(
+        update_fields=[
+            "outcome", "evidence_weight", "status", "decision_source", "decided_at",
+            "exclusion_reason", "cluster_judge", "first_judgment_at", "streaming_applied",
+        ]
+    )  # fmt: skip
 
 
 def _assignments_void(battle: Battle, now) -> None:
@@ -131,9 +135,9 @@ def battle_undecide(battle: Battle) -> None:
     Assignments voided by the decision stay voided: those judges saw the result.
     Precondition: the battle row is locked."""
     votes = list(battle.votes.filter(Q(counted=True) | Q(agreed__isnull=False)))
-    rating_revert_battle(battle=battle)
     trust_uncompare(votes)
     Vote.objects.filter(pk__in=[v.pk for v in votes]).update(counted=False, agreed=None)
+    rating_revert_battle(battle=battle)  # last (the lock order)
     battle.outcome = ""
     battle.evidence_weight = None
     battle.status = Battle.Status.JUDGING

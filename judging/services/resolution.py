@@ -47,15 +47,16 @@ def battle_resolve(*, battle_id: int) -> bool:
         return _resolve_locked(battle)
 
 
-def resolve_here(battle: Battle) -> None:
+def resolve_here(battle: Battle, *, tallied: bool = False) -> None:
     """Resolves the battle (row locked by the caller) inside the caller's transaction;
     should that fail, the caller's writes still commit (the savepoint keeps them) and the
     ``judging`` job resolves the battle on a worker; the sweep catches a process that
-    died in between."""
+    died in between. ``tallied``: the caller has just counted the battle's admissible
+    votes in this transaction (``battle_votes_tally``)."""
     battle_id = battle.pk
     try:
         with transaction.atomic():
-            _resolve_locked(battle)
+            _resolve_locked(battle, tallied=tallied)
     except Exception:
         logger.exception("resolving battle %s in place failed; enqueued", battle_id)
         # robust: Redis away too, the vote still stands and the sweep resolves it
@@ -107,9 +108,10 @@ def battles_resolve_pending(*, now: datetime | None = None) -> list[int]:
     return [battle_id for battle_id in ids if battle_resolve(battle_id=battle_id)]
 
 
-def _resolve_locked(battle: Battle) -> bool:
+def _resolve_locked(battle: Battle, *, tallied: bool = False) -> bool:
     """Precondition: the battle row is locked, its agents loaded."""
-    battle_votes_tally(battle_id=battle.pk)  # an operator's trust change lands here
+    if not tallied:
+        battle_votes_tally(battle_id=battle.pk)  # an operator's trust change lands here
     changed = False
     votes = list(
         battle.votes.filter(retracted=False)

@@ -105,7 +105,8 @@ def vote_cast(*, judge: AbstractBaseUser, battle_id: int, choice: str) -> Vote:
                 vote_db.agents_load(battle)  # to decide it, and for the reveal
             if battle.status == Battle.Status.JUDGING:
                 if final_at <= voted_at:
-                    resolve_here(battle)  # the vote and what it decides commit together
+                    # the vote and what it decides commit together
+                    resolve_here(battle, tallied=True)
                     _as_resolved(vote, battle)
                 else:
                     battle_pk = battle.pk

@@ -70,7 +70,7 @@ def test_the_sweep_resolves_what_a_lost_process_left(alice, judge, roster, monke
     untouched = ended_battle(alice)
     served_long_ago(judge, battle)
     # the resolution never happened (its job lost with a dead worker, say)
-    monkeypatch.setattr(judging.services.voting, "resolve_here", lambda battle: None)
+    monkeypatch.setattr(judging.services.voting, "resolve_here", lambda battle, **kwargs: None)
     vote_cast(judge=judge, battle_id=battle.pk, choice="tie")
     assert Battle.objects.get(pk=battle.pk).status == "judging"
 
