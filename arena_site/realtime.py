@@ -23,6 +23,7 @@ has no re-join.
 """
 
 import asyncio
+import functools
 import json
 import logging
 import weakref
@@ -156,11 +157,71 @@ class _Hub:
         sockets = self.members.get(message.get("group"), ())
         if not isinstance(text, str) or not sockets:
             return
+        frame = _WireFrame(text)
         for socket in list(sockets):
             try:
-                await socket.send(text_data=text)
+                if not frame.write(socket):
+                    await socket.send(text_data=text)
             except Exception:  # the socket closed meanwhile; its disconnect leaves the group
                 logger.debug("dropping a frame for a closed socket", exc_info=True)
+
+
+class _WireFrame:
+    """One frame's bytes on the wire, framed once for all the sockets of a process.
+
+    Under Daphne a socket's ASGI ``send`` ends in its autobahn protocol, which frames the
+    text again for every socket (UTF-8 encoding, the header) and passes through three
+    coroutine layers on the way. Autobahn's own broadcast API (``prepareMessage`` on the
+    factory, ``sendPreparedMessage`` on each protocol) frames once; ``write`` uses it
+    when the socket's ``send`` is Daphne's (reached through Channels' session wrapper),
+    with Daphne's own checks (the connection still known and not disconnected, the
+    socket open), and returns False otherwise: the caller then sends through ASGI."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.prepared: dict[int, Any] = {}  # per autobahn factory
+
+    def write(self, socket: AsyncWebsocketConsumer) -> bool:
+        found = _daphne_protocol(socket)
+        if found is None:
+            return False
+        server, protocol = found
+        connection = server.connections.get(protocol)
+        if connection is None or connection.get("disconnected"):
+            return True  # what Daphne does with a frame for a gone connection: drops it
+        if protocol.state != protocol.STATE_OPEN:
+            return False
+        factory = protocol.factory
+        prepared = self.prepared.get(id(factory))
+        if prepared is None:
+            prepared = self.prepared[id(factory)] = factory.prepareMessage(
+                self.text.encode("utf-8")
+            )
+        protocol.sendPreparedMessage(prepared)
+        return True
+
+
+def _daphne_protocol(socket: AsyncWebsocketConsumer) -> tuple[Any, Any] | None:
+    """(Daphne's server, the socket's autobahn protocol) when the socket's ASGI ``send``
+    is Daphne's ``partial(server.handle_reply, protocol)``, found under at most a few
+    wrappers that keep the inner ``send`` as ``real_send`` (Channels' sessions)."""
+    send = getattr(socket, "base_send", None)
+    for _ in range(4):
+        if isinstance(send, functools.partial):
+            server = getattr(send.func, "__self__", None)
+            protocol = send.args[0] if len(send.args) == 1 else None
+            if (
+                getattr(send.func, "__name__", "") == "handle_reply"
+                and hasattr(server, "connections")
+                and hasattr(protocol, "sendPreparedMessage")
+                and hasattr(protocol, "factory")
+            ):
+                return server, protocol
+            return None
+        send = getattr(getattr(send, "__self__", None), "real_send", None)
+        if send is None:
+            return None
+    return None
 
 
 _hubs: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Hub]" = weakref.WeakKeyDictionary()

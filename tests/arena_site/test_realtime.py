@@ -156,3 +156,77 @@ def test_sockets_hear_frames_again_after_redis_restarts_empty(settings):
         before, after = async_to_sync(scenario)()
     assert before == ["before", "before"]
     assert after == ["after", "after"]
+
+
+# --- the frame framed once (autobahn's prepared message) ---------------------------------
+
+
+def _daphne_socket(server=None):
+    """A real Daphne server object and autobahn protocol on twisted's in-memory transport,
+    open, and a socket whose ASGI send is Daphne's (as Daphne builds it)."""
+    from functools import partial
+
+    from daphne.server import Server
+    from daphne.ws_protocol import WebSocketFactory
+    from twisted.internet.testing import StringTransport
+
+    from arena_site.realtime import GroupSocket
+
+    server = server or Server(
+        application=None, endpoints=["tcp:port=0:interface=127.0.0.1"], signal_handlers=False
+    )
+    if not hasattr(server, "connections"):
+        server.connections = {}
+    server.ws_factory = getattr(server, "ws_factory", None) or WebSocketFactory(server)
+    protocol = server.ws_factory.buildProtocol(("127.0.0.1", 50000))
+    transport = StringTransport()
+    protocol.makeConnection(transport)
+    protocol.client_addr = ("127.0.0.1", 50000)
+    protocol.state = protocol.STATE_OPEN  # (the handshake is not what is tested)
+    server.connections[protocol] = {}
+    socket = GroupSocket()
+    socket.base_send = partial(server.handle_reply, protocol)
+    return server, protocol, transport, socket
+
+
+def test_a_frame_is_framed_once_and_written_as_daphne_would():
+    from arena_site.realtime import _WireFrame
+
+    server, protocol, transport, socket = _daphne_socket()
+    _, _, other_transport, other = _daphne_socket(server)
+    frame = _WireFrame("<tr id='r'>é ✓</tr>")
+    assert frame.write(socket) and frame.write(other)
+    assert len(frame.prepared) == 1  # one factory: framed once for both
+    written = transport.value()
+    assert written == other_transport.value()
+    transport.clear()
+    # Daphne's own path for the same text (the ASGI send): the very same bytes
+    asyncio.run(server.handle_reply(protocol, {"type": "websocket.send", "text": frame.text}))
+    assert transport.value() == written
+
+
+def test_the_frame_finds_daphne_under_channels_session_wrapper():
+    from channels.sessions import InstanceSessionWrapper
+
+    from arena_site.realtime import _WireFrame
+
+    _, _, transport, socket = _daphne_socket()
+    wrapper = InstanceSessionWrapper({"type": "websocket", "session": object()}, socket.base_send)
+    socket.base_send = wrapper.send
+    assert _WireFrame("x").write(socket)
+    assert transport.value()
+
+
+def test_a_gone_or_closing_connection_gets_nothing_or_the_asgi_path():
+    from arena_site.realtime import _WireFrame
+
+    server, protocol, transport, socket = _daphne_socket()
+    server.connections[protocol]["disconnected"] = True
+    assert _WireFrame("x").write(socket)  # dropped, as Daphne drops it
+    assert transport.value() == b""
+    server.connections[protocol].pop("disconnected")
+    protocol.state = protocol.STATE_CLOSING
+    assert not _WireFrame("x").write(socket)  # left to the ASGI send (which refuses it)
+    other = type(socket)()
+    other.base_send = lambda message: None  # not Daphne's: the ASGI path
+    assert not _WireFrame("x").write(other)
