@@ -95,7 +95,9 @@ class Ramp(LoadTestShape):
         if step >= 2 and _answered_share(step - 2) < 0.5:
             return None
         users = max(1, math.ceil(STEPS[step] / PER_USER))
-        return users, max(users, 50)
+        # Spawned over one period (1 / PER_USER s), the users' votes are spread evenly:
+        # all spawned at once, they would vote in bursts of `users` at the same instant.
+        return users, users * PER_USER
 
 
 def _answered_share(step: int) -> float:
