@@ -22,6 +22,14 @@ class Limits:
     memory_bytes: int
     pids: int
     cpu_fraction: float  # of one core
+    # A desktop booting or idling for the pool (``sandboxes.pool``): its CPU quota is the
+    # same, but when cores are contended it yields to running sandboxes and the worker.
+    background: bool = False
+
+
+# (knob, its default, a background group's value) per cgroup version: the v1 CFS shares
+# and the v2 weight, both 1/16 of the default in the background.
+CPU_WEIGHT = {"v1": ("cpu.shares", "1024", "64"), "v2": ("cpu.weight", "100", "6")}
 
 
 def _own_path(controller: str) -> str | None:
@@ -65,6 +73,16 @@ class SandboxCgroup:
                     # The last processes are still dying (a desktop's take ~30 ms): a
                     # short poll, so destroy does not wait out a long sleep for nothing.
                     time.sleep(0.002)
+
+    def set_background(self, background: bool) -> None:
+        """Sets the group's CPU weight (``Limits.background``); a group without the cpu
+        controller is left as it is."""
+        if self.version not in CPU_WEIGHT:
+            return
+        knob, default, low = CPU_WEIGHT[self.version]
+        for directory in self.directories:
+            if (directory / knob).exists():
+                (directory / knob).write_text(low if background else default)
 
     def kill_all(self) -> None:
         for pid in self.pids():
@@ -142,6 +160,7 @@ def _create_v1(name: str, limits: Limits) -> SandboxCgroup:
         "cpu": {
             "cpu.cfs_period_us": "100000",
             "cpu.cfs_quota_us": str(max(1000, int(100000 * limits.cpu_fraction))),
+            "cpu.shares": CPU_WEIGHT["v1"][2 if limits.background else 1],
         },
     }
     for controller, knobs in settings.items():
@@ -170,4 +189,5 @@ def _create_v2(name: str, limits: Limits) -> SandboxCgroup:
     (directory / "pids.max").write_text(str(limits.pids))
     with contextlib.suppress(OSError):
         (directory / "cpu.max").write_text(f"{max(1000, int(100000 * limits.cpu_fraction))} 100000")
+        (directory / "cpu.weight").write_text(CPU_WEIGHT["v2"][2 if limits.background else 1])
     return SandboxCgroup(version="v2", directories=[directory])

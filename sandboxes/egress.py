@@ -430,6 +430,17 @@ class EgressProxy:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
 
+    async def reassign(
+        self, old_run_id: int, run_id: int, sockets: list[tuple[str, int | None]]
+    ) -> None:
+        """Releases ``old_run_id``, then serves each of ``sockets`` (a path and its
+        owner's uid, as ``serve_unix`` takes them) for ``run_id``: a pooled sandbox's
+        identity changed in one step on the loop (``LocalSandbox.assign``). Nothing of
+        the old identity's connections, counters or refusals carries over."""
+        await self.release(old_run_id)
+        for path, owner_uid in sockets:
+            await self.serve_unix(path, run_id, owner_uid=owner_uid)
+
     async def close(self) -> None:
         """Release every sandbox."""
         for run_id in list(self._sandboxes):
@@ -794,6 +805,10 @@ class EgressProxyThread:
     def release(self, run_id: int) -> None:
         """See :meth:`EgressProxy.release`."""
         self._call(self.proxy.release(run_id))
+
+    def reassign(self, old_run_id: int, run_id: int, sockets: list[tuple[str, int | None]]) -> None:
+        """See :meth:`EgressProxy.reassign` (one hop to the proxy's thread)."""
+        self._call(self.proxy.reassign(old_run_id, run_id, sockets))
 
     def close(self) -> None:
         """Release every sandbox, stop the loop and join the thread. Idempotent."""

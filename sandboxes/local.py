@@ -129,19 +129,16 @@ class LocalSandbox(Sandbox):
         (screen, quotas, cgroup and shell limits are the boot's), and not destroyed."""
         booted = self.spec
         self._reaper.cancel()
+        if self.cgroup is not None:
+            self.cgroup.set_background(False)  # booted at a low CPU weight (the pool's)
         if self.egress is not None and booted.egress:
-            self.egress.release(booted.run_id)
+            sockets: list[tuple[str, int | None]] = []
             if spec.egress:
                 layout = RunLayout(self.run_dir)
-                self.egress.serve_unix(
-                    str(layout.agent_ctl / "egress.sock"), spec.run_id, owner_uid=self.uid
-                )
+                sockets.append((str(layout.agent_ctl / "egress.sock"), self.uid))
                 if spec.desktop:
-                    self.egress.serve_unix(
-                        str(layout.display_ctl / "egress.sock"),
-                        spec.run_id,
-                        owner_uid=self.display_uid,
-                    )
+                    sockets.append((str(layout.display_ctl / "egress.sock"), self.display_uid))
+            self.egress.reassign(booted.run_id, spec.run_id, sockets)  # one hop, not three
         self.spec = spec
         self._reaper = threading.Timer(spec.lifetime_s, self.destroy)
         self._reaper.daemon = True
@@ -153,7 +150,7 @@ class LocalSandbox(Sandbox):
             # not answer raises: the pool then starts the run cold.
             self._call(
                 "navigate",
-                {"op": "navigate", "url": spec.start_url},
+                {"op": "navigate", "url": spec.start_url, "state": False},
                 timeout_s=35,
                 client=self.display_client,
             )

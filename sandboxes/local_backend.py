@@ -180,7 +180,11 @@ class LocalBackend(SandboxBackend):
 
     # -- provisioning ------------------------------------------------------------------
 
-    def provision(self, spec: SandboxSpec, *, slot: int = 0) -> LocalSandbox:
+    def provision(
+        self, spec: SandboxSpec, *, slot: int = 0, background: bool = False
+    ) -> LocalSandbox:
+        """``background``: a pooled desktop's boot, at a low CPU weight until a run
+        claims it (``cgroups.Limits.background``)."""
         become_subreaper()
         self.root.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o711)  # noqa: S103 - slot uids traverse it; nobody lists it
@@ -209,7 +213,7 @@ class LocalBackend(SandboxBackend):
                     )
             cgroup = cgroups.create(
                 f"arena-slot-{slot}-{layout.root.name}",
-                cgroups.Limits(spec.memory_mb * 1024**2, spec.pids, spec.cpu_fraction),
+                cgroups.Limits(spec.memory_mb * 1024**2, spec.pids, spec.cpu_fraction, background),
             )
             uids = {"agent": uid, "display": display_uid} if root_worker else {}
             procs, ready = self._start(spec, layout, uids, cgroup)

@@ -244,10 +244,10 @@ class DesktopPool:
                     self.stats["empty"] += 1
                     return None
                 idle = self._idle.pop(0)  # the oldest first: none idles much longer
-                self._cond.notify_all()  # the pool's thread boots a replacement
             identity = idle.sandbox.spec.run_id
             if not idle.sandbox.health()["ok"]:
                 self._discard(idle)
+                self._wake()
                 continue
             try:
                 idle.sandbox.assign(spec)
@@ -256,11 +256,19 @@ class DesktopPool:
                 logger.exception("a pooled desktop could not be assigned; starting cold")
                 self._discard(idle)
                 return None
+            finally:
+                # Only now: the replacement's boot would compete with the start page.
+                self._wake()
             if self.forget_identity is not None:
                 with contextlib.suppress(Exception):
                     self.forget_identity(identity)
             self.stats["claimed"] += 1
             return Claimed(idle.sandbox, idle.token, self)
+
+    def _wake(self) -> None:
+        """Tells the pool's thread a desktop left the pool (it boots a replacement)."""
+        with self._cond:
+            self._cond.notify_all()
 
     # -- the pool's thread ---------------------------------------------------------------
 
@@ -309,7 +317,8 @@ class DesktopPool:
         slot, token = self.slots.take(identity)
         spec = dataclasses.replace(self.key, run_id=identity, lifetime_s=IDLE_LIFETIME_S)
         try:
-            sandbox = self.backend.provision(spec, slot=slot)
+            # At a low CPU weight until claimed: a boot yields the cores to the runs.
+            sandbox = self.backend.provision(spec, slot=slot, background=True)
         except BaseException:
             self.slots.release(token)
             raise
@@ -363,20 +372,11 @@ _pool_lock = threading.Lock()
 
 
 def pool_template() -> SandboxSpec:
-    """The desktop a lane asks for with this worker's settings (the boot key of the
-    spec ``battles.services.lanes.run_lane`` builds)."""
-    from django.conf import settings
+    """The desktop a lane asks for with this worker's settings: the boot key of
+    ``sandboxes.services.lane_sandbox_spec``, the spec every lane is built from."""
+    from sandboxes.services import lane_sandbox_spec
 
-    arena = settings.ARENA
-    return SandboxSpec(
-        run_id=0,
-        shell_timeout_s=arena.shell_timeout_s,
-        output_max_bytes=arena.shell_output_max_bytes,
-        desktop=True,
-        disk_bytes=arena.sandbox_disk_bytes,
-        disk_inodes=arena.sandbox_disk_inodes,
-        display_disk_bytes=arena.sandbox_display_disk_bytes,
-    )
+    return boot_key(dataclasses.replace(lane_sandbox_spec(), desktop=True))
 
 
 def desktop_pool_start(*, size: int | None = None) -> DesktopPool | None:

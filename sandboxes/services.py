@@ -152,6 +152,30 @@ def lease_release(*, lease: SandboxLease) -> None:
     SandboxLease.objects.filter(pk=lease.pk, released_at=None).update(released_at=timezone.now())
 
 
+def lane_sandbox_spec(
+    *, run_id: int = 0, start_url: str = "", lifetime_s: int = SandboxSpec.lifetime_s
+) -> SandboxSpec:
+    """The sandbox a battle lane runs in, with this worker's settings: the run's own
+    fields are the arguments, everything else is ``settings.ARENA``'s. The warm pool
+    boots its desktops from it (``sandboxes.pool.pool_template``), so a lane whose spec
+    comes from here always has the pool's boot key."""
+    arena = settings.ARENA
+    return SandboxSpec(
+        run_id=run_id,
+        shell_timeout_s=arena.shell_timeout_s,
+        output_max_bytes=arena.shell_output_max_bytes,
+        deliver_max_files=arena.deliver_max_files,
+        deliver_max_bytes=arena.deliver_max_bytes,
+        desktop=arena.sandbox_desktop,
+        start_url=start_url,
+        lifetime_s=lifetime_s,
+        disk_bytes=arena.sandbox_disk_bytes,
+        disk_inodes=arena.sandbox_disk_inodes,
+        display_disk_bytes=arena.sandbox_display_disk_bytes,
+        screenshot_max_bytes=arena.screenshot_max_bytes,
+    )
+
+
 @contextmanager
 def sandbox_session(spec: SandboxSpec):
     """Provisions a sandbox for one run and always destroys it and frees its slot."""

@@ -24,8 +24,8 @@ from battles.attachments import (
 from battles.models import Run, Span, Step
 from battles.parity import LaneInputs
 from battles.services.live import battle_heartbeat, battle_publish
-from sandboxes.base import TOOL_NAMES, Sandbox, SandboxSpec, ToolResult
-from sandboxes.services import egress_refusals_take, sandbox_session
+from sandboxes.base import TOOL_NAMES, Sandbox, ToolResult
+from sandboxes.services import egress_refusals_take, lane_sandbox_spec, sandbox_session
 from sandboxes.tools import tool_call
 from sandboxes.untrusted import storable, storable_text
 
@@ -39,20 +39,8 @@ def run_lane(*, run_id: int, inputs: LaneInputs, barrier: threading.Barrier | No
     run = Run.objects.select_related("agent").get(pk=run_id)
     run.input_digest = inputs.digest()
     run.save(update_fields=["input_digest"])
-    arena = settings.ARENA
-    spec = SandboxSpec(
-        run_id=run.pk,
-        shell_timeout_s=arena.shell_timeout_s,
-        output_max_bytes=arena.shell_output_max_bytes,
-        deliver_max_files=arena.deliver_max_files,
-        deliver_max_bytes=arena.deliver_max_bytes,
-        desktop=arena.sandbox_desktop,
-        start_url=inputs.start_url,
-        lifetime_s=inputs.wall_budget_s + 120,
-        disk_bytes=arena.sandbox_disk_bytes,
-        disk_inodes=arena.sandbox_disk_inodes,
-        display_disk_bytes=arena.sandbox_display_disk_bytes,
-        screenshot_max_bytes=arena.screenshot_max_bytes,
+    spec = lane_sandbox_spec(
+        run_id=run.pk, start_url=inputs.start_url, lifetime_s=inputs.wall_budget_s + 120
     )
     try:
         with sandbox_session(spec) as sandbox:

@@ -13,8 +13,10 @@ from a warm pool (``sandboxes.pool``, two idle desktops) ready ≤ 0.15 s p50 ag
 cold start in the same rounds (claim: the run's egress identity and start page, then
 the first screenshot); action + screenshot ≤ 20 ms p50 with input as XTEST events
 from the agent's supervisor, against the same click through an xdotool process
-(``"via": "xdotool"``) alternating on the same desktop. Every section records the
-load average at its start and end.
+(``"via": "xdotool"``) alternating on the same desktop. ``claim_alone_ms`` is the
+claim's part of ready (the run's identity and start page, loaded and painted); the
+rest is the first screenshot. Every section records the load average at its start
+and end.
 
 Run: .venv/bin/python tests/bench/bench_sandboxes.py [--rounds N] [--pool-rounds N]
 (slots 40-46 of ARENA_SANDBOX_UID_BASE, default 61000)
@@ -136,6 +138,7 @@ def pool_rounds(backend: LocalBackend, rounds: int, steps: int) -> dict:
     pool = DesktopPool(backend, SandboxSpec(run_id=0), 2, FixedSlots(pool_slots)).start()
     cold: list[float] = []
     warm: list[float] = []
+    claim_only: list[float] = []  # of ``warm``: the claim, before the first screenshot
     warm_destroy: list[float] = []
     steps_out: dict = {}
     started = load()
@@ -151,6 +154,7 @@ def pool_rounds(backend: LocalBackend, rounds: int, steps: int) -> dict:
             t = time.monotonic()
             claimed = pool.claim(SandboxSpec(run_id=600 + r, start_url=PAGE))
             assert claimed is not None
+            claim_only.append(time.monotonic() - t)
             first = claimed.sandbox.screenshot()
             warm.append(time.monotonic() - t)
             assert first.ok and claimed.sandbox.page_state()["title"] == "bench"
@@ -167,6 +171,7 @@ def pool_rounds(backend: LocalBackend, rounds: int, steps: int) -> dict:
         "load_avg_start": started,
         "load_avg_end": load(),
         "ready_from_pool_ms": summary(warm),
+        "claim_alone_ms": summary(claim_only),
         "ready_cold_same_rounds_ms": summary(cold),
         "action_screenshot_xtest_ms": summary(steps_out["steps"]),
         "action_screenshot_xdotool_same_run_ms": summary(steps_out["steps_xdotool"]),

@@ -657,6 +657,34 @@ def test_thread_helper_serves_a_sandbox_on_a_unix_socket(tmp_path):
     assert handle._thread is not None and not handle._thread.is_alive()
 
 
+def test_reassign_moves_a_sandbox_to_a_new_identity_in_one_step(tmp_path):
+    """A pooled desktop claimed by a run (``LocalSandbox.assign``): the old identity's
+    listeners, sockets and counters are gone, the new one's sockets answer for it."""
+    refusals: list[tuple[int, str, str]] = []
+    proxy = EgressProxy(
+        resolver=FakeResolver(), dialer=FakeDialer(), on_refusal=lambda *a: refusals.append(a)
+    )
+    old_path, new_paths = tmp_path / "old.sock", [tmp_path / "a.sock", tmp_path / "b.sock"]
+    with proxy.run_in_thread() as handle:
+        handle.serve_unix(old_path, -5)
+        with socket.socket(socket.AF_UNIX) as client:
+            client.settimeout(2)
+            client.connect(str(old_path))
+            client.sendall(get("http://169.254.169.254/"))
+            _recv_all(client)
+        assert handle.counters(-5)["requests"] == 1
+        handle.reassign(-5, RUN_ID, [(str(p), None) for p in new_paths])
+        assert handle.counters(-5) == {} and not old_path.exists()
+        for path in new_paths:
+            with socket.socket(socket.AF_UNIX) as client:
+                client.settimeout(2)
+                client.connect(str(path))
+                client.sendall(get("http://169.254.169.254/"))
+                assert status(_recv_all(client)) == 403
+        assert handle.counters(RUN_ID)["requests"] == 2
+    assert [r[0] for r in refusals] == [-5, RUN_ID, RUN_ID]
+
+
 # --- per-sandbox bounds: no lane can starve another --------------------------------------
 
 

@@ -14,6 +14,7 @@ import pytest
 from django.conf import settings
 
 from sandboxes.base import SandboxSpec
+from sandboxes.cgroups import CPU_WEIGHT
 from sandboxes.egress import EgressProxy
 from sandboxes.local_backend import LocalBackend
 from sandboxes.models import SandboxLease
@@ -26,7 +27,7 @@ from sandboxes.pool import (
     pool_template,
 )
 from sandboxes.rundir import DISPLAY_UID_OFFSET
-from sandboxes.services import sandbox_session
+from sandboxes.services import lane_sandbox_spec, sandbox_session
 from tests.processes import live_processes
 from tests.servers import ServerProcess, child_env, wait_for_child_sessions_to_end, worker_command
 
@@ -126,6 +127,30 @@ def test_a_pooled_desktop_carries_nothing_of_the_run_before(pool, proxy):
         second.finish()
 
 
+def _cpu_weights(box) -> set[str]:
+    """The CPU weight knob's values of the sandbox's groups (none without a cpu group)."""
+    if box.cgroup is None or box.cgroup.version not in CPU_WEIGHT:
+        return set()
+    knob = CPU_WEIGHT[box.cgroup.version][0]
+    return {(d / knob).read_text().strip() for d in box.cgroup.directories if (d / knob).exists()}
+
+
+def test_an_idle_desktop_yields_the_cpu_until_a_run_claims_it(pool):
+    assert pool.wait_full(120)
+    idle = pool._idle[0].sandbox
+    weights = _cpu_weights(idle)
+    if not weights:
+        pytest.skip("no cpu cgroup for sandboxes on this host")
+    _, default, background = CPU_WEIGHT[idle.cgroup.version]
+    assert weights == {background}
+    claimed = pool.claim(SandboxSpec(run_id=906, shell_timeout_s=5))
+    assert claimed is not None and claimed.sandbox is idle
+    try:
+        assert _cpu_weights(idle) == {default}  # as a cold start's: the run's full share
+    finally:
+        claimed.finish()
+
+
 @pytest.mark.parametrize(
     "changes",
     [
@@ -215,6 +240,9 @@ def _lane_fields(settings) -> dict:
         "display_disk_bytes": arena.sandbox_display_disk_bytes,
     }
     assert boot_key(SandboxSpec(run_id=0, **fields)) == boot_key(pool_template())
+    # The one builder of a lane's spec gives the pool's boot key whatever the run's fields.
+    lane = lane_sandbox_spec(run_id=7, start_url=page("x"), lifetime_s=60)
+    assert boot_key(lane) == boot_key(pool_template()) and lane.desktop == arena.sandbox_desktop
     return fields
 
 

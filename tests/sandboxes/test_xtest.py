@@ -9,12 +9,14 @@ import tempfile
 import time
 import urllib.parse
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from django.conf import settings
 
 from sandboxes import local_backend
 from sandboxes.base import SandboxSpec
+from sandboxes.inside import supervisor
 from sandboxes.local_backend import LocalBackend
 
 UID_BASE = settings.ARENA.sandbox_uid_base
@@ -161,3 +163,47 @@ def test_without_python_xlib_input_falls_back_to_xdotool(monkeypatch):
     finally:
         box.destroy()
         shutil.rmtree(root, ignore_errors=True)
+
+
+class _NotUp(Exception):
+    """python-xlib's DisplayConnectionError stands for itself: not an OSError."""
+
+
+def _fake_xlib(up_after: int, xtest: bool = True):
+    attempts: list[str] = []
+
+    class Display:
+        def __init__(self, name: str) -> None:
+            attempts.append(name)
+            if len(attempts) <= up_after:
+                raise _NotUp("no display yet")
+            self.display = SimpleNamespace(info=SimpleNamespace(min_keycode=8))
+            self.closed = False
+
+        def has_extension(self, name: str) -> bool:
+            return xtest and name == "XTEST"
+
+        def close(self) -> None:
+            self.closed = True
+
+    return SimpleNamespace(display=SimpleNamespace(Display=Display)), attempts
+
+
+def test_the_x_connection_opens_before_the_first_input(monkeypatch):
+    """The agent's supervisor connects as soon as the display's socket answers, so
+    the run's first input does not pay for the connection."""
+    monkeypatch.setattr(supervisor.time, "sleep", lambda s: None)
+    xlib, attempts = _fake_xlib(up_after=3)
+    xtest = supervisor.XTestInput(xlib)
+    xtest.connect_early(timeout_s=5)
+    assert len(attempts) == 4 and xtest.display is not None
+    xtest.connect_early(timeout_s=5)  # connected: nothing more
+    assert len(attempts) == 4
+
+
+def test_a_display_without_xtest_is_tried_once_early(monkeypatch):
+    monkeypatch.setattr(supervisor.time, "sleep", lambda s: None)
+    xlib, attempts = _fake_xlib(up_after=0, xtest=False)
+    xtest = supervisor.XTestInput(xlib)
+    xtest.connect_early(timeout_s=5)
+    assert len(attempts) == 1 and xtest.display is None  # the first input reports it
