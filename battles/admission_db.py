@@ -1,16 +1,22 @@
 """The admission path's statements, in SQL.
 
 Admission runs on every submission and holds the arena's row lock while it counts the
-queue and writes the task, so each statement here is one round trip with no ORM query
+queue and writes the task, so each call here is one round trip with no ORM query
 compilation (about 0.3 ms against 1–2 ms for the same query through the ORM on this
-class of machine; the benchmark is tests/bench/bench_admission.py). The SQL is plain
-enough for PostgreSQL and SQLite alike (``make run`` without ``DATABASE_URL``). Table
-names come from the models and every value is a bound parameter; the admission tests
-cover each statement, so a renamed column fails them.
+class of machine; the benchmark is tests/bench/bench_admission.py): one for the
+submitter's context with the near-duplicate candidates, one for the lock with the
+queue, one for every row. The SQL is plain enough for PostgreSQL and SQLite alike
+(``make run`` without ``DATABASE_URL``); where PostgreSQL allows fewer round trips (two
+statements in one simple query, INSERTs chained by CTEs) SQLite runs them one by one.
+Table names and columns come from the models and every value is a bound parameter (a
+null is written NULL); the admission tests cover each statement, so a renamed column
+fails them.
 """
 
+import functools
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import connection
@@ -19,8 +25,8 @@ from django.utils import timezone
 
 from accounts.models import Consent, ConsentTerms, Membership
 from agents.models import Agent, Arena
-from battles.models import Battle, Task
-from battles.similarity import NearDuplicateIndex, trigrams
+from battles.models import Battle, Run, Task
+from battles.similarity import SIGNATURE_BYTES, TrigramCache, band_offsets, trigrams
 from ratings.models import AgentRating
 
 
@@ -28,21 +34,49 @@ def _table(model: type[Model]) -> str:
     return connection.ops.quote_name(model._meta.db_table)
 
 
+class Earlier(NamedTuple):
+    """One of the submitter's recent tasks that the near-duplicate check must compare
+    exactly with the new one."""
+
+    id: int
+    minhash: bytes | None  # the stored signature; None if absent or of another length
+    instruction: str
+
+
 @dataclass(frozen=True)
 class Submitter:
     consent_current: bool
     team_id: int | None
     earlier_tasks: int  # capped at ``cap`` of ``submitter_context``
-    # The newest tasks since ``since`` (at most ``limit``), (id, created_at), newest first:
-    # those the near-duplicate check compares with.
-    recent: list[tuple[int, datetime]]
+    # Of the newest tasks since ``since`` (at most ``limit``), the LSH candidates for the
+    # new task and those without a usable signature, newest first.
+    similar: list[Earlier]
 
 
-def submitter_context(*, user_id: int, cap: int, since: datetime, limit: int) -> Submitter:
+# Band k of a stored signature against band k of the new one (``s.sig``, the one
+# parameter; the planner folds its slices into constants).
+_BAND_MATCH = " OR ".join(
+    f"substr(w.minhash, {start + 1}, {width}) = substr(s.sig, {start + 1}, {width})"
+    for start, width in band_offsets()
+)
+
+
+def submitter_context(
+    *, user_id: int, cap: int, since: datetime, limit: int, minhash: bytes
+) -> Submitter:
     """Consent (the newest terms accepted, or none published), the team the user acts
     for (their earliest membership), how many tasks they submitted before (up to
-    ``cap``) and their recent tasks, in one statement (one round trip): a first row of
-    kind 0 with the context, then a row of kind 1 per recent task."""
+    ``cap``) and, of their recent tasks, those to compare exactly with a new task of
+    signature ``minhash``, in one statement (one round trip): a first row of kind 0
+    with the context, then a row of kind 1 per such task, newest first (the order of
+    the ordered subquery, which the UNION ALL keeps).
+
+    The LSH step runs in the database, on the signatures stored with the tasks
+    (``battles.similarity.lsh_candidates`` is the rule): of the newest ``limit`` tasks
+    of the window (through the submitter's recent-tasks index), those sharing a band
+    with ``minhash``, plus every one without a usable signature (created before
+    signatures were stored, or not by admission). Only those rows travel, each with
+    its instruction: usually none, against 200 signatures read and compared here."""
     task = _table(Task)
     sql = f"""
         SELECT 0,
@@ -53,86 +87,71 @@ def submitter_context(*, user_id: int, cap: int, since: datetime, limit: int) ->
            ORDER BY m.created_at, m.id LIMIT 1),
           (SELECT COUNT(*) FROM (SELECT 1 FROM {task} k WHERE k.submitter_id = %s
            LIMIT %s) AS earlier),
-          NULL
+          NULL, NULL
         UNION ALL
-        SELECT * FROM (SELECT 1, id, 0, 0, created_at FROM {task}
-                       WHERE submitter_id = %s AND created_at >= %s
-                       ORDER BY created_at DESC LIMIT %s) AS recent
+        SELECT * FROM (
+          SELECT 1, w.id, 0, 0, CASE WHEN length(w.minhash) = %s THEN w.minhash END,
+                 w.instruction
+          FROM (SELECT id, minhash, instruction, created_at FROM {task}
+                WHERE submitter_id = %s AND created_at >= %s
+                ORDER BY created_at DESC LIMIT %s) AS w, (SELECT %s AS sig) AS s
+          WHERE w.minhash IS NULL OR length(w.minhash) <> %s OR {_BAND_MATCH}
+          ORDER BY w.created_at DESC) AS candidates
     """
+    params = [user_id, user_id, user_id, cap, SIGNATURE_BYTES, user_id, since, limit, minhash]
     with connection.cursor() as cursor:
-        cursor.execute(sql, [user_id, user_id, user_id, cap, user_id, since, limit])
+        cursor.execute(sql, [*params, SIGNATURE_BYTES])
         rows = cursor.fetchall()
-    (_, consent, team_id, earlier, _) = next(row for row in rows if row[0] == 0)
-    recent = sorted(
-        ((row[1], _aware(row[4])) for row in rows if row[0] == 1),
-        key=lambda pair: pair[1],
-        reverse=True,
-    )
-    return Submitter(bool(consent), team_id, earlier, recent)
+    (_, consent, team_id, earlier, *_) = next(row for row in rows if row[0] == 0)
+    similar = [Earlier(row[1], row[4], row[5]) for row in rows if row[0] == 1]
+    return Submitter(bool(consent), team_id, earlier, similar)
 
 
-_index = NearDuplicateIndex(max_bytes=64 * 1024**2)
-# A cold process signs at most this many earlier tasks per admission (about 50 µs each,
-# idle); the rest are compared exactly this time and indexed by the next admissions.
-INDEX_PER_CALL = 20
+_cache = TrigramCache(max_bytes=64 * 1024**2)
 
 
-def near_duplicate_index() -> NearDuplicateIndex:
-    """This process's index of earlier tasks (trigrams and LSH bands), bounded by
-    ARENA_DUP_CACHE_BYTES. An instruction never changes once stored, so entries never go
-    stale; created_at in the key keeps a reused id (a database restored or recreated
-    under a running process) from matching."""
-    _index.max_bytes = settings.ARENA.dup_cache_bytes
-    return _index
+def near_duplicate_cache() -> TrigramCache:
+    """This process's trigram sets of earlier tasks, bounded by ARENA_DUP_CACHE_BYTES.
+    Keyed by the task's id and what its trigrams are computed from (the stored
+    signature, or the instruction when there is none), so an entry never goes stale:
+    an id reused for another text (a database restored or recreated under a running
+    process) does not match."""
+    _cache.max_bytes = settings.ARENA.dup_cache_bytes
+    return _cache
 
 
-def near_duplicate_candidates(
-    *, user_id: int, grams: frozenset, recent: list[tuple[int, datetime]]
-) -> list[tuple[int, datetime, frozenset]]:
-    """Of the submitter's ``recent`` tasks (``Submitter.recent``: the database's list,
-    as another process may have admitted the latest), those whose trigrams must be
-    compared with ``grams``, as (id, created_at, trigrams): the ones the LSH index names
-    as candidates, plus every one this process had not indexed yet (read now and
-    compared exactly, so a cold process decides exactly as a warm one)."""
-    index = near_duplicate_index()
-    known = index.lookup(recent)
-    missing = [task_id for task_id, created in recent if (task_id, created) not in known]
-    loaded: dict[int, frozenset] = {}
-    if missing:
-        marks = ", ".join(["%s"] * len(missing))
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT id, instruction FROM {_table(Task)} WHERE id IN ({marks})", missing
-            )
-            loaded = {task_id: trigrams(text) for task_id, text in cursor.fetchall()}
-    created_at = dict(recent)
-    for task_id in list(loaded)[:INDEX_PER_CALL]:
-        index.put((task_id, created_at[task_id]), user_id, loaded[task_id])
-    hits = index.candidates(user_id, grams) & known.keys()
-    found = [(task_id, created, known[(task_id, created)]) for task_id, created in hits]
-    found += [(task_id, created_at[task_id], got) for task_id, got in loaded.items()]
+def near_duplicate_trigrams(*, earlier: list[Earlier]) -> list[tuple[int, frozenset]]:
+    """The trigram sets of ``earlier`` (``Submitter.similar``), in its order, from the
+    cache or split from the instructions read with them."""
+    cache = near_duplicate_cache()
+    keys = [(task.id, task.minhash if task.minhash is not None else task.instruction)
+            for task in earlier]  # fmt: skip
+    known = cache.lookup(keys)
+    found = []
+    for task, key in zip(earlier, keys, strict=True):
+        grams = known.get(key)
+        if grams is None:
+            grams = trigrams(task.instruction)
+            cache.put(key, grams)
+        found.append((task.id, grams))
     return found
 
 
-def near_duplicate_remember(*, task_id: int, created_at: datetime, user_id: int,
-                            grams: frozenset) -> None:  # fmt: skip
-    """Indexes a task just admitted (its submitter's next admissions compare with it)."""
-    near_duplicate_index().put((task_id, created_at), user_id, grams)
+def near_duplicate_remember(*, task_id: int, minhash: bytes, grams: frozenset) -> None:
+    """Caches a task just admitted (its submitter's next admissions may compare with it)."""
+    near_duplicate_cache().put((task_id, minhash), grams)
+
+
+def task_created_at(*, task_id: int) -> datetime:
+    """When the task was created (the earlier task a near-duplicate refusal names)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT created_at FROM {_table(Task)} WHERE id = %s", [task_id])
+        return _aware(cursor.fetchone()[0])
 
 
 def _aware(value: datetime) -> datetime:
     """Raw cursors on SQLite return naive UTC datetimes."""
     return value if timezone.is_aware(value) else value.replace(tzinfo=UTC)
-
-
-def arena_lock(*, slug: str) -> int | None:
-    """Locks the arena's row (the admission lock: concurrent submissions queue here)
-    and returns its id."""
-    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT id FROM {_table(Arena)} WHERE slug = %s{lock}", [slug])
-        row = cursor.fetchone()
-    return row[0] if row else None
 
 
 @dataclass(frozen=True)
@@ -145,54 +164,166 @@ class RosterEntry:
     streaming_rating: float | None
 
 
-def queue_and_roster(*, arena_id: int, team_id: int) -> tuple[int, int, list[RosterEntry]]:
-    """Queued battles in the arena and those of the team, and the active (not retired,
-    not paused) agents with their rating state by id, in one statement. A statement of
-    its own after the arena lock: under READ COMMITTED it then sees every battle
-    committed by the submissions that held the lock before."""
+@dataclass(frozen=True)
+class Locked:
+    arena_id: int
+    queued: int  # battles queued in the arena
+    queued_team: int  # of those, the team's
+    roster: list[RosterEntry]  # the arena's active agents, by id
+
+
+def _one_round_trip() -> bool:
+    """Whether several statements can go in one ``execute``: PostgreSQL with
+    client-side binding (Django's default) sends them as one simple query."""
+    options = connection.settings_dict.get("OPTIONS") or {}
+    return connection.vendor == "postgresql" and not options.get("server_side_binding")
+
+
+def admission_lock(*, slug: str, team_id: int) -> Locked | None:
+    """Locks the arena's row (the admission lock: concurrent submissions queue here),
+    then counts its queued battles (all, and the team's) and reads its active (not
+    retired, not paused) agents with their rating state, in a statement of its own:
+    under READ COMMITTED that statement takes its snapshot after the lock was granted,
+    so it sees every battle committed by the submissions that held the lock before.
+    On PostgreSQL both statements go in one round trip (one simple query of two
+    statements, each with its own snapshot). None when no arena has that slug.
+    Call inside the admission transaction."""
+    arena = _table(Arena)
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    locking = f"SELECT id FROM {arena} WHERE slug = %s{lock}"
+    counting = (
+        f"SELECT q.total, q.team, a.id, a.team_id, a.step_budget, a.wall_budget_s, "
+        f"r.rated_battles, r.streaming_rating "
+        f"FROM (SELECT COUNT(*) AS total, "
+        f"      COALESCE(SUM(CASE WHEN team_id = %s THEN 1 ELSE 0 END), 0) AS team "
+        f"      FROM {_table(Battle)} WHERE status = %s "
+        f"      AND arena_id = (SELECT id FROM {arena} WHERE slug = %s)) q "
+        f"LEFT JOIN {_table(Agent)} a ON a.arena_id = (SELECT id FROM {arena} WHERE slug = %s) "
+        f"     AND a.retired_at IS NULL AND a.is_paused = %s "
+        f"LEFT JOIN {_table(AgentRating)} r ON r.agent_id = a.id "
+        f"ORDER BY a.id"
+    )
+    counting_params = [team_id, Battle.Status.QUEUED, slug, slug, False]
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT q.total, q.team, a.id, a.team_id, a.step_budget, a.wall_budget_s, "
-            f"r.rated_battles, r.streaming_rating "
-            f"FROM (SELECT COUNT(*) AS total, "
-            f"      COALESCE(SUM(CASE WHEN team_id = %s THEN 1 ELSE 0 END), 0) AS team "
-            f"      FROM {_table(Battle)} WHERE arena_id = %s AND status = %s) q "
-            f"LEFT JOIN {_table(Agent)} a ON a.arena_id = %s AND a.retired_at IS NULL "
-            f"     AND a.is_paused = %s "
-            f"LEFT JOIN {_table(AgentRating)} r ON r.agent_id = a.id "
-            f"ORDER BY a.id",
-            [team_id, arena_id, Battle.Status.QUEUED, arena_id, False],
-        )
+        if _one_round_trip():
+            cursor.execute(f"{locking}; {counting}", [slug, *counting_params])
+            found = cursor.fetchall()
+            cursor.nextset()
+        else:
+            cursor.execute(locking, [slug])
+            found = cursor.fetchall()
+            cursor.execute(counting, counting_params)
         rows = cursor.fetchall()
-    total, team = rows[0][0], rows[0][1]
+    if not found:
+        return None
     roster = [
         RosterEntry(row[2], row[3], row[4], row[5], row[6] or 0, row[7])
         for row in rows
         if row[2] is not None
     ]
-    return total, team, roster
+    return Locked(found[0][0], rows[0][0], rows[0][1], roster)
+
+
+@functools.cache
+def _insert_columns(model: type[Model]) -> tuple[tuple, tuple[str, ...]]:
+    """The model's fields to INSERT (all concrete ones but the primary key) and their
+    quoted column names."""
+    fields = tuple(field for field in model._meta.concrete_fields if not field.primary_key)
+    return fields, tuple(connection.ops.quote_name(field.column) for field in fields)
+
+
+def _values(obj: Model, links: dict[str, str]) -> tuple[tuple[str, ...], str, list]:
+    """The columns, the VALUES row and its parameters to INSERT ``obj`` (an unsaved
+    model instance). Field defaults, ``auto_now_add`` and value conversion are the
+    fields' own (``pre_save``, ``get_db_prep_save``); a column named in ``links`` takes
+    that SQL instead of a parameter (the id of a row inserted by the same statement),
+    and a null is written as NULL."""
+    fields, columns = _insert_columns(type(obj))
+    marks, params = [], []
+    for field in fields:
+        if field.column in links:
+            marks.append(links[field.column])
+            continue
+        value = field.get_db_prep_save(field.pre_save(obj, add=True), connection)
+        if value is None:  # fewer parameters: psycopg caches the parsing of ≤ 50
+            marks.append("NULL")
+        else:
+            marks.append("%s")
+            params.append(value)
+    return columns, "(" + ", ".join(marks) + ")", params
+
+
+def _saved(obj: Model, pk: int) -> None:
+    obj.pk = pk
+    obj._state.adding = False
+    obj._state.db = connection.alias
 
 
 def rows_insert(*objs: Model) -> None:
     """INSERTs ``objs`` (unsaved model instances, all of one model) in one statement and
-    sets their primary keys. Field defaults, ``auto_now_add`` and value conversion are
-    the fields' own (``pre_save``, ``get_db_prep_save``); no signals are sent (the
-    arena uses none)."""
+    sets their primary keys. No signals are sent (the arena uses none)."""
     meta = objs[0]._meta
-    fields = [f for f in meta.concrete_fields if not f.primary_key]
+    rows = [_values(obj, {}) for obj in objs]
     quote = connection.ops.quote_name
-    values, params = [], []
-    for obj in objs:
-        values.append("(" + ", ".join(["%s"] * len(fields)) + ")")
-        params += [f.get_db_prep_save(f.pre_save(obj, add=True), connection) for f in fields]
     sql = (
-        f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
-        f"VALUES {', '.join(values)} RETURNING {quote(meta.pk.column)}"
+        f"INSERT INTO {quote(meta.db_table)} ({', '.join(rows[0][0])}) "
+        f"VALUES {', '.join(row[1] for row in rows)} RETURNING {quote(meta.pk.column)}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [param for row in rows for param in row[2]])
+        ids = [row[0] for row in cursor.fetchall()]
+    for obj, pk in zip(objs, ids, strict=True):
+        _saved(obj, pk)
+
+
+def battle_and_runs_insert(*, battle: Battle, runs: list[Run]) -> None:
+    """INSERTs a battle of a stored task and its runs (unsaved; each run's ``battle`` is
+    ``battle``) and sets their primary keys, in two statements."""
+    battle.task_id = battle.task.pk  # the task had no id yet when the battle was built
+    rows_insert(battle)
+    for run in runs:
+        run.battle = battle
+    rows_insert(*runs)
+
+
+def task_battle_runs_insert(*, task: Task, battle: Battle, runs: list[Run]) -> None:
+    """INSERTs a new task, its battle and the battle's runs (unsaved; ``battle.task``
+    is ``task`` and each run's ``battle`` is ``battle``) and sets their primary keys.
+    On PostgreSQL in one statement (data-modifying CTEs, each row taking the id the
+    INSERT before it returned), elsewhere in three."""
+    if connection.vendor != "postgresql":
+        rows_insert(task)
+        battle_and_runs_insert(battle=battle, runs=runs)
+        return
+    side = connection.ops.quote_name(Run._meta.get_field("side").column)
+    task_columns, task_row, params = _values(task, {})
+    battle_columns, battle_row, battle_params = _values(
+        battle, {Battle._meta.get_field("task").column: "(SELECT id FROM t)"}
+    )
+    params += battle_params
+    run_rows = []
+    for run in runs:
+        run_columns, run_row, run_params = _values(
+            run, {Run._meta.get_field("battle").column: "(SELECT id FROM b)"}
+        )
+        run_rows.append(run_row)
+        params += run_params
+    sql = (
+        f"WITH t AS (INSERT INTO {_table(Task)} ({', '.join(task_columns)}) "
+        f"VALUES {task_row} RETURNING id), "
+        f"b AS (INSERT INTO {_table(Battle)} ({', '.join(battle_columns)}) "
+        f"VALUES {battle_row} RETURNING id), "
+        f"r AS (INSERT INTO {_table(Run)} ({', '.join(run_columns)}) "
+        f"VALUES {', '.join(run_rows)} RETURNING id, {side}) "
+        f"SELECT (SELECT id FROM t), (SELECT id FROM b), r.id, r.{side} FROM r"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        ids = [row[0] for row in cursor.fetchall()]
-    for obj, pk in zip(objs, ids, strict=True):
-        obj.pk = pk
-        obj._state.adding = False
-        obj._state.db = connection.alias
+        rows = cursor.fetchall()
+    _saved(task, rows[0][0])
+    battle.task = task
+    _saved(battle, rows[0][1])
+    run_ids = {run_side: pk for _, _, pk, run_side in rows}
+    for run in runs:
+        run.battle = battle
+        _saved(run, run_ids[run.side])

@@ -13,6 +13,15 @@ class Task(models.Model):
     instruction = models.TextField()
     start_url = models.URLField(max_length=2000, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # The near-duplicate check's MinHash signature of the instruction's word trigrams
+    # (battles.similarity.signature), written at admission so that a freshly started
+    # process reads it instead of recomputing it. Null for tasks created another way
+    # (imports, tournaments) or before it existed: the check then reads the instruction.
+    minhash = models.BinaryField(
+        null=True,
+        editable=False,
+        help_text="MinHash signature of the instruction (48 little-endian uint32).",
+    )
 
     class Meta:
         indexes = [models.Index(fields=["submitter", "-created_at"], name="task_submitter_recent")]

@@ -4,7 +4,7 @@ LSH banding that chooses which earlier tasks to compute it for. Pure."""
 import re
 import sys
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from threading import Lock
 
@@ -52,38 +52,55 @@ def most_similar(
 #   J = 0.2: 0.62                J = 0.05: 0.06          missed only with that probability)
 # A false positive costs one exact Jaccard and never changes the decision; a false
 # negative lets a near-duplicate through with the probability above (at J = θ; less
-# above it). Tokens are hashed with datasketch's sha1_hash32, so signatures do not
-# depend on the process (PYTHONHASHSEED).
+# above it). Tokens are hashed with datasketch's sha1_hash32 and the permutations come
+# from a fixed seed, so a signature is the same in every process (PYTHONHASHSEED plays
+# no part) and can be stored with the task: SIGNATURE_BYTES little-endian bytes. Changing
+# NUM_PERM, BANDS or _SEED changes every signature, so stored ones would have to be
+# cleared (one of another length is ignored: that task is compared by its instruction).
 NUM_PERM = 48
 BANDS = 24
 ROWS = NUM_PERM // BANDS
 _SEED = 13
+_DTYPE = np.dtype("<u4")
+SIGNATURE_BYTES = NUM_PERM * _DTYPE.itemsize
 
 
 # Computed once: a MinHash given its permutations skips drawing them.
 _PERMUTATIONS = MinHash(num_perm=NUM_PERM, seed=_SEED).permutations
 
 
-def signature(grams: frozenset) -> np.ndarray:
-    """The MinHash signature of a trigram set: NUM_PERM unsigned 32-bit values."""
+def signature(grams: frozenset) -> bytes:
+    """The MinHash signature of a trigram set: NUM_PERM unsigned 32-bit values,
+    little-endian (SIGNATURE_BYTES bytes, the form stored with the task)."""
     sketch = MinHash(num_perm=NUM_PERM, seed=_SEED, permutations=_PERMUTATIONS, scheme="affine32")
     sketch.update_batch(["\x1f".join(gram).encode() for gram in grams])
-    return sketch.hashvalues
+    return sketch.hashvalues.astype(_DTYPE).tobytes()
 
 
-def band_keys(scope: int, sig: np.ndarray) -> list[int]:
-    """The signature's BANDS band keys within ``scope`` (the submitter: only their own
-    tasks are ever candidates), as Python ints (hashes of the band's bytes)."""
-    raw = sig.tobytes()
-    width = ROWS * sig.itemsize
-    return [hash((scope, band, raw[band * width : (band + 1) * width])) for band in range(BANDS)]
+def band_offsets() -> list[tuple[int, int]]:
+    """Where each of the BANDS bands lies in a signature's bytes, as (offset, length):
+    two signatures are LSH candidates when the bytes of some band are equal (admission
+    compares them in its SQL)."""
+    width = ROWS * _DTYPE.itemsize
+    return [(start, width) for start in range(0, SIGNATURE_BYTES, width)]
 
 
-# What an index entry costs beyond its trigram set: the entry record and its slot in the
-# LRU, and per band the dict slot (load ≤ 2/3), the band key's int; measured with
-# tracemalloc (tests/battles/test_admission_lsh.py checks the total stays under the bound).
+def lsh_candidates(sig: bytes, earlier: Sequence[bytes]) -> list[int]:
+    """The positions in ``earlier`` (signatures, each SIGNATURE_BYTES long) of those
+    sharing at least one band with ``sig``: the tasks to compare exactly. The rule the
+    admission statement applies in the database (battles.admission_db), here for
+    tests and tools."""
+    if not earlier:
+        return []
+    bands = np.frombuffer(b"".join(earlier), dtype=_DTYPE).reshape(len(earlier), BANDS, ROWS)
+    mine = np.frombuffer(sig, dtype=_DTYPE).reshape(BANDS, ROWS)
+    return np.flatnonzero((bands == mine).all(axis=2).any(axis=1)).tolist()
+
+
+# What an entry costs beyond its trigram set and its key's parts: the entry record, the
+# key tuple and its slot in the LRU; measured with tracemalloc
+# (tests/battles/test_admission_lsh.py checks the total stays under the bound).
 _ENTRY_BYTES = 200
-_BAND_BYTES = 90
 
 
 def _grams_bytes(grams: frozenset) -> int:
@@ -96,33 +113,20 @@ def _grams_bytes(grams: frozenset) -> int:
 @dataclass(frozen=True)
 class _Entry:
     grams: frozenset
-    bands: tuple[int, ...]
     nbytes: int
 
 
-class NearDuplicateIndex:
-    """Earlier tasks' trigram sets and LSH band keys by key (the task's id and creation
-    time), each within its scope (the submitter), bounded by BYTES: past ``max_bytes``
-    the least recently used entries go (a miss only means reading that instruction
-    again). Thread-safe; nothing here decides, it only finds candidates."""
+class TrigramCache:
+    """Earlier tasks' trigram sets by key (the task's id and its signature), bounded by
+    BYTES: past ``max_bytes`` the least recently used entries go (a miss only means
+    reading that instruction again). Only the LSH candidates' sets are ever needed, so
+    this saves a read, never a decision. Thread-safe."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.nbytes = 0
         self._entries: OrderedDict[Hashable, _Entry] = OrderedDict()
-        self._bands: dict[int, Hashable | list] = {}  # band key → a key, or a list of them
         self._lock = Lock()
-        # The last set's band keys: admission asks for candidates, then indexes the same
-        # set (the same object) once the task is stored; a signature is ~50 µs.
-        self._last: tuple[int, frozenset, tuple[int, ...]] | None = None
-
-    def _band_keys(self, scope: int, grams: frozenset) -> tuple[int, ...]:
-        last = self._last
-        if last is not None and last[0] == scope and last[1] is grams:
-            return last[2]
-        bands = tuple(band_keys(scope, signature(grams)))
-        self._last = (scope, grams, bands)
-        return bands
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -147,56 +151,21 @@ class NearDuplicateIndex:
                     found[key] = entry.grams
         return found
 
-    def put(self, key: Hashable, scope: int, grams: frozenset) -> None:
-        bands = self._band_keys(scope, grams)
-        entry = _Entry(grams, bands, _ENTRY_BYTES + _grams_bytes(grams) + _BAND_BYTES * BANDS)
+    def put(self, key: tuple, grams: frozenset) -> None:
+        """Holds ``grams`` under ``key`` (a tuple: its parts count towards the bound)."""
+        size = _ENTRY_BYTES + _grams_bytes(grams) + sum(sys.getsizeof(part) for part in key)
+        entry = _Entry(grams, size)
         with self._lock:
             if key in self._entries:
                 self._entries.move_to_end(key)
                 return
             self._entries[key] = entry
             self.nbytes += entry.nbytes
-            for band in bands:
-                held = self._bands.get(band)
-                if held is None:
-                    self._bands[band] = key
-                elif isinstance(held, list):
-                    held.append(key)
-                else:
-                    self._bands[band] = [held, key]
             while self.nbytes > self.max_bytes and self._entries:
-                self._evict()
-
-    def _evict(self) -> None:
-        key, entry = self._entries.popitem(last=False)
-        self.nbytes -= entry.nbytes
-        for band in entry.bands:
-            held = self._bands.get(band)
-            if isinstance(held, list):
-                held.remove(key)
-                if len(held) == 1:
-                    self._bands[band] = held[0]
-            elif held == key:
-                del self._bands[band]
-
-    def candidates(self, scope: int, grams: frozenset) -> set:
-        """Keys of the scope's entries sharing a band with ``grams`` (see BANDS)."""
-        found: set = set()
-        bands = self._band_keys(scope, grams)
-        with self._lock:
-            for band in bands:
-                held = self._bands.get(band)
-                if held is None:
-                    continue
-                if isinstance(held, list):
-                    found.update(held)
-                else:
-                    found.add(held)
-        return found
+                _, gone = self._entries.popitem(last=False)
+                self.nbytes -= gone.nbytes
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
-            self._bands.clear()
             self.nbytes = 0
-            self._last = None

@@ -6,7 +6,7 @@ import logging
 import math
 import random
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -29,7 +29,7 @@ from battles.classify import classify
 from battles.matchmaking import Candidate, draw_pair
 from battles.models import Battle, Task
 from battles.services.creation import Entrant, battle_enqueue, battle_rows, redundancy_draw
-from battles.similarity import most_similar, trigrams
+from battles.similarity import most_similar, signature, trigrams
 from sandboxes.netpolicy import EgressRefused, check_url, default_resolver
 
 logger = logging.getLogger(__name__)
@@ -119,23 +119,20 @@ class Conversation(Exception):
         self.reply = reply
 
 
-def _near_duplicate_check(
-    *, user_id: int, grams: frozenset, recent: list[tuple[int, datetime]]
-) -> None:
-    """SPEC §2: refuse when J ≥ θ against any of the submitter's tasks of the window
-    (``recent``: at most the newest DUP_MAX_TASKS). J is computed exactly, for the
-    candidates the LSH index names (battles/similarity.py: a task with J ≥ θ is missed
-    with probability ≤ 1.8e-4) and every task this process had not indexed yet."""
+def _near_duplicate_check(*, grams: frozenset, similar: list[admission_db.Earlier]) -> None:
+    """SPEC §2: refuse when J ≥ θ against any of the submitter's tasks of the window (at
+    most the newest DUP_MAX_TASKS). J is computed exactly, for ``similar``
+    (``Submitter.similar``): the tasks whose stored MinHash signatures share an LSH
+    band with the new one's (battles/similarity.py: a task with J ≥ θ is missed with
+    probability ≤ 1.8e-4) and every task stored without a signature."""
     arena = settings.ARENA
-    found = admission_db.near_duplicate_candidates(user_id=user_id, grams=grams, recent=recent)
-    when = {task_id: created for task_id, created, _ in found}
     # Newest first, as the old full scan: of equal scores the newest task is named.
-    found.sort(key=lambda row: row[1], reverse=True)
-    earlier, score = most_similar(grams, ((task_id, known) for task_id, _, known in found))
+    earlier, score = most_similar(grams, admission_db.near_duplicate_trigrams(earlier=similar))
     if earlier is not None and score >= arena.dup_theta:
+        when = admission_db.task_created_at(task_id=earlier)
         raise ApplicationError(
             f"This task is nearly the same as your task #{earlier} of "
-            f"{when[earlier]:%Y-%m-%d %H:%M} UTC (similarity {score:.2f} ≥ "
+            f"{when:%Y-%m-%d %H:%M} UTC (similarity {score:.2f} ≥ "
             f"{arena.dup_theta}); change it to submit a new one.",
             code="near_duplicate",
             status=409,
@@ -158,26 +155,23 @@ def task_check_admissible(*, user: AbstractBaseUser) -> None:
         raise _consent_refused()
 
 
-def _queue_check(*, arena_id: int, team_id: int) -> list[admission_db.RosterEntry]:
-    """Bounded admission; returns the arena's active roster (read in the same
-    statement). Called with the arena row locked, so concurrent submissions count each
-    other."""
-    total, team, roster = admission_db.queue_and_roster(arena_id=arena_id, team_id=team_id)
-    if total >= settings.ARENA.queue_max:
+def _queue_check(*, locked: admission_db.Locked) -> None:
+    """Bounded admission, on the counts read with the arena row locked, so concurrent
+    submissions count each other."""
+    if locked.queued >= settings.ARENA.queue_max:
         raise ApplicationError(
             "The arena's queue is full; try again shortly.",
             code="queue_full",
             status=429,
             headers={"Retry-After": "60"},
         )
-    if team >= settings.ARENA.team_queue_quota:
+    if locked.queued_team >= settings.ARENA.team_queue_quota:
         raise ApplicationError(
             "Your team has the maximum number of queued tasks; wait for some to start.",
             code="team_quota",
             status=429,
             headers={"Retry-After": "60"},
         )
-    return roster
 
 
 def _candidate(entry: admission_db.RosterEntry) -> Candidate:
@@ -225,22 +219,31 @@ def task_submit(
     before the arena row is locked, and moved into place inside the transaction; if
     it fails, the files this call wrote are removed again."""
     arena = settings.ARENA
+    # The near-duplicate candidates are read with the consent, so the task's signature
+    # comes first; a refusal of the instruction itself still comes after consent's.
+    try:
+        text, refused = _check_instruction(instruction), None
+    except ApplicationError as exc:
+        text, refused = "", exc
+    grams = trigrams(text)
+    minhash = signature(grams)
     submitter = admission_db.submitter_context(
         user_id=user.pk,
         cap=arena.calibration_tasks,
         since=timezone.now() - timedelta(days=arena.dup_window_days),
         limit=arena.dup_max_tasks,
+        minhash=minhash,
     )
     if not submitter.consent_current:
         raise _consent_refused()
-    text = _check_instruction(instruction)
+    if refused is not None:
+        raise refused
     pending = attachments_check(list(attachments))
     verdict = classify(text)
     if not verdict.is_task:
         raise Conversation(verdict.reply)
     url = _check_start_url(start_url)
-    grams = trigrams(text)
-    _near_duplicate_check(user_id=user.pk, grams=grams, recent=submitter.recent)
+    _near_duplicate_check(grams=grams, similar=submitter.similar)
     if submitter.team_id is None:
         raise ApplicationError("Your account belongs to no team.", code="no_team", status=403)
     calibration = (
@@ -253,6 +256,7 @@ def task_submit(
             user=user,
             team_id=submitter.team_id,
             text=text,
+            minhash=minhash,
             url=url,
             staged=staged,
             calibration=calibration,
@@ -261,9 +265,7 @@ def task_submit(
     except BaseException:
         staged.discard()
         raise
-    admission_db.near_duplicate_remember(
-        task_id=battle.task.pk, created_at=battle.task.created_at, user_id=user.pk, grams=grams
-    )
+    admission_db.near_duplicate_remember(task_id=battle.task_id, minhash=minhash, grams=grams)
     return battle
 
 
@@ -272,6 +274,7 @@ def _task_create(
     user: AbstractBaseUser,
     team_id: int,
     text: str,
+    minhash: bytes,
     url: str,
     staged: Staged,
     calibration: bool,
@@ -280,15 +283,14 @@ def _task_create(
     """The "do" half of admission: the queue bound, the draw and every row, under the
     arena's row lock."""
     with transaction.atomic():
-        arena_id = admission_db.arena_lock(slug=PUBLIC_ARENA_SLUG)
-        if arena_id is None:  # a flushed database lost the migration's row
+        locked = admission_db.admission_lock(slug=PUBLIC_ARENA_SLUG, team_id=team_id)
+        if locked is None:  # a flushed database lost the migration's row
             Arena.objects.public()
-            arena_id = admission_db.arena_lock(slug=PUBLIC_ARENA_SLUG)
+            locked = admission_db.admission_lock(slug=PUBLIC_ARENA_SLUG, team_id=team_id)
+        _queue_check(locked=locked)
         # A team's own agents never meet its tasks (SPEC §5.1 conflicts of interest).
         roster = [
-            entry
-            for entry in _queue_check(arena_id=arena_id, team_id=team_id)
-            if entry.team_id is None or entry.team_id != team_id
+            entry for entry in locked.roster if entry.team_id is None or entry.team_id != team_id
         ]
         if len(roster) < 2:
             raise ApplicationError(
@@ -304,23 +306,27 @@ def _task_create(
             kappa=settings.ARENA.match_kappa,
             epsilon=settings.ARENA.match_epsilon,
         )
-        task = Task(team_id=team_id, submitter=user, instruction=text, start_url=url)
-        admission_db.rows_insert(task)
-        attachments_store(task=task, staged=staged)
+        task = Task(
+            team_id=team_id, submitter=user, instruction=text, start_url=url, minhash=minhash
+        )
         by_id = {e.agent_id: Entrant(e.agent_id, e.team_id, e.step_budget, e.wall_budget_s)
                  for e in roster}  # fmt: skip
         battle, runs = battle_rows(
-            arena_id=arena_id,
+            arena_id=locked.arena_id,
             task=task,
             side_a=by_id[side_a],
             side_b=by_id[side_b],
             redundancy_target=redundancy_draw(rng),
             is_calibration=pair is not None,
         )
-        admission_db.rows_insert(battle)
-        for run in runs:
-            run.battle = battle  # now that it has its id
-        admission_db.rows_insert(*runs)
+        if staged.files:
+            # The files are stored under the task's id, between its INSERT and the
+            # battle's; a later failure still undoes them (the caller discards them).
+            admission_db.rows_insert(task)
+            attachments_store(task=task, staged=staged)
+            admission_db.battle_and_runs_insert(battle=battle, runs=runs)
+        else:
+            admission_db.task_battle_runs_insert(task=task, battle=battle, runs=runs)
         battle_id = battle.pk
         transaction.on_commit(lambda: battle_enqueue(battle_id))
     return battle

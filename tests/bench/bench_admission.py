@@ -3,12 +3,14 @@
 - admission: ``task_submit`` end to end (consent, classifier, near-duplicate check
   against the submitter's 200 most recent tasks, the locked queue bound, the draw, the
   rows) on the database of DATABASE_URL (a throwaway test database is created and
-  dropped). The near-duplicate check is MinHash/LSH candidates + exact Jaccard on them;
-  the same-run reference is ``task_submit`` with the previous check (exact Jaccard
-  against every one of the 200, trigram sets cached per process), interleaved call by
-  call. Measured warm (this process has indexed the earlier tasks) and cold (the index
-  or cache emptied before every call, as in a freshly started worker); the check alone
-  is timed too;
+  dropped). The near-duplicate check is MinHash/LSH candidates from the signatures
+  stored with the tasks + exact Jaccard on them; the same-run reference is
+  ``task_submit`` with the previous check (exact Jaccard against every one of the 200,
+  trigram sets cached per process), interleaved call by call. Measured warm (this
+  process has cached the earlier tasks' trigrams) and cold (the cache emptied before
+  every call, as in a freshly started worker); cold again with the 200 earlier tasks
+  stored without signatures (as before migration 0013, or created by an import); the
+  check alone is timed too;
 - matchmaker: one draw for 200 agents, ours against a numpy reference of the same
   distribution.
 Targets (issue #13): admission p50 ≤ 3 ms; a draw ≤ 1.5 × the numpy reference.
@@ -17,6 +19,7 @@ Run: DATABASE_URL=postgres://postgres@127.0.0.1:5432/arena \
      .venv/bin/python tests/bench/bench_admission.py
 """
 
+import functools
 import json
 import os
 import random
@@ -79,10 +82,11 @@ def bench_matchmaker() -> dict:
 _old_cache: dict = {}
 
 
-def old_near_duplicate_check(*, user_id: int, grams: frozenset, recent=None) -> None:
+def old_near_duplicate_check(*, user_id: int, grams: frozenset, similar=None) -> None:
     """The check before MinHash/LSH (the same-run reference): the ids of the 200 recent
-    tasks by a query of its own (``recent`` is not used), their trigram sets from a
-    per-process cache (instructions read for misses), exact Jaccard against every one."""
+    tasks by a query of its own (``similar``, the LSH candidates, is not used), their
+    trigram sets from a per-process cache (instructions read for misses), exact Jaccard
+    against every one."""
     from datetime import timedelta
 
     from django.conf import settings
@@ -153,12 +157,15 @@ def bench_admission() -> dict:
     from django.utils import timezone
 
     import battles.services.admission as admission
-    from battles.admission_db import near_duplicate_index, submitter_context
-    from battles.similarity import trigrams
+    from battles.admission_db import near_duplicate_cache, submitter_context
+    from battles.models import Task
+    from battles.similarity import signature, trigrams
 
     new_check = admission._near_duplicate_check
+    old_check = functools.partial(old_near_duplicate_check, user_id=user.pk)
     samples: dict[str, list[float]] = {
-        k: [] for k in ("warm", "warm_old", "cold", "cold_old", "check", "check_old")
+        k: []
+        for k in ("warm", "warm_old", "cold", "cold_old", "cold_unsigned", "check", "check_old")
     }
 
     def submit(check, key: str, clear) -> None:
@@ -176,31 +183,46 @@ def bench_admission() -> dict:
         try:
             for _ in range(200):  # the 200 recent tasks the check compares against
                 task_submit(user=user, instruction=instruction(), rng=rng)
+            with django.db.connection.cursor() as cursor:
+                # Planner statistics, as a live database has them (autovacuum would
+                # otherwise gather them at some point of the run, changing the plans).
+                cursor.execute("ANALYZE")
             for _ in range(20):  # both paths warm
                 submit(new_check, "warm", nothing)
-                submit(old_near_duplicate_check, "warm_old", nothing)
+                submit(old_check, "warm_old", nothing)
             for key in samples:
                 samples[key].clear()
             for _ in range(300):  # interleaved: both see the same load
                 submit(new_check, "warm", nothing)
-                submit(old_near_duplicate_check, "warm_old", nothing)
+                submit(old_check, "warm_old", nothing)
             for _ in range(60):
-                submit(new_check, "cold", near_duplicate_index().clear)
-                submit(old_near_duplicate_check, "cold_old", _old_cache.clear)
+                submit(new_check, "cold", near_duplicate_cache().clear)
+                submit(old_check, "cold_old", _old_cache.clear)
         finally:
             admission._near_duplicate_check = new_check
-        for _ in range(300):  # the check alone, warm (the new one with its id query)
+        for _ in range(300):  # the check alone, warm (the new one with its context statement)
             grams = trigrams(instruction())
             t = time.perf_counter()
-            recent = submitter_context(
-                user_id=user.pk, cap=3, since=timezone.now() - timedelta(days=7), limit=200
-            ).recent
-            new_check(user_id=user.pk, grams=grams, recent=recent)
+            similar = submitter_context(
+                user_id=user.pk,
+                cap=3,
+                since=timezone.now() - timedelta(days=7),
+                limit=200,
+                minhash=signature(grams),
+            ).similar
+            new_check(grams=grams, similar=similar)
             samples["check"].append(time.perf_counter() - t)
             t = time.perf_counter()
-            old_near_duplicate_check(user_id=user.pk, grams=grams)
+            old_check(grams=grams)
             samples["check_old"].append(time.perf_counter() - t)
-    index = near_duplicate_index()
+
+        def unsigned_cold() -> None:
+            Task.objects.filter(submitter=user, minhash__isnull=False).update(minhash=None)
+            near_duplicate_cache().clear()
+
+        for _ in range(30):  # last: the earlier tasks lose their signatures
+            submit(new_check, "cold_unsigned", unsigned_cold)
+    index = near_duplicate_cache()
     return {
         "database": django.db.connection.vendor,
         "recent_tasks_compared": 200,
@@ -208,13 +230,14 @@ def bench_admission() -> dict:
         "task_submit_warm_old_check": summary(samples["warm_old"]),
         "task_submit_cold": summary(samples["cold"]),
         "task_submit_cold_old_check": summary(samples["cold_old"]),
-        # The new check's id query is the submitter-context statement (merged with it in
-        # task_submit), timed here with the check.
+        "task_submit_cold_no_stored_signatures": summary(samples["cold_unsigned"]),
+        # The new check's window query is the submitter-context statement (merged with it
+        # in task_submit), timed here with the check, and so is the new task's signature.
         "near_duplicate_check_only_warm": summary(samples["check"]),
         "near_duplicate_check_only_warm_old": summary(samples["check_old"]),
-        "index_entries": len(index),
-        "index_bytes": index.nbytes,
-        "index_bound_bytes": index.max_bytes,
+        "trigram_cache_entries": len(index),
+        "trigram_cache_bytes": index.nbytes,
+        "trigram_cache_bound_bytes": index.max_bytes,
     }
 
 

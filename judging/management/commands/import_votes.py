@@ -33,6 +33,7 @@ from tqdm import tqdm
 from accounts.models import Team
 from agents.models import Agent, Arena
 from battles.models import Battle, Task
+from battles.similarity import signature, trigrams
 from judging.models import Vote
 from judging.services import battle_decide
 from ratings import cli
@@ -157,7 +158,9 @@ class Command(BaseCommand):
         task_rows = {}
         for value in OrderedDict.fromkeys(tasks):
             text = value or f"Imported judgments from {path.name} (the file names no task)."
-            task_rows[value] = Task.objects.create(team=team, submitter=submitter, instruction=text)
+            task_rows[value] = Task.objects.create(
+                team=team, submitter=submitter, instruction=text, minhash=signature(trigrams(text))
+            )
         vote_import = VoteImport.objects.create(
             arena=arena,
             digest=digest,
