@@ -6,7 +6,7 @@ Environment:
   VOTES_OUT     where to write every answer (JSON lines: t, ms, status, vote, code)
   VOTES_HOSTS   comma-separated base URLs the users are spread over
   VOTES_STEPS   offered rates in votes/s, e.g. "10,25,50"; VOTES_STEP_S seconds each
-  VOTES_PER_USER  votes/s one user offers (constant_throughput); the step's users are
+  VOTES_PER_USER  votes/s one user offers (a fixed schedule each); the step's users are
                 rate / VOTES_PER_USER, so a slow answer does not lower the offered rate
                 until a user waits longer than 1 / VOTES_PER_USER
 
@@ -21,7 +21,7 @@ import time
 from collections import deque
 
 import gevent
-from locust import LoadTestShape, constant_throughput, events, task
+from locust import LoadTestShape, events, task
 from locust.contrib.fasthttp import FastHttpUser
 
 ITEMS = deque(json.load(open(os.environ["VOTES_ITEMS"])))  # noqa: SIM115
@@ -36,14 +36,26 @@ _next_host = [0]
 
 
 class Judge(FastHttpUser):
-    wait_time = constant_throughput(PER_USER)
     host = HOSTS[0]
     connection_timeout = 10.0
     network_timeout = 30.0
 
     def on_start(self) -> None:
-        self.base = HOSTS[_next_host[0] % len(HOSTS)]
+        index = _next_host[0]
+        self.base = HOSTS[index % len(HOSTS)]
         _next_host[0] += 1
+        # Each user votes on a fixed schedule of its own: every 1 / PER_USER s from its own
+        # phase, spread evenly whatever their number (the golden ratio's multiples modulo
+        # 1). Locust's constant_throughput keeps the phase users were spawned at, and
+        # users spawned together then vote in bursts of all of them at the same instant:
+        # an offered rate would be a train of bursts, not evenly spaced votes.
+        gevent.sleep((index * 0.6180339887 % 1.0) / PER_USER)
+        self.due = time.monotonic()
+
+    def wait_time(self) -> float:
+        """Until this user's next vote is due (0 when it is late: it catches up)."""
+        self.due += 1.0 / PER_USER
+        return max(0.0, self.due - time.monotonic())
 
     @task
     def vote(self) -> None:
@@ -54,7 +66,7 @@ class Judge(FastHttpUser):
         sent = time.time()
         with self.client.post(
             f"{self.base}/api/battles/{battle}/votes/",
-            data=json.dumps({"choice": "A"}),
+            data=json.dumps({"choice": "A"}).encode(),
             headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
             catch_response=True,
         ) as response:
@@ -95,9 +107,7 @@ class Ramp(LoadTestShape):
         if step >= 2 and _answered_share(step - 2) < 0.5:
             return None
         users = max(1, math.ceil(STEPS[step] / PER_USER))
-        # Spawned over one period (1 / PER_USER s), the users' votes are spread evenly:
-        # all spawned at once, they would vote in bursts of `users` at the same instant.
-        return users, users * PER_USER
+        return users, max(users, 50)
 
 
 def _answered_share(step: int) -> float:
