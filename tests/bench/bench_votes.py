@@ -277,7 +277,7 @@ def ramp(daphnes: Daphnes, items: list[tuple[str, int]], steps: list[int], step_
         "VOTES_HOSTS": daphnes.base,
         "VOTES_STEPS": ",".join(map(str, steps)),
         "VOTES_STEP_S": str(step_s),
-        "VOTES_PER_USER": os.environ.get("BENCH_VOTES_PER_USER", "2"),
+        "VOTES_PER_USER": "2",
     }
     cpu_before = _cpu_s(daphnes)
     started = time.monotonic()
