@@ -16,7 +16,10 @@ PostgreSQL, and the vote POST's own latency against same-run floors.
    After each run the database is checked: every 201 is a stored vote (and every stored
    vote was answered 201), and every decided battle's streaming rating moved exactly
    once (battles carrying their streaming deltas = decided battles, and the agents'
-   rated-battle counts sum to twice that).
+   rated-battle counts sum to twice that). ``ramp_undo_window_10s``: the same with the
+   default 10 s undo window, as deployed: the request stores the vote and schedules
+   its decision; no judging worker runs (its CPU would be the server's), and after the
+   run the sweep decides every battle whose window has passed, before the check.
 
 The client shares the machine's cores with the server: its CPU is part of what limits
 the figures (reported). Prints one JSON document.
@@ -374,6 +377,24 @@ def check_database(created: set[int]) -> dict:
     }
 
 
+def decide_pending(window_s: int) -> int:
+    """With an undo window the votes of the ramp decide nothing in their requests; their
+    decisions are scheduled on the judging queue (no worker runs here: its CPU would be
+    the server's). Once the last window has passed, the sweep decides them, as it would
+    for a worker that died; returns how many battles it changed. The scheduled jobs are
+    dropped with the queue."""
+    from arena_site.redis import queue
+    from judging.services.resolution import battles_resolve_pending
+
+    time.sleep(window_s + 1)
+    changed = len(battles_resolve_pending())
+    judging = queue("judging")
+    judging.empty()
+    for job_id in judging.scheduled_job_registry.get_job_ids():
+        judging.scheduled_job_registry.remove(job_id, delete_job=True)
+    return changed
+
+
 def reset_votes() -> None:
     """Back to every battle judging and no vote, between the runs (same battles)."""
     from django.db import connection
@@ -396,6 +417,11 @@ def main() -> None:
     parser.add_argument("--post-votes", type=int, default=200)
     parser.add_argument("--quick", action="store_true", help="steps 10,50,100 of 3 s")
     parser.add_argument("--processes", default="1,2")
+    parser.add_argument(
+        "--ramp-windows", default="0,10",
+        help="undo windows (s) the ramp runs with: 0 decides in the request; 10 is the "
+        "default deployment (decided later: here by the sweep after the run)",
+    )  # fmt: skip
     args = parser.parse_args()
     steps = [10, 50, 100] if args.quick else STEPS
     step_s = 3.0 if args.quick else args.step_s
@@ -423,23 +449,35 @@ def main() -> None:
                         }
                     finally:
                         daphnes.stop()
-            reset_votes()
-            daphnes = Daphnes(n, work)
-            try:
-                result = ramp(daphnes, items, steps, step_s, work)
+            for window in args.ramp_windows.split(","):
+                key = "ramp" if window == "0" else f"ramp_undo_window_{window}s"
+                reset_votes()
+                daphnes = Daphnes(n, work, {"ARENA_VOTE_UNDO_WINDOW_S": window})
+                try:
+                    result = ramp(daphnes, items, steps, step_s, work)
+                finally:
+                    daphnes.stop()
                 created = result.pop("created_votes")
-                run["ramp"] = result
-                run["database_check"] = check_database(created)
-                run["load_average_1_5_15_end"] = [round(x, 2) for x in os.getloadavg()]
-            finally:
-                daphnes.stop()
+                if window != "0":
+                    result["decided_after_the_run_by_the_sweep"] = decide_pending(int(window))
+                run[key] = result
+                run[f"{key}_database_check"] = check_database(created)
+                run[f"{key}_load_average_1_5_15_end"] = [round(x, 2) for x in os.getloadavg()]
             report[f"daphne_x{n}"] = run
     finally:
         shutil.rmtree(work, ignore_errors=True)
         teardown_databases(config, verbosity=0)
     one = report.get("daphne_x1", {})
     best = max(
-        (report[k]["ramp"]["highest_clean_rate_per_s"] for k in report if k.startswith("daphne_x")),
+        (
+            report[k][ramp]["highest_clean_rate_per_s"]
+            for k in report
+            if k.startswith("daphne_x")
+            for ramp in report[k]
+            if ramp.startswith("ramp")
+            and isinstance(report[k][ramp], dict)
+            and "highest_clean_rate_per_s" in report[k][ramp]
+        ),
         default=0,
     )
     report["targets"] = {
