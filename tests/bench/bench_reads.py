@@ -24,7 +24,8 @@ queryset. The database is
 a throwaway one made from DATABASE_URL (created and dropped here).
 Targets: both ≤ 20 ms p50.
 
-Run: H=3 /work/briefs/bench.sh tests/bench/bench_reads.py
+Run: DATABASE_URL=postgres://postgres@127.0.0.1:5432/arena \
+     .venv/bin/python tests/bench/bench_reads.py
 """
 
 import json

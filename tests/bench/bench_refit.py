@@ -19,7 +19,8 @@ Against the per-row load measured in the same run (``tests/ratings/per_battle.py
 row per rated battle into Python, as the refit read before), with the same fit and
 bootstrap on those arrays.
 
-Run: H=3 /work/briefs/bench.sh tests/bench/bench_refit.py [replicates]
+Run: DATABASE_URL=postgres://postgres@127.0.0.1:5432/arena \
+     .venv/bin/python tests/bench/bench_refit.py [replicates]
 """
 
 import json

@@ -25,7 +25,8 @@ The client shares the machine's cores with the server: its CPU is part of what l
 the figures (reported). Prints one JSON document.
 Targets (issue #13): vote POST p50 ≤ 15 ms; ≥ 500 votes/s with p99 ≤ 100 ms, no errors.
 
-Run: H=<n> /work/briefs/bench.sh tests/bench/bench_votes.py [--step-s 10] [--quick]
+Run: DATABASE_URL=postgres://postgres@127.0.0.1:5432/arena \
+     .venv/bin/python tests/bench/bench_votes.py [--step-s 10] [--quick]
 """
 
 import argparse
