@@ -204,7 +204,10 @@ class _WireFrame:
 def _daphne_protocol(socket: AsyncWebsocketConsumer) -> tuple[Any, Any] | None:
     """(Daphne's server, the socket's autobahn protocol) when the socket's ASGI ``send``
     is Daphne's ``partial(server.handle_reply, protocol)``, found under at most a few
-    wrappers that keep the inner ``send`` as ``real_send`` (Channels' sessions)."""
+    wrappers that keep the inner ``send`` as ``real_send`` (Channels' sessions), and the
+    socket's class does not override ``send``."""
+    if type(socket).send is not AsyncWebsocketConsumer.send:
+        return None  # a socket with a send of its own gets every frame through it
     send = getattr(socket, "base_send", None)
     for _ in range(4):
         if isinstance(send, functools.partial):

@@ -230,3 +230,17 @@ def test_a_gone_or_closing_connection_gets_nothing_or_the_asgi_path():
     other = type(socket)()
     other.base_send = lambda message: None  # not Daphne's: the ASGI path
     assert not _WireFrame("x").write(other)
+
+
+def test_a_socket_with_a_send_of_its_own_gets_the_frame_through_it():
+    from arena_site.realtime import GroupSocket, _WireFrame
+
+    class Filtering(GroupSocket):
+        async def send(self, text_data=None, bytes_data=None, close=False):
+            await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
+
+    _, _, transport, plain = _daphne_socket()
+    own = Filtering()
+    own.base_send = plain.base_send
+    assert not _WireFrame("x").write(own)  # left to its own send
+    assert transport.value() == b""
