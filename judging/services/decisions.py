@@ -50,13 +50,16 @@ def battle_decide(
     weights: Sequence[float] = (),
     cluster_judge_id: int | None = None,
     push: bool = True,
+    live_votes: Sequence[Vote] | None = None,
 ) -> None:
     """Decides ``battle`` with ``outcome`` and evidence weight ``weight`` (w_b), on behalf
     of ``source`` (a ``Battle.DecisionSource``). ``votes`` are the votes that produced
     it (V_b), with their trust ``weights`` when the crowd decided a redundancy battle;
     ``cluster_judge_id`` the battle's cluster in the rating intervals (default: the
     judge of the earliest of ``votes``). ``push`` off leaves the board push to the
-    caller (a bulk import pushes once).
+    caller (a bulk import pushes once). ``live_votes``: every live vote of the battle,
+    when the caller has just read them under the battle's lock (then the votes still
+    inside their undo window are frozen only if there is one).
 
     Preconditions: the battle row is locked (``select_for_update``) with its agents
     loaded, and it is open for judging. Raises ``ApplicationError`` for an outcome,
@@ -93,7 +96,8 @@ def battle_decide(
         for vote in votes:
             vote.counted = True
     # Votes still in their undo window were cast blind: they stand as cast.
-    Vote.objects.filter(battle=battle, retracted=False, final_at__gt=now).update(final_at=now)
+    if live_votes is None or any(v.final_at > now for v in live_votes):
+        Vote.objects.filter(battle=battle, retracted=False, final_at__gt=now).update(final_at=now)
     if source == Source.CROWD and battle.redundancy_target > 1 and weights:
         trust_compare(votes, weights)
     _assignments_void(battle, now)

@@ -15,13 +15,13 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Exists, Q
 from django.utils import timezone
 
 from arena_site.redis import queue
 from battles.models import Battle
 from judging.decision import DECIDE, EXCLUDE, Ballot, Case, Verdict, decide
-from judging.models import Vote
+from judging.models import JudgeProfile, Vote
 from judging.services.decisions import battle_decide, battle_undecide
 from judging.services.exclusions import battle_exclude_locked, battle_readmit_locked
 from judging.services.tallies import battle_votes_tally
@@ -47,20 +47,27 @@ def battle_resolve(*, battle_id: int) -> bool:
         return _resolve_locked(battle)
 
 
-def resolve_here(battle: Battle, *, tallied: bool = False) -> None:
+def resolve_here(battle: Battle, *, tallied: bool = False) -> frozenset[int] | None:
     """Resolves the battle (row locked by the caller) inside the caller's transaction;
     should that fail, the caller's writes still commit (the savepoint keeps them) and the
     ``judging`` job resolves the battle on a worker; the sweep catches a process that
     died in between. ``tallied``: the caller has just counted the battle's admissible
-    votes in this transaction (``battle_votes_tally``)."""
+    votes in this transaction (``battle_votes_tally``). Returns the ids of the battle's
+    votes that count once it is resolved (the battle object holds its new status), or
+    None when the resolution failed (the battle object may then differ from its row)."""
     battle_id = battle.pk
     try:
         with transaction.atomic():
-            _resolve_locked(battle, tallied=tallied)
+            if not tallied:
+                battle_votes_tally(battle_id=battle_id)
+            votes = _live_votes(battle)
+            _resolve_with(battle, votes)
     except Exception:
         logger.exception("resolving battle %s in place failed; enqueued", battle_id)
         # robust: Redis away too, the vote still stands and the sweep resolves it
         transaction.on_commit(lambda: _enqueue(battle_id), robust=True)
+        return None
+    return frozenset(v.pk for v in votes if v.counted)
 
 
 def resolve_later(battle_id: int, *, at: datetime) -> None:
@@ -108,16 +115,29 @@ def battles_resolve_pending(*, now: datetime | None = None) -> list[int]:
     return [battle_id for battle_id in ids if battle_resolve(battle_id=battle_id)]
 
 
-def _resolve_locked(battle: Battle, *, tallied: bool = False) -> bool:
+def _resolve_locked(battle: Battle) -> bool:
     """Precondition: the battle row is locked, its agents loaded."""
-    if not tallied:
-        battle_votes_tally(battle_id=battle.pk)  # an operator's trust change lands here
-    changed = False
-    votes = list(
+    battle_votes_tally(battle_id=battle.pk)  # an operator's trust change lands here
+    return _resolve_with(battle, _live_votes(battle))
+
+
+def _live_votes(battle: Battle) -> list[Vote]:
+    """The battle's live votes in the order they were cast, with their judges' profiles
+    and, on each, whether probation binds now (``probation_applies``, in the same
+    statement)."""
+    established = JudgeProfile.objects.filter(established_at__isnull=False, is_untrusted=False)
+    return list(
         battle.votes.filter(retracted=False)
         .select_related("judge__judge_profile")
+        .annotate(probation=Exists(established))
         .order_by("voted_at", "pk")
     )
+
+
+def _resolve_with(battle: Battle, votes: list[Vote]) -> bool:
+    """``_resolve_locked`` on the live votes as read (``_live_votes``); each keeps its
+    ``counted`` up to date."""
+    changed = False
     if battle.status == Battle.Status.EXCLUDED:
         # Rule 6 follows the votes: an operator trusting a judge again can re-admit it.
         if battle.exclusion_reason != Reason.NO_ADMISSIBLE_VOTE or not any(
@@ -137,7 +157,8 @@ def _resolve_locked(battle: Battle, *, tallied: bool = False) -> bool:
         changed = True
     if battle.status != Battle.Status.JUDGING:
         return changed
-    verdict = decide(_case(battle), [_ballot(v) for v in votes])
+    probation = votes[0].probation if votes else probation_applies()
+    verdict = decide(_case(battle, probation=probation), [_ballot(v) for v in votes])
     if verdict.action == DECIDE:
         _carry_out(battle, verdict, votes)
         return True
@@ -155,14 +176,14 @@ def _uncounted(vote: Vote) -> Vote:
     return vote
 
 
-def _case(battle: Battle) -> Case:
+def _case(battle: Battle, *, probation: bool) -> Case:
     arena = settings.ARENA
     opened = battle.ended_at or battle.submitted_at
     return Case(
         target=battle.redundancy_target,
         gamma=arena.calibration_gamma if battle.is_calibration else 1.0,
         expired=timezone.now() - opened > timedelta(seconds=arena.judging_ttl_s),
-        probation_applies=probation_applies(),
+        probation_applies=probation,
         rule6_factor=arena.rule6_factor,
     )
 
@@ -200,6 +221,7 @@ def _carry_out(battle: Battle, verdict: Verdict, votes: list[Vote]) -> None:
         votes=counted,
         weights=[ballots[v.pk].trust for v in counted],
         cluster_judge_id=verdict.cluster_judge,
+        live_votes=votes,
     )
 
 

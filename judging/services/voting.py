@@ -106,8 +106,11 @@ def vote_cast(*, judge: AbstractBaseUser, battle_id: int, choice: str) -> Vote:
             if battle.status == Battle.Status.JUDGING:
                 if final_at <= voted_at:
                     # the vote and what it decides commit together
-                    resolve_here(battle, tallied=True)
-                    _as_resolved(vote, battle)
+                    counted = resolve_here(battle, tallied=True)
+                    if counted is None:  # it failed: what the rows say
+                        _as_resolved(vote, battle)
+                    else:
+                        vote.counted = vote.pk in counted
                 else:
                     battle_pk = battle.pk
                     transaction.on_commit(lambda: resolve_later(battle_pk, at=final_at))

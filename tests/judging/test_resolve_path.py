@@ -46,12 +46,12 @@ def test_a_deciding_vote_is_resolved_before_the_response_with_no_job(alice, judg
 def test_when_the_in_process_resolve_fails_the_job_is_enqueued(alice, judge, roster, monkeypatch):
     battle = ended_battle(alice)
     served_long_ago(judge, battle)
-    real = judging.services.resolution._resolve_locked
+    real = judging.services.resolution._resolve_with
 
-    def broken(battle):
+    def broken(battle, votes):
         raise RuntimeError("database hiccup")
 
-    monkeypatch.setattr(judging.services.resolution, "_resolve_locked", broken)
+    monkeypatch.setattr(judging.services.resolution, "_resolve_with", broken)
     vote_cast(judge=judge, battle_id=battle.pk, choice="B")
 
     battle.refresh_from_db()
@@ -59,7 +59,7 @@ def test_when_the_in_process_resolve_fails_the_job_is_enqueued(alice, judge, ros
     queue = django_rq.get_queue("judging")
     (job,) = queue.jobs
     assert (job.func_name, job.args) == ("judging.jobs.battle_resolve", (battle.pk,))
-    monkeypatch.setattr(judging.services.resolution, "_resolve_locked", real)
+    monkeypatch.setattr(judging.services.resolution, "_resolve_with", real)
     job_battle_resolve(battle.pk)
     battle.refresh_from_db()
     assert (battle.status, battle.outcome) == ("decided", "B")
