@@ -20,6 +20,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -45,16 +46,23 @@ DB_WAIT_S = 60.0
 def fault_point(name: str) -> None:
     """Test-only: with ARENA_FAULT_PAUSE=<name>, the first process to reach this point
     writes ``<ARENA_FAULT_DIR>/<name>`` (its pid) and stops here, so a test can kill it
-    at that phase; later arrivals (the re-run) pass. A no-op otherwise."""
+    at that phase; its other threads stop here too when they come by (a battle's other
+    lane must not run on to its end meanwhile), while other processes (the re-run) pass.
+    A no-op otherwise."""
     if os.environ.get("ARENA_FAULT_PAUSE") != name:
         return
     marker = Path(os.environ.get("ARENA_FAULT_DIR", "/tmp")) / name  # noqa: S108
+    pid = str(os.getpid())
+    # written whole under another name, then linked: a reader never sees it half-written
+    draft = marker.with_name(f".{name}.{pid}.{threading.get_ident()}")
+    draft.write_text(pid)
     try:
-        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        os.link(draft, marker)
     except FileExistsError:
-        return
-    with os.fdopen(fd, "w") as out:
-        out.write(str(os.getpid()))
+        if marker.read_text().strip() != pid:
+            return  # another process paused here first
+    finally:
+        draft.unlink()
     time.sleep(600)  # the test kills us long before
 
 
