@@ -18,6 +18,7 @@ from sandboxes import cgroups
 from sandboxes.models import SandboxLease
 from sandboxes.reaping import become_subreaper
 from sandboxes.rundir import DISPLAY_UID_OFFSET
+from sandboxes.services import pid_alive
 from tests.processes import live_processes
 from tests.servers import (
     PYTHON,
@@ -146,4 +147,47 @@ def test_a_second_death_ends_the_battle_with_the_reason(alice, roster, sandbox_r
     finally:
         for process in processes:
             process.stop()
+        wait_for_child_sessions_to_end()
+
+
+def test_a_killed_work_horse_under_a_forking_worker_gets_its_battle_rerun(
+    alice, roster, sandbox_root, tmp_path
+):
+    """The forking worker (``ArenaWorker``) survives the death of the work horse that ran
+    the battle (the OOM killer's way): the claim recorded the horse's pid, so the janitor
+    sees it dead at once, and the same surviving worker runs the re-run."""
+    ensure_public_arena()
+    become_subreaper()
+    battle = task_submit(user=alice, instruction="what is 6*7", rng=random.Random(4))
+    env = _env(sandbox_root, tmp_path, "running")
+    argv = [PYTHON, "manage.py", "rqworker", "battles", "--worker-class",
+            "arena_site.worker.ArenaWorker"]  # fmt: skip
+    worker = ServerProcess.start("forking", argv, env, tmp_path / "logs")
+    try:
+        marker = Path(env["ARENA_FAULT_DIR"]) / "running"
+        poll_until(marker.exists, timeout=90, what="the horse to reach a step", processes=[worker])
+        horse = int(marker.read_text())
+        assert horse != worker.popen.pid  # the battle runs in a forked horse
+        battle.refresh_from_db()
+        assert (battle.status, battle.worker_pid) == ("running", horse)
+        os.kill(horse, signal.SIGKILL)
+        # gone once the worker has reaped it (a zombie still answers to its pid)
+        poll_until(lambda: not pid_alive(horse), timeout=30, what="the horse to be reaped")
+        assert worker.popen.poll() is None  # the worker itself lives on
+
+        battles_janitor()  # (every ARENA_FAULT_CHECK_S in a running arena)
+
+        battle.refresh_from_db()
+        assert battle.attempt == 2
+        # the surviving worker takes the re-run (the marker is there: it does not pause)
+        poll_until(
+            lambda: Battle.objects.get(pk=battle.pk).status in ("screening", "judging", "excluded"),
+            timeout=120, what="the re-run to end", processes=[worker],
+        )  # fmt: skip
+        battle.refresh_from_db()
+        assert battle.attempt == 2
+        assert set(battle.runs.values_list("status", flat=True)) == {"ended"}
+        assert "error" not in set(battle.runs.values_list("end_reason", flat=True))
+    finally:
+        worker.stop()
         wait_for_child_sessions_to_end()
