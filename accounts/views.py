@@ -7,12 +7,14 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model, login
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import UserCreationForm
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods
+from rest_framework import authentication, exceptions
 
+from accounts.authentication import ApiTokenAuthentication
 from accounts.models import ApiToken, Team
 from accounts.selectors import consent_is_current, user_teams
 from accounts.services import (
@@ -23,6 +25,7 @@ from accounts.services import (
     user_sign_up,
 )
 from accounts.throttling import SIGN_UPS, too_many
+from arena_site.exceptions import error_body
 from arena_site.ratelimit import client_address
 
 
@@ -54,6 +57,42 @@ def consent_required(view):
         return view(request, *args, **kwargs)
 
     return login_required(wrapper)
+
+
+def consent_required_or_token(view):
+    """``consent_required`` for a page or file that API responses link to (screenshots,
+    delivered files, attachments, run pages): a request with ``Authorization: Bearer``
+    is authenticated by its token as the API is, and refused as the API refuses, in the
+    JSON envelope (401 for a bad token, 429 once an address spent its bad tokens, 403
+    without current consent); a request without one gets the session's redirects. What
+    the user may see is the view's own check either way."""
+    gated = consent_required(view)
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs):
+        header = authentication.get_authorization_header(request).split()
+        if not header or header[0].lower() not in (b"bearer", b"token"):
+            return gated(request, *args, **kwargs)
+        try:
+            user, _ = ApiTokenAuthentication().authenticate(request)
+        except exceptions.Throttled as exc:
+            retry = int(exc.wait or 1)
+            body = error_body("rate_limited", str(exc.detail), retry_after=retry)
+            return JsonResponse(body, status=429, headers={"Retry-After": str(retry)})
+        except exceptions.AuthenticationFailed as exc:
+            return JsonResponse(
+                error_body("not_authenticated", str(exc.detail)),
+                status=401,
+                headers={"WWW-Authenticate": 'Bearer realm="api"'},
+            )
+        request.user = user
+        if not consent_is_current(user):
+            message = "Accept the current publication consent terms first."
+            body = error_body("consent_required", message, consent_url=reverse("accounts:consent"))
+            return JsonResponse(body, status=403)
+        return view(request, *args, **kwargs)
+
+    return wrapper
 
 
 def _safe_next(request: HttpRequest, default: str) -> str:

@@ -8,7 +8,7 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from accounts.views import consent_required
+from accounts.views import consent_required, consent_required_or_token
 from arena_site.exceptions import ApplicationError
 from battles.attachments import (
     ALLOWED_TYPES,
@@ -83,7 +83,7 @@ def end_side(request: HttpRequest, battle_id: int, side: str) -> HttpResponse:
     return redirect("battles:detail", battle_id=battle_id)
 
 
-@consent_required
+@consent_required_or_token
 @require_GET
 def step_screenshot(request: HttpRequest, battle_id: int, side: str, index: int) -> HttpResponse:
     """A step's screenshot, for those who may see the battle (its team, its judges,
@@ -123,7 +123,7 @@ def _private_download(path: Path | None, name: str) -> FileResponse:
     return response
 
 
-@consent_required
+@consent_required_or_token
 @require_GET
 def attachment_download(request: HttpRequest, battle_id: int, index: int) -> HttpResponse:
     """The task's ``index``-th attachment (0-based, in submission order), for those who
@@ -135,7 +135,7 @@ def attachment_download(request: HttpRequest, battle_id: int, index: int) -> Htt
     return _private_download(stored_path(attachment.path), attachment.name)
 
 
-@consent_required
+@consent_required_or_token
 @require_GET
 def delivery_download(request: HttpRequest, battle_id: int, side: str, name: str) -> HttpResponse:
     """A file one side delivered, for those who may see the battle. The URL names the
@@ -149,7 +149,7 @@ def delivery_download(request: HttpRequest, battle_id: int, side: str, name: str
     return _private_download(stored_path(f"deliveries/run-{run.pk}/{name}"), name)
 
 
-@consent_required
+@consent_required_or_token
 @require_GET
 def run_page(request: HttpRequest, battle_id: int, side: str) -> HttpResponse:
     """One run's spans as a waterfall beside its screenshots. Spans name the model, so

@@ -10,7 +10,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from accounts.views import consent_required
+from accounts.views import consent_required, consent_required_or_token
 from agents.models import Arena
 from arena_site.exceptions import ApplicationError
 from battles.attachments import stored_path
@@ -116,14 +116,14 @@ def _blind_side(request: HttpRequest, battle_id: int, side: str) -> Battle:
     return access_battle(request.user, battle_id)
 
 
-@consent_required
+@consent_required_or_token
 @require_GET
 def step_screenshot(request: HttpRequest, battle_id: int, side: str, index: int) -> HttpResponse:
     """A step's screenshot at a URL that names the battle, the side and the step only."""
     return screenshot_response(_blind_side(request, battle_id, side), side, index)
 
 
-@consent_required
+@consent_required_or_token
 @require_GET
 def delivered_file(request: HttpRequest, battle_id: int, side: str, index: int) -> HttpResponse:
     """The side's ``index``-th delivered file (0-based), downloaded under the name the
