@@ -7,7 +7,12 @@ from django.contrib import admin
 from django.db import transaction
 
 from agents.models import Agent, AgentStandingLogEntry, Arena
-from agents.services import agent_destinations_check, agent_standing_changes, agent_standing_log
+from agents.services import (
+    agent_destinations_check,
+    agent_keys_check,
+    agent_standing_changes,
+    agent_standing_log,
+)
 from arena_site.admin import ReadOnlyAdmin
 from arena_site.exceptions import ApplicationError
 
@@ -58,6 +63,13 @@ class AgentForm(forms.ModelForm):
             )  # fmt: skip
         except ApplicationError as exc:
             self.add_error("params", exc.message)
+        try:  # an agent that could not make one call is never saved to be drawn
+            agent_keys_check(
+                kind=data.get("kind", ""), provider=data.get("provider", ""),
+                params=data.get("params"),
+            )  # fmt: skip
+        except ApplicationError as exc:
+            self.add_error("provider" if exc.code == "unknown_provider" else "params", exc.message)
         if self.instance.pk:
             self.standing_changes = agent_standing_changes(agent=self.instance, proposed=data)
             if self.standing_changes and not (data.get("standing_note") or "").strip():

@@ -107,6 +107,36 @@ def agent_destinations_check(*, kind: str, provider: str, params: object) -> Non
         raise ApplicationError(str(exc), code="destination_refused") from exc
 
 
+def agent_keys_check(*, kind: str, provider: str, params: object) -> None:
+    """What a scaffold agent needs to make a single call, checked as an operator saves
+    it, so an agent that cannot run is never drawn into battles: a known provider, and
+    the key variable it names (``params.api_key_env``, else the provider's default) set
+    in this environment (``openai_compatible`` without a named variable sends no key).
+    The web process checks its own environment: the workers must run with the same
+    provider keys (``make run`` gives them one). Raises ``ApplicationError``."""
+    from agents.providers.base import ProviderError
+    from agents.providers.registry import PROVIDERS, key_variable
+
+    if kind != Agent.Kind.SCAFFOLD:
+        return
+    if provider not in PROVIDERS:
+        raise ApplicationError(
+            f"Unknown provider {provider!r}: one of {', '.join(PROVIDERS)}.",
+            code="unknown_provider",
+        )
+    try:
+        variable = key_variable(provider, params if isinstance(params, dict) else {})
+    except ProviderError as exc:
+        raise ApplicationError(str(exc), code="invalid_params") from exc
+    if variable and not os.environ.get(variable):
+        raise ApplicationError(
+            f"{variable} is not set, so this agent could not call {provider}: set it in "
+            "the arena's environment, or name the variable that holds this agent's key "
+            "in params api_key_env.",
+            code="key_missing",
+        )
+
+
 class AgentFailure(Exception):
     """The agent could not produce an action (provider or entrant unreachable after
     retries, a protocol violation). The run ends with end reason "error"."""

@@ -76,7 +76,7 @@ def price_for(model: str, prices: Mapping[str, Any]) -> Price | None:
     return (float(entry[0]), float(entry[1]))
 
 
-def _key_variable(provider: str, params: Mapping[str, Any]) -> str | None:
+def key_variable(provider: str, params: Mapping[str, Any]) -> str | None:
     """The environment variable holding the key for this agent, None for none."""
     named = params.get("api_key_env")
     if named is not None:
@@ -159,7 +159,7 @@ def client_for(
         raise ProviderError(f"unknown provider {provider!r}; known: {', '.join(PROVIDERS)}")
     if not model:
         raise ProviderError(f"{provider}: no model id")
-    variable = _key_variable(provider, params)
+    variable = key_variable(provider, params)
     api_key = environ.get(variable) if variable else None
     if variable and not api_key:
         raise ProviderError(f"{provider}: no API key; set {variable} in the environment")

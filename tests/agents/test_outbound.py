@@ -425,3 +425,50 @@ def test_a_refused_destination_ends_the_lane_with_the_reason_recorded(alice, set
     assert a.end_reason == b.end_reason == "error"
     assert "base_url 127.0.0.1 is refused by the address policy (loopback)" in a.error
     assert "10.0.0.5 is refused by the address policy (private)" in b.error
+
+
+# --- an agent that could not make one call is refused on save ---------------------------
+
+
+def _scaffold_form(**changes):
+    return admin_form(**{
+        "kind": "scaffold", "provider": "anthropic", "model_id": "claude-x",
+        "params": "{}", "remote_secret": "", **changes,
+    })  # fmt: skip
+
+
+def test_the_admin_refuses_a_scaffold_agent_whose_key_is_not_set(
+    client, django_user_model, monkeypatch
+):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("LAB_API_KEY", raising=False)
+    admin = django_user_model.objects.create_superuser("root", password="pw-for-admin-42")
+    client.force_login(admin)
+
+    page = client.post("/admin/agents/agent/add/", _scaffold_form())
+    assert page.status_code == 200  # the form again, with the error
+    assert "ANTHROPIC_API_KEY is not set" in page.content.decode()
+    named = client.post(
+        "/admin/agents/agent/add/", _scaffold_form(params='{"api_key_env": "LAB_API_KEY"}')
+    )
+    assert "LAB_API_KEY is not set" in named.content.decode()
+    unknown = client.post("/admin/agents/agent/add/", _scaffold_form(provider="mistral"))
+    assert unknown.status_code == 200
+    assert not Agent.objects.filter(slug="team-system").exists()
+
+    monkeypatch.setenv("LAB_API_KEY", "sk-lab-test")  # the key present: saved
+    saved = client.post(
+        "/admin/agents/agent/add/", _scaffold_form(params='{"api_key_env": "LAB_API_KEY"}')
+    )
+    assert saved.status_code == 302, saved.content.decode()[:3000]
+    assert Agent.objects.get(slug="team-system").params == {"api_key_env": "LAB_API_KEY"}
+
+
+def test_an_openai_compatible_agent_naming_no_key_needs_none(client, django_user_model, settings):
+    settings.ARENA = settings.ARENA.replace(internal_allowlist="10.0.0.0/24")
+    admin = django_user_model.objects.create_superuser("root", password="pw-for-admin-42")
+    client.force_login(admin)
+    page = client.post("/admin/agents/agent/add/", _scaffold_form(
+        provider="openai_compatible", params='{"base_url": "http://10.0.0.5:8000/v1"}'
+    ))  # fmt: skip
+    assert page.status_code == 302, page.content.decode()[:3000]
