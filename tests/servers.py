@@ -6,6 +6,8 @@ seen by another process), and Redis answers at ``settings.REDIS_URL``. The child
 an explicit environment built from this process's settings: settings changed in-process
 (the ``settings`` fixture, ``_private_dirs`` with its MD5 hasher) do not reach them."""
 
+import http.client
+import json
 import os
 import signal
 import socket
@@ -281,3 +283,31 @@ def live_arena(tmp_dir: Path, sandbox_root: Path) -> Iterator[LiveArena]:
         for process in processes:
             process.stop()
         wait_for_child_sessions_to_end()
+
+
+def vote_over_http(port: int, token: str, battle_id: int, *, timeout: float = 30.0,
+                   before_send=None) -> dict:  # fmt: skip
+    """One ``POST /api/battles/<id>/votes/`` (choice A) on a connection of its own to the
+    web server on ``port``, as a judge's script would send it; ``before_send`` runs once
+    connected (a barrier, so many land at once). The answer: its battle, status,
+    Retry-After, Content-Type and body."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        if before_send is not None:
+            before_send()
+        conn.request(
+            "POST",
+            f"/api/battles/{battle_id}/votes/",
+            json.dumps({"choice": "A"}),
+            {"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
+        response = conn.getresponse()
+        return {
+            "battle": battle_id,
+            "status": response.status,
+            "retry_after": response.getheader("Retry-After"),
+            "content_type": response.getheader("Content-Type"),
+            "body": response.read(),
+        }
+    finally:
+        conn.close()

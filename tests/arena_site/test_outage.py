@@ -7,7 +7,6 @@ The recovery time of each is printed (JSON), not asserted.
 Daphne runs against a throwaway Redis and a throwaway PostgreSQL cluster
 (tests/throwaway.py) with a database migrated and seeded by a child process."""
 
-import http.client
 import json
 import os
 import subprocess
@@ -27,6 +26,7 @@ from tests.servers import (
     free_port,
     http_answers,
     poll_until,
+    vote_over_http,
 )
 from tests.throwaway import throwaway_postgres, throwaway_redis
 
@@ -103,25 +103,8 @@ class Voter(threading.Thread):
             self.failure = exc
 
     def vote(self, battle: int) -> dict:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        try:
-            conn.request(
-                "POST",
-                f"/api/battles/{battle}/votes/",
-                json.dumps({"choice": "A"}),
-                {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
-            )
-            response = conn.getresponse()
-            return {
-                "at": time.monotonic(),
-                "battle": battle,
-                "status": response.status,
-                "retry_after": response.getheader("Retry-After"),
-                "content_type": response.getheader("Content-Type"),
-                "body": response.read(),
-            }
-        finally:
-            conn.close()
+        answer = vote_over_http(self.port, self.token, battle)
+        return {"at": time.monotonic(), **answer}
 
     def wait_for(self, condition, what: str, web: ServerProcess, timeout: float) -> dict:
         """The first answer from now on that meets ``condition``."""

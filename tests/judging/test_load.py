@@ -7,7 +7,6 @@ Real Daphne on the test database with a pool of 2 connections and at most 2 requ
 flight, 24 client threads sending at once (each its own connection, as browsers do)."""
 
 import datetime as dt
-import http.client
 import json
 import threading
 from collections import Counter
@@ -30,6 +29,7 @@ from tests.servers import (
     free_port,
     http_answers,
     poll_until,
+    vote_over_http,
     wait_for_child_sessions_to_end,
 )
 
@@ -45,27 +45,8 @@ CAPACITY_ENV = {
 
 
 def _post(port: int, token: str, battle_id: int, barrier: threading.Barrier | None) -> dict:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    try:
-        if barrier is not None:
-            barrier.wait(timeout=60)
-        conn.request(
-            "POST",
-            f"/api/battles/{battle_id}/votes/",
-            json.dumps({"choice": "A"}),
-            {"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-        )
-        response = conn.getresponse()
-        body = response.read()
-        return {
-            "battle": battle_id,
-            "status": response.status,
-            "retry_after": response.getheader("Retry-After"),
-            "content_type": response.getheader("Content-Type"),
-            "body": body,
-        }
-    finally:
-        conn.close()
+    wait = None if barrier is None else (lambda: barrier.wait(timeout=60))
+    return vote_over_http(port, token, battle_id, timeout=60, before_send=wait)
 
 
 @pytest.mark.django_db(transaction=True)
