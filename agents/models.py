@@ -32,7 +32,8 @@ class Arena(models.Model):
 
 class AgentQuerySet(models.QuerySet):
     def active(self) -> "AgentQuerySet":
-        return self.filter(retired_at=None, is_paused=False)
+        """Agents matchmaking may draw: approved, not paused, not retired."""
+        return self.filter(retired_at=None, is_paused=False, approval=Agent.Approval.APPROVED)
 
 
 class Agent(models.Model):
@@ -40,6 +41,11 @@ class Agent(models.Model):
         SCAFFOLD = "scaffold", "Model under the arena scaffold"
         REMOTE = "remote", "Remote system over HTTP"
         BUILTIN = "builtin", "Built-in offline agent"
+
+    class Approval(models.TextChoices):
+        APPROVED = "approved", "Approved"
+        PENDING = "pending", "Waiting for an admin"
+        REJECTED = "rejected", "Rejected"
 
     arena = models.ForeignKey(Arena, on_delete=models.PROTECT, related_name="agents")
     slug = models.SlugField(max_length=64)
@@ -84,6 +90,29 @@ class Agent(models.Model):
     is_paused = models.BooleanField(
         default=False, help_text="Temporarily out of matchmaking (an outage); not retired."
     )
+    paused_reason = models.TextField(
+        blank=True, help_text="Why it is paused, in words its team and the admins see."
+    )
+    failure_streak = models.PositiveIntegerField(
+        default=0, help_text="Consecutive lanes that failed through this agent's fault."
+    )
+    approval = models.CharField(
+        max_length=10,
+        choices=Approval.choices,
+        default=Approval.APPROVED,
+        help_text="A team's own entry waits for an admin's approval before it is drawn.",
+    )
+    approval_note = models.TextField(blank=True)
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    approved_at = models.DateTimeField(null=True, blank=True)
+    provider_key_encrypted = models.BinaryField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="A team's own provider key, encrypted at rest (never shown again).",
+    )
     aliases = models.JSONField(
         default=list, blank=True, help_text="Other names the identity-leak scanner looks for."
     )
@@ -107,7 +136,11 @@ class Agent(models.Model):
 
     @property
     def is_active(self) -> bool:
-        return self.retired_at is None and not self.is_paused
+        return (
+            self.retired_at is None
+            and not self.is_paused
+            and self.approval == self.Approval.APPROVED
+        )
 
     def identity_strings(self) -> list[str]:
         """Every string that would reveal this agent to a judge."""

@@ -199,11 +199,11 @@ def admission_lock(*, slug: str, team_id: int) -> Locked | None:
         f"      FROM {_table(Battle)} WHERE status = %s "
         f"      AND arena_id = (SELECT id FROM {arena} WHERE slug = %s)) q "
         f"LEFT JOIN {_table(Agent)} a ON a.arena_id = (SELECT id FROM {arena} WHERE slug = %s) "
-        f"     AND a.retired_at IS NULL AND a.is_paused = %s "
+        f"     AND a.retired_at IS NULL AND a.is_paused = %s AND a.approval = %s "
         f"LEFT JOIN {_table(AgentRating)} r ON r.agent_id = a.id "
         f"ORDER BY a.id"
     )
-    counting_params = [team_id, Battle.Status.QUEUED, slug, slug, False]
+    counting_params = [team_id, Battle.Status.QUEUED, slug, slug, False, Agent.Approval.APPROVED]
     with connection.cursor() as cursor:
         if _one_round_trip():
             cursor.execute(f"{locking}; {counting}", [slug, *counting_params])

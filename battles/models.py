@@ -22,6 +22,9 @@ class Task(models.Model):
         editable=False,
         help_text="MinHash signature of the instruction (48 little-endian uint32).",
     )
+    # The task's category (battles.classify: browsing, files and data, ...): each category
+    # has a board of its own. Empty for tasks classified before categories existed.
+    category = models.CharField(max_length=20, blank=True, db_index=True)
 
     class Meta:
         indexes = [models.Index(fields=["submitter", "-created_at"], name="task_submitter_recent")]
