@@ -102,6 +102,11 @@ class ArenaConfig:
     # Resolve sandbox egress destinations through the host's DNS. Off: only literal
     # addresses pass the policy and no DNS query leaves the host (the tests run so).
     egress_resolve: bool = knob(True, "ARENA_EGRESS_RESOLVE")
+    # Serve the bundled demo web to sandboxes as http://demo.arena.test/ (port 80, plain
+    # HTTP) from a server on the worker's loopback, through the egress proxy; nothing
+    # else on loopback becomes reachable (docs/demo-web.md). Off: the name is refused
+    # like any unresolvable one.
+    demo_web: bool = knob(True, "ARENA_DEMO_WEB")
     # Internal destinations the worker's own calls (remote-agent endpoints, provider
     # base URLs) may reach: comma-separated addresses, CIDR blocks or host names. Never
     # consulted for a sandbox's egress; metadata endpoints stay refused (docs/egress.md).
@@ -164,6 +169,10 @@ class ArenaConfig:
     # --- agents (providers): a call may take timeout × (1 + retries) plus backoff ----
     provider_timeout_s: float = knob(60.0, "ARENA_PROVIDER_TIMEOUT_S", lo=1.0)
     provider_max_retries: int = knob(2, "ARENA_PROVIDER_MAX_RETRIES", lo=0)
+    # An agent whose lanes fail through its own fault this many times in a row (its
+    # provider, its endpoint, a protocol violation; never the sandbox or the other side)
+    # is paused automatically with the reason (docs/operations.md "When an agent fails").
+    agent_failure_pause: int = knob(3, "ARENA_AGENT_FAILURE_PAUSE", lo=1, hi=1000)
     # {"model id": [usd per million input tokens, usd per million output tokens]}
     model_prices: Mapping[str, tuple[float, float]] = knob({}, "ARENA_MODEL_PRICES")
     # --- SPEC §7 ratings -------------------------------------------------------------

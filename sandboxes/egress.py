@@ -57,6 +57,7 @@ from sandboxes.egress_wire import (
     TokenBucket,
     close_writer,
     dial_checked,
+    dial_simulated,
     linger,
     parse_head,
     printable,
@@ -72,6 +73,7 @@ from sandboxes.netpolicy import (
     IPAddress,
     LookupPool,
     Resolver,
+    SimulatedHosts,
     check_destination,
     check_url,
     default_resolver,
@@ -154,6 +156,10 @@ class EgressProxy:
     each, ``header_timeout_s`` for a whole request head, ``connect_timeout_s`` for all
     of a destination's addresses, and ``log_lines_per_s`` / ``log_burst`` log lines.
     ``clock`` feeds the token buckets only, so tests can move time without sleeping.
+    ``simulated`` names the worker's simulated hosts (``netpolicy.SimulatedHost``, the
+    demo web): plain-HTTP requests for one of them on its port are dialled to its fixed
+    upstream by ``simulated_dialer``, with every per-sandbox bound and refusal record
+    of any other request; everything else about them is refused (docs/demo-web.md).
 
     Preconditions: all coroutine methods run on one event loop (use
     :meth:`run_in_thread` from sync code); ``on_refusal`` must be quick and thread-agnostic.
@@ -165,6 +171,8 @@ class EgressProxy:
         resolver: Resolver = default_resolver,
         dialer: Dialer = dial_checked,
         on_refusal: RefusalCallback | None = None,
+        simulated: SimulatedHosts | None = None,
+        simulated_dialer: Dialer = dial_simulated,
         max_connections: int = MAX_CONNECTIONS,
         max_sockets: int = MAX_SOCKETS,
         accept_rate_per_s: float = ACCEPT_RATE_PER_S,
@@ -197,6 +205,8 @@ class EgressProxy:
         self.resolver = resolver
         self.dialer = dialer
         self.on_refusal = on_refusal
+        self.simulated = dict(simulated or {})
+        self.simulated_dialer = simulated_dialer
         self.max_connections = max_connections
         self.max_sockets = max_sockets
         self.accept_rate_per_s = accept_rate_per_s
@@ -614,6 +624,26 @@ class EgressProxy:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.connect_timeout_s
         timed_out = False
+        served = target.simulated
+        if served is not None:
+            # The checks set this only for a configured simulated host: its upstream is
+            # fixed there, whatever port or address the request named.
+            try:
+                return await asyncio.wait_for(
+                    self.simulated_dialer(served.address, served.upstream_port),
+                    self.connect_timeout_s,
+                )
+            except (TimeoutError, OSError) as exc:
+                self._log(
+                    sandbox,
+                    logging.ERROR,  # the worker's own server: the host's trouble
+                    "egress simulated host %s unreachable run=%s: %r",
+                    served.name,
+                    sandbox.run_id,
+                    exc,
+                )
+                sandbox.counters["upstream_failures"] += 1
+                raise Respond(502, "upstream unreachable") from None
         for address in target.addresses:
             left = deadline - loop.time()
             if left <= 0:
@@ -665,7 +695,7 @@ class EgressProxy:
         target = await self._check(
             sandbox,
             lambda resolver: check_destination(
-                host, port, resolver, allowed_ports=self.allowed_ports
+                host, port, resolver, allowed_ports=self.allowed_ports, simulated=self.simulated
             ),
         )
         upstream = await self._dial(sandbox, target)
@@ -700,7 +730,10 @@ class EgressProxy:
         self._take_token(sandbox)
         url = head.target
         target = await self._check(
-            sandbox, lambda resolver: check_url(url, resolver, allowed_ports=self.allowed_ports)
+            sandbox,
+            lambda resolver: check_url(
+                url, resolver, allowed_ports=self.allowed_ports, simulated=self.simulated
+            ),
         )
         upstream = await self._dial(sandbox, target)
         try:

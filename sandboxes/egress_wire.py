@@ -65,6 +65,20 @@ async def dial_checked(address: IPAddress, port: int) -> Streams:
     )
 
 
+async def dial_simulated(address: IPAddress, port: int) -> Streams:
+    """The dialer of the worker's simulated hosts (netpolicy.SimulatedHost): a TCP
+    connection to exactly ``address`` and ``port``, which the address policy would
+    refuse (the worker's own loopback server).
+
+    Precondition: both come from a SimulatedHost the proxy was configured with, never
+    from a request; the proxy calls this only for a CheckedTarget whose ``simulated``
+    is set, and dials ``simulated.upstream_port``, not the port the sandbox asked for.
+    """
+    return await asyncio.open_connection(
+        str(address), port, flags=socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
+    )
+
+
 class BadRequest(Exception):
     pass
 

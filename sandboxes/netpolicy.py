@@ -19,7 +19,7 @@ import ipaddress
 import re
 import socket
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -85,6 +85,10 @@ class CheckedTarget:
     addresses: tuple[IPAddress, ...]
     scheme: str | None = None  # set by check_url; None for a CONNECT authority
     request_target: str = "/"  # origin-form path and query (check_url only)
+    # Set when ``host`` is one of the worker's simulated hosts: ``address`` is then its
+    # server on the worker (loopback), dialled at ``simulated.upstream_port`` by the
+    # proxy's own door for them, never by the policy-checking dialer (it refuses it).
+    simulated: "SimulatedHost | None" = None
 
     @property
     def authority(self) -> str:
@@ -334,6 +338,61 @@ def _dedupe(addresses: Iterable[IPAddress]) -> tuple[IPAddress, ...]:
     return tuple(dict.fromkeys(addresses))
 
 
+@dataclass(frozen=True)
+class SimulatedHost:
+    """A public-looking host name the worker serves itself (the demo web,
+    docs/demo-web.md), e.g. ``demo.arena.test``.
+
+    A plain-HTTP request for exactly ``name`` on ``port`` is dialled to ``address`` at
+    ``upstream_port``, a server of the worker's that the address policy would refuse
+    (it is on loopback), without asking any resolver. Nothing else about the name is
+    reachable: another port, a CONNECT tunnel or https to it is refused; a subdomain or
+    a look-alike spelling is just another name; the upstream is fixed here, so no
+    request can pick another loopback port. Only the egress proxy passes these to the
+    checks; the worker's own calls (:class:`OutboundPolicy`) never see them.
+    """
+
+    name: str  # canonical: lower case, no trailing dot
+    address: IPAddress
+    upstream_port: int
+    port: int = 80
+
+    def __post_init__(self) -> None:
+        if (
+            self.name != self.name.lower().removesuffix(".")
+            or not _HOSTNAME_RE.fullmatch(self.name)
+            or _is_numeric_label(self.name.rsplit(".", 1)[-1])
+            or self.name == "localhost"
+            or self.name.endswith(".localhost")
+        ):
+            raise ValueError(f"{self.name!r} is not a canonical host name")
+        if not (1 <= self.port <= 65535 and 1 <= self.upstream_port <= 65535):
+            raise ValueError("ports must be 1-65535")
+
+
+# Canonical name -> the simulated host of that name.
+SimulatedHosts = Mapping[str, SimulatedHost]
+
+
+def simulated_hosts(*hosts: SimulatedHost) -> dict[str, SimulatedHost]:
+    """The mapping the checks take, keyed by each host's canonical name."""
+    return {host.name: host for host in hosts}
+
+
+def _simulated_target(served: SimulatedHost, port: int, scheme: str | None) -> CheckedTarget:
+    if port != served.port:
+        raise EgressRefused(PORT, f"{served.name}:{port}")
+    if scheme != "http":  # a CONNECT (None) or https: the simulated hosts speak plain HTTP
+        raise EgressRefused(SCHEME, f"{scheme or 'CONNECT'} to {served.name}")
+    return CheckedTarget(
+        host=served.name,
+        port=port,
+        address=served.address,
+        addresses=(served.address,),
+        simulated=served,
+    )
+
+
 def check_destination(
     host: str,
     port: int,
@@ -341,6 +400,8 @@ def check_destination(
     *,
     allowed_ports: frozenset[int] | None = DEFAULT_ALLOWED_PORTS,
     allowlist: "Allowlist | None" = None,
+    simulated: SimulatedHosts | None = None,
+    scheme: str | None = None,
 ) -> CheckedTarget:
     """Check ``host:port`` (a CONNECT authority, or a URL's host) and return what to dial.
 
@@ -352,6 +413,8 @@ def check_destination(
     private one. ``allowed_ports`` None allows any port; ``allowlist`` (the worker's own
     calls only, never a sandbox's) lets the operator's internal hosts and blocks through.
     A resolver may raise :class:`EgressRefused` itself (a bounded lookup that timed out).
+    A name in ``simulated`` (the proxy's own, :class:`SimulatedHost`) is never resolved:
+    it passes only for ``scheme`` "http" (check_url's; None is a CONNECT) on its port.
     """
     if allowed_ports is not None and port not in allowed_ports:
         raise EgressRefused(PORT, str(port))
@@ -370,6 +433,8 @@ def check_destination(
     name = host.lower().removesuffix(".")
     if not _HOSTNAME_RE.fullmatch(name) or len(name) > 253:
         raise EgressRefused(INVALID_HOST, host[:100])
+    if simulated and (served := simulated.get(name)) is not None:
+        return _simulated_target(served, port, scheme)
     named = allowlist is not None and allowlist.names_host(name)
     # RFC 6761: "localhost" and "*.localhost" are loopback whatever DNS or /etc/hosts
     # say, and browsers resolve them without asking; refuse before resolving.
@@ -426,6 +491,7 @@ def check_url(
     *,
     allowed_ports: frozenset[int] | None = DEFAULT_ALLOWED_PORTS,
     allowlist: "Allowlist | None" = None,
+    simulated: SimulatedHosts | None = None,
 ) -> CheckedTarget:
     """Check an absolute http(s) URL and return what to dial (see check_destination).
 
@@ -453,6 +519,8 @@ def check_url(
         resolver,
         allowed_ports=allowed_ports,
         allowlist=allowlist,
+        simulated=simulated,
+        scheme=scheme,
     )
     request_target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     return CheckedTarget(
@@ -462,6 +530,7 @@ def check_url(
         addresses=checked.addresses,
         scheme=scheme,
         request_target=request_target,
+        simulated=checked.simulated,
     )
 
 

@@ -15,12 +15,12 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from sandboxes import cgroups, disk
+from sandboxes import cgroups, disk, netpolicy
 from sandboxes.base import Sandbox, SandboxBackend, SandboxSpec
 from sandboxes.egress import EgressProxy, EgressProxyThread
 from sandboxes.local_backend import LocalBackend
 from sandboxes.models import SandboxLease
-from sandboxes.netpolicy import default_resolver
+from sandboxes.netpolicy import SimulatedHost, default_resolver
 from sandboxes.reaping import reap_orphans
 from sandboxes.rundir import DISPLAY_UID_OFFSET
 
@@ -86,13 +86,33 @@ def no_dns_resolver(host: str, port: int) -> list:
     return []
 
 
+def simulated_hosts() -> dict[str, SimulatedHost]:
+    """The simulated public hosts this process's sandboxes may reach (docs/demo-web.md):
+    ``demo.arena.test`` on port 80, dialled to the demo web server on this process's
+    loopback (started here on first use), unless ``ARENA_DEMO_WEB`` is off."""
+    if not settings.ARENA.demo_web:
+        return {}
+    from sandboxes.demoweb.server import demo_server
+
+    try:
+        server = demo_server()
+    except OSError:
+        # Battles must not stop for the demo site: without it the name is just refused.
+        logger.exception("the demo web did not start; demo.arena.test is not served")
+        return {}
+    return netpolicy.simulated_hosts(server.simulated_host())
+
+
 def egress_proxy() -> EgressProxyThread:
-    """This worker process's egress proxy (one per process, started on first use)."""
+    """This worker process's egress proxy (one per process, started on first use), with
+    the simulated hosts of :func:`simulated_hosts`."""
     global _egress
     with _egress_lock:
         if _egress is None:
             resolver = default_resolver if settings.ARENA.egress_resolve else no_dns_resolver
-            _egress = EgressProxy(resolver=resolver, on_refusal=_record_refusal).run_in_thread()
+            _egress = EgressProxy(
+                resolver=resolver, on_refusal=_record_refusal, simulated=simulated_hosts()
+            ).run_in_thread()
         return _egress
 
 

@@ -32,6 +32,7 @@ from accounts.services import (
 from agents.models import Arena
 from agents.services import roster_install_builtins
 from judging.services import judge_profile
+from sandboxes.demoweb import DEMO_TASKS as WEB_TASKS
 
 DEFAULT_TERMS = """By submitting a task you agree that the task, both agents' trajectories,
 the judges' votes and the resulting ratings may be published by the arena.
@@ -134,6 +135,13 @@ ENDED_EARLY_TASK = "Write a file named draft.txt containing a first draft of the
 # Rule 1 (a name in judge-visible text) when the rule-following agent is drawn: it
 # writes the names into the file and its shell command.
 NAMING_TASK = "Create a file named credits.txt containing Rulebook and Surveyor were here"
+# The demo web's tasks (sandboxes.demoweb, docs/demo-web.md): both sides browse
+# http://demo.arena.test/. The first ones are judged with the history (one judge each),
+# the rest left open with OPEN_TASKS. Submitted without a start URL (the instruction
+# names the page, so opening it is the agent's first step), each with its known category.
+WEB_JUDGED = 4
+WEB_CATEGORIES = {task["instruction"]: task["category"] for task in WEB_TASKS}
+JUDGED_TASKS = [*DEMO_TASKS, *((task["instruction"], 1) for task in WEB_TASKS[:WEB_JUDGED])]
 # How long the demo judges read each battle: their serve is stamped this long before
 # the vote (see _served_earlier).
 DEMO_READ_S = 45
@@ -145,6 +153,7 @@ OPEN_TASKS = [
     "Create a file named todo.txt containing call the plumber",
     "What is (365 - 52) * 24?",
     "Create a file named packing.txt containing passport, charger, socks",
+    *(task["instruction"] for task in WEB_TASKS[WEB_JUDGED:]),
 ]
 
 
@@ -168,7 +177,7 @@ def _demo_history(demo) -> list[str]:
 
     User = get_user_model()
     excluded = [ABSTAINED_TASK, ENDED_EARLY_TASK, NAMING_TASK]
-    battles = _demo_battles_run(demo, DEMO_TASKS, excluded)
+    battles = _demo_battles_run(demo, JUDGED_TASKS, excluded)
     judges = [User.objects.get(username=name) for name in JUDGES]
     if any(b.status != Battle.Status.JUDGING and not b.exclusion_reason for b in battles):
         failed = [b.pk for b in battles if b.status == Battle.Status.FAILED]
@@ -196,7 +205,7 @@ def _demo_battles_run(demo, tasks: list[tuple[str, int]], singles: list[str]) ->
     from django.db import connection
     from django.test import override_settings
 
-    from battles.models import Battle
+    from battles.models import Battle, Task
     from battles.services import battle_end_side, battle_run, task_submit
     from judging.services import battle_screen
 
@@ -207,6 +216,8 @@ def _demo_battles_run(demo, tasks: list[tuple[str, int]], singles: list[str]) ->
         fraction = 1.0 if target > 1 else 0.0
         with override_settings(ARENA=settings.ARENA.replace(redundancy_fraction=fraction)):
             battles.append(task_submit(user=demo, instruction=instruction, rng=rng))
+        if instruction in WEB_CATEGORIES:
+            Task.objects.filter(pk=battles[-1].task_id).update(category=WEB_CATEGORIES[instruction])
     if len(singles) >= 2:
         battle_end_side(user=demo, battle_id=battles[len(tasks) + 1].pk, side="B")
 
@@ -253,7 +264,7 @@ def _demo_votes_cast(battles: list, judges: list) -> int:
     from judging.services import judge_next, vote_cast
 
     redundant = [b.pk for b in battles if b.redundancy_target > 1]
-    abstained = battles[len(DEMO_TASKS)].pk
+    abstained = battles[len(JUDGED_TASKS)].pk
     votes = 0
     for _ in range(len(battles) * len(judges)):
         progressed = False
