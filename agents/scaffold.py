@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.pageview import PAGE_TEXT_HEADER, page_as_text
 from agents.policies import Action, GiveUp, Observation
 from agents.providers.base import (
     Image,
@@ -31,6 +32,7 @@ DEFAULT_SYSTEM_PROMPT = (
     "any files you made). If you cannot finish, say why in plain text without a tool call."
 )
 OMITTED = Text("[an older screenshot was omitted]")
+OMITTED_PAGE = Text("[an older page text was omitted]")
 
 
 @dataclass
@@ -69,7 +71,11 @@ class ScaffoldPolicy:
 
     def _observe(self, observation: Observation) -> None:
         """Appends what the agent saw since its last action as a user turn."""
-        screen = [Image(observation.screenshot_png)] if observation.screenshot_png else []
+        screen: list[Text | Image] = (
+            [Image(observation.screenshot_png)] if observation.screenshot_png else []
+        )
+        if observation.page is not None:  # the agent asked for the page as text
+            screen.append(Text(page_as_text(observation.page)))
         budgets = (
             f"Steps left: {observation.steps_left}. Seconds left: {int(observation.seconds_left)}."
         )
@@ -100,8 +106,9 @@ class ScaffoldPolicy:
         self._pending = []
 
     def _trimmed(self) -> list[Turn]:
-        """The conversation with only the newest ``keep_screenshots`` images."""
-        seen = 0
+        """The conversation with only the newest ``keep_screenshots`` images and the
+        newest page text (each up to 8 KB: older ones would only cost tokens)."""
+        seen = pages = 0
         trimmed: list[Turn] = []
         for turn in reversed(self.turns):
             blocks = []
@@ -112,11 +119,17 @@ class ScaffoldPolicy:
                         if isinstance(item, Image):
                             seen += 1
                             item = item if seen <= self.keep_screenshots else OMITTED
+                        elif isinstance(item, Text) and item.text.startswith(PAGE_TEXT_HEADER):
+                            pages += 1
+                            item = item if pages <= 1 else OMITTED_PAGE
                         content.append(item)
                     block = ToolResult(block.tool_use_id, content[::-1], block.is_error)
                 elif isinstance(block, Image):
                     seen += 1
                     block = block if seen <= self.keep_screenshots else OMITTED
+                elif isinstance(block, Text) and block.text.startswith(PAGE_TEXT_HEADER):
+                    pages += 1
+                    block = block if pages <= 1 else OMITTED_PAGE
                 blocks.append(block)
             trimmed.append(Turn(turn.role, blocks[::-1]))
         return trimmed[::-1]

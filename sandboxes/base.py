@@ -135,6 +135,12 @@ class Sandbox(ABC):
         is untrusted); None when there is no browser or it does not answer."""
         return None
 
+    def page_text(self) -> dict[str, Any] | None:
+        """The browser's page as text for agents that read it (``sandboxes.pagetext``:
+        URL, title, visible text, interactive elements with screen coordinates),
+        bounded; None when there is no browser or it does not answer."""
+        return None
+
     def health(self) -> dict[str, Any]:
         return {"ok": True}
 

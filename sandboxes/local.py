@@ -52,6 +52,7 @@ from sandboxes.base import (
     ToolResult,
 )
 from sandboxes.control import SupervisorClient
+from sandboxes.pagetext import page_text_bounded
 from sandboxes.reaping import reap_orphans
 from sandboxes.rundir import RunLayout, SandboxPaths
 from sandboxes.screens import ScreenError, framebuffer_png
@@ -65,6 +66,8 @@ KEY_ALLOWED = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012345678
 # The page state after each step (``page_state``): the same bounds as ``navigate``'s.
 PAGE_URL_MAX_CHARS, PAGE_TITLE_MAX_CHARS = 2000, 500
 PAGE_STATE_TIMEOUT_S = 5.0
+# The page as text: the supervisor waits for a navigation a click started (bounded).
+PAGE_TEXT_TIMEOUT_S = 15.0
 
 
 def _text(value: object, limit: int) -> tuple[str, bool]:
@@ -287,6 +290,22 @@ class LocalSandbox(Sandbox):
             "url": url[:PAGE_URL_MAX_CHARS] if isinstance(url, str) else "",
             "title": title[:PAGE_TITLE_MAX_CHARS] if isinstance(title, str) else "",
         }
+
+    def page_text(self) -> dict[str, Any] | None:
+        if not self.spec.desktop:
+            return None
+        try:
+            reply = self._call(
+                "page_text",
+                {"op": "page_text"},
+                timeout_s=PAGE_TEXT_TIMEOUT_S,
+                client=self.display_client,
+            )
+        except ToolError:
+            return None
+        if not reply.get("ok"):
+            return None
+        return page_text_bounded(reply, width=self.spec.width, height=self.spec.height)
 
     def shell(self, command: str, timeout_s: float | None = None) -> ToolResult:
         timeout = min(float(timeout_s or self.spec.shell_timeout_s), self.spec.shell_timeout_s)

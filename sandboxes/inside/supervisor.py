@@ -4,7 +4,8 @@ Standard library only (it runs on the distribution's python3, not the arena's ve
 It has three roles (``config["role"]``):
 
 - ``display`` (the local backend's display sandbox, under the slot's display uid):
-  Xvfb, the egress forwarder and Chromium; serves ``navigate`` and ``state``.
+  Xvfb, the egress forwarder and Chromium; serves ``navigate``, ``state`` and
+  ``page_text`` (the page as text, docs/agents.md).
 - ``agent`` (the agent's sandbox): the egress forwarder for the shell; serves
   ``shell`` and ``input`` (XTEST through python-xlib on the display sandbox's X socket,
   or xdotool where python-xlib is not bound in).
@@ -24,7 +25,7 @@ its answers.
 
 Requests: {"op": "ping"} | {"op": "input", "argv": [...], "via"?} (xdotool arguments) |
 {"op": "shell", "command", "timeout_s", "max_bytes"} | {"op": "navigate", "url", "state"?} |
-{"op": "state"}.
+{"op": "state"} | {"op": "page_text", "max_text"?, "max_elements"?} (the page as text).
 """
 
 import asyncio
@@ -48,14 +49,18 @@ EGRESS_SOCKET = f"{CTL_DIR}/egress.sock"
 PROXY_PORT = 3128
 CHROMIUM = "/usr/lib/chromium/chromium"
 PR_SET_DUMPABLE = 4
+# The page as text (``page_text``): at most this much visible text and this many
+# interactive elements (a request may ask for fewer).
+PAGE_TEXT_MAX_CHARS = 8000
+PAGE_TEXT_MAX_ELEMENTS = 150
 # python-xlib (pure Python), bound here read-only by the host when it has it
 # (sandboxes.local_backend): input becomes XTEST events instead of an xdotool process.
 XLIB_DIR = "/opt/arena/pylib"
 # Which requests each role serves.
 OPS = {
-    "all": {"ping", "input", "shell", "navigate", "state"},
+    "all": {"ping", "input", "shell", "navigate", "state", "page_text"},
     "agent": {"ping", "input", "shell"},
-    "display": {"ping", "navigate", "state"},
+    "display": {"ping", "navigate", "state", "page_text"},
 }
 # The xdotool commands the host sends (sandboxes.local) and how many arguments each
 # takes; "type" and "key" end the command line after "--". Anything else (exec,
@@ -78,6 +83,133 @@ SETTLE_JS = (
     " else addEventListener('load', painted, {once: true}); })"
 )
 
+# The page as text for agents that read rather than look (``page_text``): one
+# evaluation returns the URL, title, the visible text in reading order (innerText:
+# what layout shows, hidden elements left out) and the interactive elements with the
+# centre of their visible part in SCREEN pixels (the window's offset on the screen and
+# its toolbar added, times the device pixel ratio), those in the viewport first. The
+# host bounds and checks all of it again: the page is the entrant's or the web's.
+PAGE_TEXT_JS = r"""
+(() => {
+  const MAX_TEXT = %d, MAX_ELEMENTS = %d, MAX_NAME = 200;
+  const dpr = window.devicePixelRatio || 1;
+  const vw = window.innerWidth, vh = window.innerHeight;
+  const side = Math.max(0, (window.outerWidth - vw) / 2);
+  const left = window.screenX + side;
+  const top = window.screenY + Math.max(0, window.outerHeight - vh - side);
+  const clip = (s, n) => {
+    s = (s || '').replace(/\s+/g, ' ').trim();
+    return s.length > n ? s.slice(0, n - 1) + '\u2026' : s;
+  };
+  const byIds = (ids) => ids.split(/\s+/).map(id => document.getElementById(id))
+    .filter(Boolean).map(e => e.innerText || e.textContent).join(' ');
+  const labelOf = (el) => {
+    if (el.getAttribute('aria-label')) return el.getAttribute('aria-label');
+    const by = el.getAttribute('aria-labelledby');
+    if (by && byIds(by).trim()) return byIds(by);
+    if (el.labels && el.labels.length) {
+      return Array.from(el.labels).map(l => l.innerText || l.textContent).join(' ');
+    }
+    return '';
+  };
+  const BUTTONS = ['submit', 'button', 'reset', 'image'];
+  const roleOf = (el) => {
+    const explicit = el.getAttribute('role');
+    if (explicit) return explicit;
+    const tag = el.tagName.toLowerCase();
+    if (tag === 'a') return 'link';
+    if (tag === 'button' || tag === 'summary') return 'button';
+    if (tag === 'select') return el.multiple ? 'listbox' : 'combobox';
+    if (tag === 'textarea') return 'textbox';
+    if (tag === 'input') {
+      const t = (el.type || 'text').toLowerCase();
+      if (BUTTONS.includes(t) || t === 'file') return 'button';
+      if (t === 'checkbox' || t === 'radio') return t;
+      if (t === 'search') return 'searchbox';
+      if (t === 'range') return 'slider';
+      return 'textbox';
+    }
+    return el.isContentEditable ? 'textbox' : 'generic';
+  };
+  const nameOf = (el) => {
+    let n = labelOf(el);
+    const tag = el.tagName.toLowerCase();
+    if (!n.trim() && tag === 'input' && BUTTONS.includes((el.type || '').toLowerCase())) {
+      n = el.value || el.type;
+    }
+    if (!n.trim() && !['input', 'select', 'textarea'].includes(tag)) {
+      n = el.innerText || el.textContent || '';
+    }
+    if (!n.trim()) {
+      const img = el.querySelector && el.querySelector('img[alt]');
+      if (img) n = img.alt;
+    }
+    if (!n.trim()) n = el.getAttribute('placeholder') || el.getAttribute('title') || '';
+    return clip(n, MAX_NAME);
+  };
+  const selector = 'a[href], button, input:not([type=hidden]), select, textarea, summary, '
+    + '[role=button], [role=link], [role=checkbox], [role=tab], [role=menuitem], '
+    + '[contenteditable=""], [contenteditable=true]';
+  const all = Array.from(document.querySelectorAll(selector));
+  const inView = [], offView = [];
+  for (const el of all) {
+    const shown = {checkOpacity: true, checkVisibilityCSS: true};
+    if (el.checkVisibility && !el.checkVisibility(shown)) continue;
+    const r = el.getBoundingClientRect();
+    if (r.width < 1 || r.height < 1) continue;
+    const x0 = Math.max(0, r.left), y0 = Math.max(0, r.top);
+    const x1 = Math.min(vw, r.right), y1 = Math.min(vh, r.bottom);
+    const visible = x1 - x0 >= 1 && y1 - y0 >= 1;
+    (visible ? inView : offView).push({el, r, visible, cx: (x0 + x1) / 2, cy: (y0 + y1) / 2});
+  }
+  const total = inView.length + offView.length;
+  const order = new Map(all.map((el, i) => [el, i]));
+  const chosen = inView.concat(offView).slice(0, MAX_ELEMENTS);
+  chosen.sort((a, b) => order.get(a.el) - order.get(b.el));
+  const focused = document.activeElement;
+  const NO_VALUE = [...BUTTONS, 'checkbox', 'radio'];
+  const elements = chosen.map((item, i) => {
+    const el = item.el, role = roleOf(el), tag = el.tagName.toLowerCase();
+    const out = {i, role, name: nameOf(el), tag};
+    if (tag === 'input') out.type = (el.type || 'text').toLowerCase();
+    if (el.getAttribute('name')) out.field = clip(el.getAttribute('name'), 100);
+    const hint = el.getAttribute('placeholder');
+    if (hint) out.placeholder = clip(hint, MAX_NAME);
+    if (tag === 'a') out.href = el.href.slice(0, 2000);
+    if ((tag === 'input' || tag === 'textarea') && !NO_VALUE.includes(out.type)) {
+      const secret = out.type === 'password';
+      out.value = secret ? (el.value ? '\u2022\u2022\u2022' : '') : clip(el.value, 500);
+    }
+    if (role === 'checkbox' || role === 'radio') out.checked = !!el.checked;
+    if (tag === 'select') {
+      const opt = el.selectedOptions && el.selectedOptions[0];
+      out.value = opt ? clip(opt.text, MAX_NAME) : '';
+      out.options = Array.from(el.options).slice(0, 30).map(o => clip(o.text, 100));
+    }
+    if (el.disabled) out.disabled = true;
+    if (el === focused) out.focused = true;
+    if (item.visible) {
+      out.x = Math.round((left + item.cx) * dpr);
+      out.y = Math.round((top + item.cy) * dpr);
+    } else {
+      out.offscreen = item.r.bottom <= 0 ? 'above' : item.r.top >= vh ? 'below' : 'beside';
+    }
+    return out;
+  });
+  const raw = document.body ? (document.body.innerText || '') : '';
+  const text = raw.replace(/[ \t]*\n[ \t\n]*/g, '\n').trim();
+  return {
+    url: location.href, title: document.title,
+    text: text.slice(0, MAX_TEXT), text_truncated: text.length > MAX_TEXT,
+    elements, elements_total: total,
+    viewport: {width: Math.round(vw * dpr), height: Math.round(vh * dpr),
+               left: Math.round(left * dpr), top: Math.round(top * dpr),
+               scroll_y: Math.round(window.scrollY),
+               page_height: Math.round(document.documentElement.scrollHeight)},
+  };
+})()
+"""
+
 
 class Browser:
     """Chromium driven over the DevTools protocol on a pipe (fds 3 and 4)."""
@@ -89,6 +221,9 @@ class Browser:
         self.next_id = 0
         self.buffer = b""
         self.session = None
+        # Frames loading now, from the page's loading events (``page_text`` waits for
+        # a navigation a click just started instead of reading the old document).
+        self.loading: set[str] = set()
         # Requests arrive on executor threads, one per host connection: a host that
         # gave up waiting (a slow page) reconnects while the old call still runs. One
         # exchange at a time on the pipe; a reply to an abandoned call is skipped.
@@ -115,6 +250,7 @@ class Browser:
             while b"\0" in self.buffer:
                 raw, self.buffer = self.buffer.split(b"\0", 1)
                 reply = json.loads(raw)
+                self._event(reply)
                 if reply.get("id") == self.next_id:
                     if "error" in reply:
                         raise RuntimeError(reply["error"].get("message", "devtools error"))
@@ -124,6 +260,13 @@ class Browser:
                 raise RuntimeError("the browser closed its devtools pipe")
             self.buffer += chunk
         raise TimeoutError(f"devtools call {method} timed out")
+
+    def _event(self, message: dict) -> None:
+        method = message.get("method")
+        if method == "Page.frameStartedLoading":
+            self.loading.add(str(message.get("params", {}).get("frameId")))
+        elif method == "Page.frameStoppedLoading":
+            self.loading.discard(str(message.get("params", {}).get("frameId")))
 
     def page_session(self) -> str:
         if self.session:
@@ -170,6 +313,26 @@ class Browser:
                 return
             except RuntimeError:
                 time.sleep(0.005)  # mid-navigation: the context is being replaced
+
+    def page_text(self, max_text: int, max_elements: int) -> dict:
+        """The page as text (``PAGE_TEXT_JS``) once it is quiet: two painted frames
+        (input just sent is handled by then, and a navigation it started has begun),
+        then, while a frame is loading, the load event and two frames more."""
+        started = time.monotonic()
+        with contextlib.suppress(RuntimeError, TimeoutError):  # mid-navigation: see below
+            self.evaluate(SETTLE_JS % 500, await_promise=True)
+        if self.loading:
+            self.settle(timeout_s=8.0)
+        for _ in range(3):
+            try:
+                value = self.evaluate(PAGE_TEXT_JS % (max_text, max_elements))
+            except RuntimeError:  # the context went away under us: a navigation
+                self.settle(timeout_s=5.0)
+                continue
+            if isinstance(value, dict):
+                return {"ok": True, **value, "ms": int(1000 * (time.monotonic() - started))}
+            break
+        return {"ok": False, "error": "the page did not answer"}
 
     def state(self) -> dict:
         """The page's URL and title, in one evaluation (one round trip per step)."""
@@ -768,6 +931,13 @@ class Supervisor:
             )
         if op == "state":
             return {"ok": True, **(self.browser.state() if self.browser else {})}
+        if op == "page_text":
+            if self.browser is None:
+                return {"ok": False, "error": "this sandbox has no browser"}
+            return self.browser.page_text(
+                int(bounded(request.get("max_text"), PAGE_TEXT_MAX_CHARS)),
+                int(bounded(request.get("max_elements"), PAGE_TEXT_MAX_ELEMENTS)),
+            )
         return {"ok": False, "error": f"unknown op {op!r}"}
 
     async def client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -37,11 +37,12 @@ def test_both_lanes_run_and_every_step_is_stored(alice, roster):
     assert battle.dequeued_at <= battle.lanes_started_at <= battle.ended_at
     a, b = battle.runs.order_by("side")
     assert (a.end_reason, b.end_reason) == ("delivered", "gave_up")
-    assert a.final_message == "Created notes.txt containing: hello arena"
+    # The wording varies with the task (agents/builtins/wording.py); the content does not.
+    assert "notes.txt" in a.final_message and a.final_message.endswith(": hello arena")
     assert a.delivered_files[0]["name"] == "notes.txt" and a.delivered_files[0]["size"] == 12
     assert list(a.steps.values_list("tool", flat=True)) == ["shell", "shell", "deliver"]
     assert a.steps.get(index=1).result["stdout"] == "hello arena\n"
-    assert b.final_message == "I was unable to complete this task."
+    assert b.final_message and "notes.txt" not in b.final_message
     assert Step.objects.filter(run=b).count() == 1
 
 
@@ -56,8 +57,9 @@ def test_competence_differs_visibly(alice, roster):
     battle = submit_between(alice, "what is 6*7", "rulebook", "surveyor")
     battle_run(battle_id=battle.pk)
     a, b = battle.runs.order_by("side")
-    assert a.final_message == "6*7 = 42"
-    assert b.final_message.startswith("I looked around instead of doing the task.")
+    assert "42" in a.final_message and "6*7" in a.final_message
+    assert "42" not in b.final_message.splitlines()[0]
+    assert "/work" in b.final_message and b.steps.first().tool == "shell"  # its survey
 
 
 def test_running_a_battle_twice_is_a_no_op(alice, roster):
