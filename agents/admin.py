@@ -3,15 +3,20 @@ team) changes only with a reason, kept in the agent standing log; agents are ret
 never deleted (their battles stay in the ratings)."""
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.admin.helpers import ActionForm
 from django.db import transaction
+from django.http import HttpResponseRedirect
+from django.urls import reverse
+from django.utils.html import format_html
 
 from agents.models import Agent, AgentStandingLogEntry, Arena
+from agents.registration import agent_approve, agent_reject
 from agents.services import (
-    agent_destinations_check,
-    agent_keys_check,
+    agent_pause_fields,
     agent_standing_changes,
     agent_standing_log,
+    entry_problems,
 )
 from arena_site.admin import ReadOnlyAdmin
 from arena_site.exceptions import ApplicationError
@@ -35,7 +40,8 @@ class AgentForm(forms.ModelForm):
         widget=forms.Textarea(attrs={"rows": 2}),
         label="Why the standing changes",
         help_text="Required when pausing, retiring, reinstating, or moving the agent to "
-        "another arena or team; kept in the agent standing log.",
+        "another arena or team; kept in the agent standing log. When pausing, the "
+        "agent's team reads it as the reason.",
     )
 
     class Meta:
@@ -52,24 +58,19 @@ class AgentForm(forms.ModelForm):
             return self.instance.remote_secret
         return value
 
+    def _post_clean(self):
+        super()._post_clean()  # the instance now holds the form's values
+        if self.errors:
+            return  # a malformed field first; the entry checks may call the endpoint
+        # An agent that could not make one move is never saved to be drawn: the one door
+        # (agents.services.entry_problems) checks the provider and its key, the address
+        # policy (no internal address unless ARENA_INTERNAL_ALLOWLIST has it, checked
+        # again at each call) and a remote endpoint's health call.
+        for field, message in entry_problems(self.instance).items():
+            self.add_error(field if field in self.fields else None, message)
+
     def clean(self):
         data = super().clean()
-        # The endpoint or base URL the worker would call: no internal address unless an
-        # operator allow-lists it (ARENA_INTERNAL_ALLOWLIST), checked again at each call.
-        try:
-            agent_destinations_check(
-                kind=data.get("kind", ""), provider=data.get("provider", ""),
-                params=data.get("params"),
-            )  # fmt: skip
-        except ApplicationError as exc:
-            self.add_error("params", exc.message)
-        try:  # an agent that could not make one call is never saved to be drawn
-            agent_keys_check(
-                kind=data.get("kind", ""), provider=data.get("provider", ""),
-                params=data.get("params"),
-            )  # fmt: skip
-        except ApplicationError as exc:
-            self.add_error("provider" if exc.code == "unknown_provider" else "params", exc.message)
         if self.instance.pk:
             self.standing_changes = agent_standing_changes(agent=self.instance, proposed=data)
             if self.standing_changes and not (data.get("standing_note") or "").strip():
@@ -77,6 +78,16 @@ class AgentForm(forms.ModelForm):
         else:
             self.standing_changes = {}
         return data
+
+
+class ApprovalActionForm(ActionForm):
+    """The action bar's note: Approve / Reject an entry say it to its team."""
+
+    note = forms.CharField(
+        required=False,
+        label="Note",
+        help_text="Approve / Reject: the note the team reads (required to reject).",
+    )
 
 
 @admin.register(Agent)
@@ -91,23 +102,112 @@ class AgentAdmin(admin.ModelAdmin):
         "arena",
         "is_baseline",
         "is_paused",
+        "failure_streak",
+        "paused_reason",
         "retired_at",
+        "approval",
     ]
-    list_filter = ["kind", "arena", "is_baseline", "is_paused", "provider"]
+    list_filter = ["kind", "arena", "is_baseline", "is_paused", "provider", "approval"]
+    readonly_fields = [
+        "failure_streak", "paused_reason", "test_drives",
+        "approval", "approval_note", "approved_by", "approved_at", "has_provider_key",
+    ]  # fmt: skip
+    actions = ["test_drive", "approve_entries", "reject_entries"]
+    # A team's entry waits for an admin (agents/registration.py): Approve / Reject, with
+    # the note of the action bar (required to reject; its team reads it).
+    action_form = ApprovalActionForm
     search_fields = ["display_name", "slug", "model_id", "aliases"]
     fieldsets = [
         (None, {"fields": ["arena", "slug", "display_name", "kind", "team", "aliases"]}),
         ("Model", {"fields": ["provider", "model_id", "system_prompt", "params"]}),
         ("Built-in / remote", {"fields": ["builtin_policy", "remote_secret"]}),
         ("Budgets and tools", {"fields": ["tool_set", "step_budget", "wall_budget_s"]}),
-        ("Status", {"fields": ["is_baseline", "is_paused", "retired_at", "standing_note"]}),
+        (
+            "Status",
+            {
+                "fields": [
+                    "is_baseline",
+                    "is_paused",
+                    "paused_reason",
+                    "failure_streak",
+                    "retired_at",
+                    "standing_note",
+                    "test_drives",
+                ]
+            },
+        ),
+        (
+            "Approval (a team's entry is drawn only once approved)",
+            {
+                "fields": [
+                    "approval",
+                    "approval_note",
+                    "approved_by",
+                    "approved_at",
+                    "has_provider_key",
+                ]
+            },
+        ),
     ]
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False  # retire instead: battles keep their agents
 
+    @admin.display(description="Team's own provider key", boolean=True)
+    def has_provider_key(self, obj) -> bool:
+        return bool(obj.provider_key_encrypted)  # never the key, nor its ciphertext
+
+    @admin.action(description="Approve the entry (it may be drawn into battles)")
+    def approve_entries(self, request, queryset):
+        self._approval_decide(request, queryset, approve=True)
+
+    @admin.action(description="Reject the entry (with the note: why)")
+    def reject_entries(self, request, queryset):
+        self._approval_decide(request, queryset, approve=False)
+
+    def _approval_decide(self, request, queryset, *, approve: bool) -> None:
+        note = (request.POST.get("note") or "").strip()
+        done, refused = [], []
+        for agent in queryset:
+            try:
+                if approve:
+                    agent_approve(agent=agent, actor=request.user, note=note)
+                else:
+                    agent_reject(agent=agent, actor=request.user, note=note)
+                done.append(agent.display_name)
+            except ApplicationError as exc:
+                refused.append(f"{agent.display_name}: {exc.message}")
+        if done:
+            verb = "Approved" if approve else "Rejected"
+            self.message_user(request, f"{verb}: {', '.join(done)}.", messages.SUCCESS)
+        for line in refused:
+            self.message_user(request, line, messages.ERROR)
+
+    @admin.display(description="Test drives")
+    def test_drives(self, obj) -> str:
+        if obj.pk is None:
+            return "-"
+        return format_html(
+            '<a href="{}">Its test drives, and start one</a>',
+            reverse("battles:test-drives-of", args=[obj.pk]),
+        )
+
+    @admin.action(description="Test drive: run alone on a sample task")
+    def test_drive(self, request, queryset):
+        """To the agent's test-drive page (battles app: the layers keep the roster's
+        admin from importing battles), where a sample task is chosen and started."""
+        agents = list(queryset[:2])
+        if len(agents) != 1:
+            self.message_user(request, "Select one agent to test-drive.", messages.WARNING)
+            return None
+        return HttpResponseRedirect(reverse("battles:test-drives-of", args=[agents[0].pk]))
+
     @transaction.atomic
     def save_model(self, request, obj, form, change):
+        if change and form.standing_changes:
+            agent_pause_fields(
+                agent=obj, changes=form.standing_changes, note=form.cleaned_data["standing_note"]
+            )
         super().save_model(request, obj, form, change)
         if change and form.standing_changes:
             agent_standing_log(

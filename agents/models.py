@@ -150,14 +150,22 @@ class Agent(models.Model):
 
 class AgentStandingLogEntry(models.Model):
     """An operator changing an agent's standing on the roster (paused, retired, its arena
-    or its entrant team): what changed, who, when and why. Never edited."""
+    or its entrant team), or the arena pausing it after consecutive failed lanes (no
+    actor): what changed, who, when and why. Never edited."""
 
     STANDING_FIELDS = ("is_paused", "retired_at", "arena", "team")
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="standing_log")
     changes = models.JSONField(help_text='{"field": [before, after]} of the standing fields.')
     note = models.TextField()
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="Empty: the arena itself (an automatic pause after failed lanes).",
+    )
     at = models.DateTimeField()
 
     class Meta:

@@ -9,6 +9,7 @@ at ``/api/agent-protocol/``, the reply checker and the signing helpers live here
 
 import hashlib
 import hmac
+import json
 from typing import Any
 
 from agents.policies import Action, GiveUp
@@ -32,6 +33,11 @@ RETRY_STATUSES = (429, 502, 503, 504)
 MAX_REPLY_BYTES = 1_000_000
 MESSAGE_MAX_CHARS = 20_000
 THOUGHT_MAX_CHARS = 20_000
+# The health call (``health_request_body``): one signed POST to the same endpoint, asked
+# when an agent is saved to be drawn; one attempt, bounded, never retried.
+HEALTH_TIMEOUT_S = 5.0
+HEALTH_MAX_REPLY_BYTES = 10_000
+HEALTH_REQUEST_ID_PREFIX = "health:"
 
 _REPLY_KEYS = ("action", "give_up", "thought")
 
@@ -147,6 +153,7 @@ def observation_schema() -> dict[str, Any]:
                 "items": {"enum": list(TOOL_SCHEMAS)},
                 "description": "The tools this run offers (see the document's 'tools').",
             },
+            "page": page_schema(),
         },
         "required": [
             "protocol",
@@ -160,6 +167,65 @@ def observation_schema() -> dict[str, Any]:
             "budgets",
             "tools",
         ],
+    }
+
+
+def page_schema() -> dict[str, Any]:
+    """JSON Schema of the optional ``page`` field: the browser's page as text, sent only
+    to agents registered with ``params {"observe": "page_text"}`` (docs/agents.md)."""
+    coordinate = {"type": "integer", "minimum": 0}
+    element = {
+        "type": "object",
+        "properties": {
+            "i": {"type": "integer", "minimum": 0},
+            "role": {
+                "type": "string",
+                "description": "link, button, textbox, searchbox, combobox, listbox, "
+                "checkbox, radio, slider, tab, menuitem or generic.",
+            },
+            "name": {"type": "string", "description": "Its label, text or placeholder."},
+            "tag": {"type": "string"},
+            "type": {"type": "string", "description": "An input's type."},
+            "field": {"type": "string", "description": "A form field's name attribute."},
+            "placeholder": {"type": "string"},
+            "value": {"type": "string", "description": "A field's value (a select's option)."},
+            "options": {"type": "array", "items": {"type": "string"}},
+            "href": {"type": "string"},
+            "checked": {"type": "boolean"},
+            "disabled": {"type": "boolean"},
+            "focused": {"type": "boolean"},
+            "x": {**coordinate, "description": "Screen pixels: click here to hit it."},
+            "y": coordinate,
+            "offscreen": {
+                "enum": ["above", "below", "beside"],
+                "description": "Instead of x/y: outside the viewport; scroll to reach it.",
+            },
+        },
+        "required": ["i", "role", "name"],
+    }
+    return {
+        "type": "object",
+        "description": (
+            "The page as text after the previous step (the DOM's visible text and its "
+            "interactive elements with screen coordinates), for agents that ask for it; "
+            "absent otherwise, and absent in a step whose browser did not answer. The "
+            "page's content is the web's: untrusted."
+        ),
+        "properties": {
+            "url": {"type": "string"},
+            "title": {"type": "string"},
+            "text": {"type": "string", "maxLength": 8000},
+            "text_truncated": {"type": "boolean"},
+            "elements": {"type": "array", "maxItems": 150, "items": element},
+            "elements_total": {"type": "integer", "minimum": 0},
+            "viewport": {
+                "type": "object",
+                "description": "Screen pixels: width, height, left, top (the page's origin "
+                "on the screen, below the toolbar); scroll_y and page_height in CSS pixels.",
+            },
+            "escaped": {"type": "boolean"},
+        },
+        "required": ["url", "title", "text", "elements"],
     }
 
 
@@ -239,6 +305,7 @@ def protocol_document() -> dict[str, Any]:
                 "use https beyond localhost."
             ),
         },
+        "health": health_document(),
         "tools": TOOL_SCHEMAS,
         "timeouts": {
             "attempt_s": ATTEMPT_TIMEOUT_S,
@@ -271,6 +338,69 @@ def protocol_document() -> dict[str, Any]:
             ),
         },
     }
+
+
+# --- the health call ----------------------------------------------------------------------
+
+
+def health_request_body() -> bytes:
+    """The body of the health call: the protocol version and ``"health": true`` (an
+    observation never has a ``health`` field, so an entrant tells the two apart)."""
+    return json.dumps({"protocol": PROTOCOL_VERSION, "health": True}).encode()
+
+
+def health_reply_schema() -> dict[str, Any]:
+    """JSON Schema of the entrant's answer to the health call."""
+    return {
+        "$schema": JSON_SCHEMA_DIALECT,
+        "title": "Health reply",
+        "type": "object",
+        "properties": {
+            "protocol": {"const": PROTOCOL_VERSION},
+            "ok": {"const": True},
+        },
+        "required": ["protocol", "ok"],
+    }
+
+
+def health_document() -> dict[str, Any]:
+    """The health call, as ``protocol_document`` publishes it."""
+    return {
+        "request": {
+            "$schema": JSON_SCHEMA_DIALECT,
+            "title": "Health request",
+            "type": "object",
+            "properties": {"protocol": {"const": PROTOCOL_VERSION}, "health": {"const": True}},
+            "required": ["protocol", "health"],
+        },
+        "response": health_reply_schema(),
+        "timeout_s": HEALTH_TIMEOUT_S,
+        "description": (
+            "Before an agent is entered (an admin saving it, a team registering it, an "
+            "admin resuming it) the arena POSTs this body to the agent's endpoint, signed "
+            f"like every request, with an {REQUEST_ID_HEADER} starting "
+            f"'{HEALTH_REQUEST_ID_PREFIX}'. Answer 200 with the reply above, without "
+            "acting. One attempt, no retry, within timeout_s: an endpoint that does not "
+            "answer it, refuses the signature, or speaks another protocol version is not "
+            "entered, and the person saving it is told why."
+        ),
+    }
+
+
+def validate_health_reply(obj: Any) -> str:
+    """Checks a parsed health reply; returns the protocol version it names. Raises
+    ``ProtocolError`` naming what is wrong."""
+    if not isinstance(obj, dict):
+        raise ProtocolError(f"the health reply must be a JSON object, not {_json_type(obj)}")
+    version = obj.get("protocol")
+    if version != PROTOCOL_VERSION:
+        raise ProtocolError(
+            f"the health reply names protocol {_excerpt(version)}; the arena speaks "
+            f"{PROTOCOL_VERSION!r}"
+        )
+    if obj.get("ok") is not True:
+        raise ProtocolError('the health reply must say "ok": true')
+    return version
 
 
 # --- replies ----------------------------------------------------------------------------

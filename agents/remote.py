@@ -25,6 +25,9 @@ from agents.policies import Action, GiveUp, Observation
 from agents.protocol import (
     ATTEMPT_TIMEOUT_S,
     BACKOFF_S,
+    HEALTH_MAX_REPLY_BYTES,
+    HEALTH_REQUEST_ID_PREFIX,
+    HEALTH_TIMEOUT_S,
     MAX_REPLY_BYTES,
     MAX_RETRIES,
     PROTOCOL_VERSION,
@@ -34,7 +37,9 @@ from agents.protocol import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
     ProtocolError,
+    health_request_body,
     sign,
+    validate_health_reply,
     validate_reply,
 )
 from agents.providers.transport import OutboundRefused, checked_http_client, describe_refusal
@@ -102,6 +107,70 @@ def check_endpoint(
             f"a remote agent's endpoint must be reachable: {describe_refusal(hostname, refused)}"
         ) from None
     return endpoint.strip()
+
+
+def health_check(
+    endpoint: str,
+    secret: str,
+    *,
+    outbound: OutboundPolicy | None = None,
+    timeout_s: float = HEALTH_TIMEOUT_S,
+    clock: Callable[[], float] = time.time,
+) -> str:
+    """Asks the entrant's endpoint the protocol's health call (``agents.protocol.
+    health_document``): one signed POST, one attempt of at most ``timeout_s`` seconds,
+    no redirect followed, every connection through the address policy ``outbound``.
+    Returns the protocol version the entrant named. Raises ``RemoteAgentError`` when
+    no usable answer came and ``ProtocolError`` when the answer breaks the protocol,
+    each with a message the person registering the agent can act on."""
+    if not secret:
+        raise RemoteAgentError("a remote agent needs a secret to sign requests with")
+    outbound = OutboundPolicy() if outbound is None else outbound
+    endpoint = check_endpoint(endpoint, outbound)
+    body = health_request_body()
+    timestamp = int(clock())
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+        REQUEST_ID_HEADER: HEALTH_REQUEST_ID_PREFIX + secrets.token_urlsafe(9),
+        TIMESTAMP_HEADER: str(timestamp),
+        SIGNATURE_HEADER: sign(secret.encode(), timestamp, body),
+    }
+    give_up_at = time.monotonic() + timeout_s
+    with checked_http_client(httpx.Client, outbound) as client:
+        try:
+            with client.stream(
+                "POST", endpoint, content=body, headers=headers, timeout=timeout_s,
+                follow_redirects=False,
+            ) as response:  # fmt: skip
+                status = response.status_code
+                if status == 401:
+                    raise RemoteAgentError(
+                        "the endpoint refused the arena's signature (HTTP 401): it must "
+                        "hold the same secret as the agent's registration",
+                        status=status,
+                    )
+                if status != 200:
+                    raise RemoteAgentError(
+                        f"the endpoint answered the health call with HTTP {status}, not 200",
+                        status=status,
+                    )
+                content = bytearray()
+                for chunk in response.iter_bytes():
+                    content += chunk
+                    if len(content) > HEALTH_MAX_REPLY_BYTES:
+                        raise ProtocolError(
+                            f"the health reply is larger than {HEALTH_MAX_REPLY_BYTES} bytes"
+                        )
+                    if time.monotonic() > give_up_at:
+                        raise RemoteAgentError(f"no whole answer within {timeout_s:g} s")
+        except OutboundRefused as refused:
+            raise RemoteAgentError(f"the endpoint is refused: {refused}") from None
+        except httpx.TimeoutException:
+            raise RemoteAgentError(f"no answer within {timeout_s:g} s") from None
+        except httpx.TransportError as exc:
+            raise RemoteAgentError(f"connection failed ({type(exc).__name__})") from None
+    return validate_health_reply(_parse(bytes(content)))
 
 
 class RemotePolicy:
@@ -188,6 +257,8 @@ class RemotePolicy:
             },
             "tools": self.tools,
         }
+        if observation.page is not None:  # only agents that asked for the page as text
+            document["page"] = observation.page
         return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
 
     def next_action(self, observation: Observation) -> Action | GiveUp:

@@ -148,14 +148,17 @@ def policy_for(
     tools: tuple[str, ...],
     session: str,
     attachments: list[dict] | None = None,
+    run_id: int = 0,
 ) -> Policy:
     """The policy that drives one lane for ``agent``, offered ``tools``. ``session`` is
     an opaque per-run token (remote entrants see it; it names nobody); ``attachments``
-    describe the files in /work/attachments (name, sha256, size)."""
+    describe the files in /work/attachments (name, sha256, size); ``run_id`` is the
+    run the lane drives (an MCP entrant's token is bound to it, agents.mcp_server)."""
     if agent.kind == Agent.Kind.BUILTIN:
         return BUILTIN_POLICIES[agent.builtin_policy]()
     params = agent.params or {}
     if agent.kind == Agent.Kind.SCAFFOLD:
+        from agents.keys import KeyEncryptionError
         from agents.providers.base import ProviderError
         from agents.providers.registry import ProviderDefaults, client_for
         from agents.scaffold import ScaffoldPolicy
@@ -168,8 +171,11 @@ def policy_for(
                 prices=arena.model_prices,
                 outbound=outbound_policy(),
             )
-            client = client_for(agent.provider, agent.model_id, params=params, defaults=defaults)
-        except ProviderError as exc:
+            client = client_for(
+                agent.provider, agent.model_id, params=params, defaults=defaults,
+                team_key=_team_key(agent),
+            )  # fmt: skip
+        except (ProviderError, KeyEncryptionError) as exc:
             raise AgentFailure(str(exc)) from exc
         return _Failing(
             ScaffoldPolicy(
@@ -189,6 +195,18 @@ def policy_for(
         endpoint = params.get("endpoint", "")
         if not endpoint:
             raise AgentFailure("this remote agent has no endpoint (params.endpoint)")
+        if params.get("protocol") == "mcp":  # the run's tools over MCP (agents.mcp_server)
+            from agents.mcp_server import McpPolicy
+
+            try:
+                return McpPolicy(
+                    endpoint=endpoint, secret=agent.remote_secret, run_id=run_id,
+                    session=session, tools=tools, attachments=attachments or (),
+                    outbound=outbound_policy(),
+                    idle_timeout_s=float(params.get("idle_timeout_s", 120)),
+                )  # fmt: skip
+            except ValueError as exc:  # an endpoint the address policy refuses
+                raise AgentFailure(str(exc)) from exc
         try:
             remote = RemotePolicy(
                 endpoint,
@@ -203,6 +221,17 @@ def policy_for(
             raise AgentFailure(str(exc)) from exc
         return _Failing(remote, failures=(RemoteAgentError, ProtocolError))
     raise AgentFailure(f"agents of kind {agent.kind!r} cannot run")
+
+
+def _team_key(agent: Agent) -> str | None:
+    """The team's own provider key, decrypted for this lane (agents/keys.py), or None
+    when the agent has none (its key comes from the environment). Raises
+    ``KeyEncryptionError`` when the stored key does not open."""
+    if not agent.provider_key_encrypted:
+        return None
+    from agents.keys import provider_key_open
+
+    return provider_key_open(agent_id=agent.pk, sealed=agent.provider_key_encrypted)
 
 
 class _Failing:
@@ -247,3 +276,156 @@ class _Failing:
             )
         )
         self.policy.last_exchange = None
+
+
+# --- entry: one door for "may this agent be drawn?" --------------------------------------
+
+
+def entry_problems(agent: Agent) -> dict[str, str]:
+    """What stops ``agent`` (saved or not) from making a single move, by form field:
+    ``{field: message}``, empty when nothing does. The one check behind the admin form
+    and the API's registration; it writes nothing.
+
+    Always: a known kind; a built-in's policy exists; a scaffold's provider is known and
+    its base URL passes the address policy; a remote agent has an endpoint (an http(s)
+    URL without credentials that passes the address policy) and a secret. For an agent
+    in play (neither paused nor retired) also what needs the outside world: the
+    scaffold's key is present (a team's own stored key, or the variable it names set in
+    this environment), and the remote endpoint answers the protocol's health call
+    (``agents.remote.health_check``: one signed POST, at most
+    ``agents.protocol.HEALTH_TIMEOUT_S``). An agent saved out of play is not called, so
+    an admin can always pause an agent whose endpoint is down; resuming it checks
+    again. Fields: ``kind``, ``builtin_policy``, ``provider``, ``params``,
+    ``remote_secret``."""
+    params = agent.params if isinstance(agent.params, dict) else {}
+    in_play = agent.retired_at is None and not agent.is_paused
+    problems: dict[str, str] = {}
+    if agent.kind == Agent.Kind.BUILTIN:
+        if agent.builtin_policy not in BUILTIN_POLICIES:
+            problems["builtin_policy"] = (
+                f"Unknown built-in policy {agent.builtin_policy!r}: one of "
+                f"{', '.join(sorted(BUILTIN_POLICIES))}."
+            )
+        return problems
+    if agent.kind == Agent.Kind.SCAFFOLD:
+        return _scaffold_problems(agent, params, in_play=in_play)
+    if agent.kind == Agent.Kind.REMOTE:
+        return _remote_problems(agent, params, in_play=in_play)
+    return {"kind": f"Unknown kind {agent.kind!r}: one of {', '.join(Agent.Kind.values)}."}
+
+
+def _scaffold_problems(agent: Agent, params: dict, *, in_play: bool) -> dict[str, str]:
+    from agents.providers.registry import PROVIDERS
+
+    if agent.provider not in PROVIDERS:
+        return {"provider": f"Unknown provider {agent.provider!r}: one of {', '.join(PROVIDERS)}."}
+    try:
+        agent_destinations_check(kind=agent.kind, provider=agent.provider, params=params)
+    except ApplicationError as exc:
+        return {"params": exc.message}
+    if in_play and not agent.provider_key_encrypted:
+        try:
+            agent_keys_check(kind=agent.kind, provider=agent.provider, params=params)
+        except ApplicationError as exc:
+            field = "provider" if exc.code == "unknown_provider" else "params"
+            return {field: exc.message}
+    return {}
+
+
+def _remote_problems(agent: Agent, params: dict, *, in_play: bool) -> dict[str, str]:
+    from agents.protocol import HEALTH_TIMEOUT_S, ProtocolError
+    from agents.remote import RemoteAgentError, check_endpoint, health_check
+
+    problems: dict[str, str] = {}
+    endpoint = params.get("endpoint")
+    if not isinstance(endpoint, str) or not endpoint.strip():
+        problems["params"] = (
+            'A remote agent needs params {"endpoint": URL}: the http(s) URL the arena '
+            "POSTs each step's observation to."
+        )
+    if not agent.remote_secret:
+        problems["remote_secret"] = (
+            "A remote agent needs a secret: the arena signs every request with it, and "  # noqa: S105
+            "the endpoint checks the signature."
+        )
+    if "params" in problems:
+        return problems
+    policy = outbound_policy()
+    try:
+        check_endpoint(endpoint, policy, resolve=True)
+    except ValueError as exc:
+        problems["params"] = str(exc)
+    if problems or not in_play:
+        return problems
+    try:
+        timeout = min(float(params.get("timeout_s", HEALTH_TIMEOUT_S)), HEALTH_TIMEOUT_S)
+    except (TypeError, ValueError):
+        return {"params": "params timeout_s must be a number of seconds."}
+    try:
+        health_check(endpoint, agent.remote_secret, outbound=policy, timeout_s=max(timeout, 0.1))
+    except (RemoteAgentError, ProtocolError, ValueError) as exc:
+        problems["params"] = (
+            f"The endpoint did not pass the protocol's health call: {exc}. Start the "
+            "agent's server (it must answer the health call, see /api/agent-protocol/), "
+            "or save the agent paused."
+        )
+    return problems
+
+
+# --- failing lanes: the automatic pause ---------------------------------------------------
+
+
+def _pause_reason(streak: int, last_error: str) -> str:
+    return (
+        f"Paused automatically: its last {streak} runs failed through the agent itself "
+        f"(its provider or endpoint could not be reached or broke the protocol). The "
+        f"last one: {last_error[:500]}. Fix the agent, then an admin resumes it (saving "
+        "it checks it again)."
+    )
+
+
+@transaction.atomic
+def agent_lane_failed(*, agent_id: int, error: str) -> bool:
+    """A lane of a battle ended in error through ``agent_id``'s own fault (``error``
+    says how). Its failure streak grows; at ``ARENA_AGENT_FAILURE_PAUSE`` consecutive
+    failures it is paused with the reason in words (``paused_reason``, shown to admins
+    and its team) and an entry in the standing log without an actor (the arena did it).
+    Locks the agent's row. Returns whether this call paused it."""
+    agent = Agent.objects.select_for_update().get(pk=agent_id)
+    agent.failure_streak += 1
+    fields = ["failure_streak"]
+    paused = not agent.is_paused and agent.failure_streak >= settings.ARENA.agent_failure_pause
+    if paused:
+        agent.is_paused = True
+        agent.paused_reason = _pause_reason(agent.failure_streak, error)
+        fields += ["is_paused", "paused_reason"]
+        AgentStandingLogEntry.objects.create(
+            agent=agent,
+            changes={"is_paused": [False, True]},
+            note=agent.paused_reason,
+            actor=None,
+            at=timezone.now(),
+        )
+    agent.save(update_fields=fields)
+    return paused
+
+
+def agent_lane_succeeded(*, agent_id: int) -> None:
+    """A lane of a battle ended without the agent failing (it delivered, gave up or
+    used its budget): the failure streak starts again from zero."""
+    Agent.objects.filter(pk=agent_id, failure_streak__gt=0).update(failure_streak=0)
+
+
+def agent_pause_fields(*, agent: Agent, changes: dict[str, list], note: str) -> list[str]:
+    """An operator's change of ``is_paused`` (``changes`` as ``agent_standing_changes``
+    found them), applied to the unsaved ``agent``: pausing keeps the note as the reason
+    its team sees; resuming clears the reason and the failure streak. Returns the
+    fields it set."""
+    if "is_paused" not in changes:
+        return []
+    if agent.is_paused:
+        agent.paused_reason = note.strip()
+        return ["paused_reason"]
+    agent.paused_reason = ""
+    agent.failure_streak = 0
+    return ["paused_reason", "failure_streak"]

@@ -5,7 +5,7 @@ agents did and what judges saw, and are never edited or deleted here."""
 from django.contrib import admin
 
 from arena_site.admin import ReadOnlyAdmin
-from battles.models import Attachment, Battle, Run, Span, Step, Task
+from battles.models import Attachment, Battle, Run, Span, Step, Task, TestDrive
 
 
 @admin.register(Task)
@@ -17,7 +17,7 @@ class TaskAdmin(ReadOnlyAdmin):
 class RunInline(admin.TabularInline):
     model = Run
     extra = 0
-    fields = ["side", "agent", "status", "end_reason", "step_budget", "input_digest"]
+    fields = ["side", "agent", "status", "end_reason", "agent_fault", "step_budget", "input_digest"]
     readonly_fields = fields
     can_delete = False
 
@@ -44,7 +44,18 @@ class BattleAdmin(ReadOnlyAdmin):
 
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
-    list_display = ["id", "battle", "side", "agent", "status", "end_reason"]
+    list_display = ["id", "battle", "test_drive", "side", "agent", "status", "end_reason",
+                    "agent_fault"]  # fmt: skip
+    list_filter = ["agent_fault", "end_reason"]
+
+
+@admin.register(TestDrive)
+class TestDriveAdmin(ReadOnlyAdmin):
+    """Started from the agent list's "Test drive" action; the page shows the trajectory."""
+
+    list_display = ["id", "agent", "sample", "status", "requested_by", "created_at"]
+    list_filter = ["status"]
+    inlines = [RunInline]
 
 
 @admin.register(Step)

@@ -162,6 +162,8 @@ class RosterEntry:
     wall_budget_s: int | None
     rated_battles: int
     streaming_rating: float | None
+    # Battle lanes that failed through the agent's own fault: exposure for the draw.
+    failed_lanes: int = 0
 
 
 @dataclass(frozen=True)
@@ -182,7 +184,9 @@ def _one_round_trip() -> bool:
 def admission_lock(*, slug: str, team_id: int) -> Locked | None:
     """Locks the arena's row (the admission lock: concurrent submissions queue here),
     then counts its queued battles (all, and the team's) and reads its active (not
-    retired, not paused) agents with their rating state, in a statement of its own:
+    retired, not paused) agents with their rating state and the battle lanes each
+    failed through its own fault (the draw's exposure; one partial-index count per
+    agent), in a statement of its own:
     under READ COMMITTED that statement takes its snapshot after the lock was granted,
     so it sees every battle committed by the submissions that held the lock before.
     On PostgreSQL both statements go in one round trip (one simple query of two
@@ -193,7 +197,9 @@ def admission_lock(*, slug: str, team_id: int) -> Locked | None:
     locking = f"SELECT id FROM {arena} WHERE slug = %s{lock}"
     counting = (
         f"SELECT q.total, q.team, a.id, a.team_id, a.step_budget, a.wall_budget_s, "
-        f"r.rated_battles, r.streaming_rating "
+        f"r.rated_battles, r.streaming_rating, "
+        f"(SELECT COUNT(*) FROM {_table(Run)} f WHERE f.agent_id = a.id "
+        f" AND f.agent_fault = %s AND f.battle_id IS NOT NULL) "
         f"FROM (SELECT COUNT(*) AS total, "
         f"      COALESCE(SUM(CASE WHEN team_id = %s THEN 1 ELSE 0 END), 0) AS team "
         f"      FROM {_table(Battle)} WHERE status = %s "
@@ -203,7 +209,15 @@ def admission_lock(*, slug: str, team_id: int) -> Locked | None:
         f"LEFT JOIN {_table(AgentRating)} r ON r.agent_id = a.id "
         f"ORDER BY a.id"
     )
-    counting_params = [team_id, Battle.Status.QUEUED, slug, slug, False, Agent.Approval.APPROVED]
+    counting_params = [
+        True,
+        team_id,
+        Battle.Status.QUEUED,
+        slug,
+        slug,
+        False,
+        Agent.Approval.APPROVED,
+    ]
     with connection.cursor() as cursor:
         if _one_round_trip():
             cursor.execute(f"{locking}; {counting}", [slug, *counting_params])
@@ -217,7 +231,7 @@ def admission_lock(*, slug: str, team_id: int) -> Locked | None:
     if not found:
         return None
     roster = [
-        RosterEntry(row[2], row[3], row[4], row[5], row[6] or 0, row[7])
+        RosterEntry(row[2], row[3], row[4], row[5], row[6] or 0, row[7], row[8] or 0)
         for row in rows
         if row[2] is not None
     ]

@@ -7,7 +7,13 @@ from django.conf import settings
 
 from arena_site.worker import fault_point
 from battles.selectors import battles_waiting
-from battles.services import battle_run_next, battles_fail_stuck, battles_recover_dead_workers
+from battles.services import (
+    battle_run_next,
+    battles_fail_stuck,
+    battles_recover_dead_workers,
+    test_drives_fail_stuck,
+)
+from battles.services import test_drive_run as test_drive_run_service
 from sandboxes.services import pid_alive
 
 logger = logging.getLogger(__name__)
@@ -22,6 +28,11 @@ def battle_run(battle_id: int) -> None:
         logger.info("job for battle %s: no battle queued (already run or claimed)", battle_id)
     elif ran != battle_id:
         logger.info("job for battle %s ran the older battle %s (FIFO)", battle_id, ran)
+
+
+def test_drive_run(drive_id: int) -> None:
+    """Enqueued once per test drive (``drive_id``) on the battles queue: one lane."""
+    test_drive_run_service(drive_id=drive_id)
 
 
 def battles_janitor() -> list[int]:
@@ -42,6 +53,9 @@ def battles_janitor() -> list[int]:
     requeued = battles_requeue_orphans()
     if requeued:
         logger.warning("janitor re-enqueued battles whose job was lost %s", requeued)
+    drives = test_drives_fail_stuck()
+    if drives:
+        logger.warning("janitor failed test drives that stopped or never started %s", drives)
     return died + stuck
 
 

@@ -1,7 +1,11 @@
 """Who meets whom (SPEC §3). Pure: depends only on the eligible roster, the agents'
-rated-battle counts and their current strengths, and a seeded RNG.
+exposure (rated battles plus battle lanes they failed themselves), their current
+strengths, and a seeded RNG.
 
-1. First agent: P(a) ∝ (n_a + κ)^(-1/2): under-exposed agents are drawn more.
+1. First agent: P(a) ∝ (n_a + κ)^(-1/2): under-exposed agents are drawn more. n_a is
+   the agent's exposure: its rated battles plus the battle lanes that failed through
+   its own fault (``Run.agent_fault``). Without the second term an agent whose battles
+   always fail would never gain exposure and would be favoured for ever.
 2. Opponent b ≠ a: P(b | a) ∝ (n_b + κ)^(-1/2) · (ε + 4 p_ab (1 − p_ab)), with
    p_ab = σ(θ_a − θ_b) (½ when either has no rating): close matches are preferred,
    and ε > 0 keeps every pair possible.
@@ -24,6 +28,13 @@ class Candidate:
     agent_id: int
     rated_battles: int
     strength: float | None  # θ on the natural-log scale; None when unrated
+    failed_lanes: int = 0  # battle lanes that failed through the agent's own fault
+
+    @property
+    def exposure(self) -> int:
+        """n of the draw: every battle the agent took a slot in and was not rated for
+        the arena's reasons only (rated battles, plus the lanes it failed itself)."""
+        return self.rated_battles + self.failed_lanes
 
 
 def exposure_weight(n: int, kappa: float = KAPPA) -> float:
@@ -37,7 +48,7 @@ def win_probability(a: Candidate, b: Candidate) -> float:
 
 
 def first_probabilities(candidates: Sequence[Candidate], kappa: float = KAPPA) -> list[float]:
-    weights = [exposure_weight(c.rated_battles, kappa) for c in candidates]
+    weights = [exposure_weight(c.exposure, kappa) for c in candidates]
     total = sum(weights)
     return [w / total for w in weights]
 
@@ -55,15 +66,15 @@ def opponent_probabilities(
             weights.append(0.0)
             continue
         p = win_probability(first, b)
-        weights.append(exposure_weight(b.rated_battles, kappa) * (epsilon + 4 * p * (1 - p)))
+        weights.append(exposure_weight(b.exposure, kappa) * (epsilon + 4 * p * (1 - p)))
     total = sum(weights)
     return [w / total for w in weights]
 
 
 def _arrays(pool: Sequence[Candidate]) -> tuple[np.ndarray, np.ndarray]:
-    """The pool's rated-battle counts and strengths (NaN when unrated: numpy reads None
-    as NaN in a float array)."""
-    counts = np.array([c.rated_battles for c in pool], dtype=float)
+    """The pool's exposures and strengths (NaN when unrated: numpy reads None as NaN in
+    a float array)."""
+    counts = np.array([c.exposure for c in pool], dtype=float)
     strengths = np.array([c.strength for c in pool], dtype=float)
     return counts, strengths
 

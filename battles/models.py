@@ -153,6 +153,12 @@ class Battle(models.Model):
     # in every transaction that casts, takes back or re-judges a vote, the battle row
     # locked): the judge's next battle is then one index walk, not a count per battle.
     admissible_votes = models.PositiveIntegerField(default=0)
+    # The battle this one replaces: that battle failed because an agent failed, and its
+    # task runs again with a fresh pair (battles.services.failures). At most one re-run
+    # per task (the constraint below), so a failing task never loops.
+    rerun_of = models.OneToOneField(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="rerun"
+    )
 
     objects = BattleQuerySet.as_manager()
 
@@ -163,6 +169,11 @@ class Battle(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(redundancy_target__gte=1), name="battle_redundancy_positive"
+            ),
+            models.UniqueConstraint(
+                fields=["task"],
+                condition=Q(rerun_of__isnull=False),
+                name="battle_one_rerun_per_task",
             ),
         ]
         indexes = [
@@ -213,8 +224,55 @@ class Battle(models.Model):
         return self.agent_a if side == "A" else self.agent_b
 
 
+class TestDrive(models.Model):
+    """One agent alone on a sample task in a sandbox, for its team and the admins to
+    see how it behaves before (or between) battles. Its one lane is a ``Run`` like a
+    battle's (steps, screenshots, spans), never judged, rated or counted."""
+
+    __test__ = False  # not a pytest test class, whatever its name says
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        ENDED = "ended"
+        FAILED = "failed"
+
+    agent = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="test_drives")
+    # The agent's entrant team when the drive was asked for (None for the arena's own
+    # agents, which only admins see): the drive's trajectory is that team's to see.
+    team = models.ForeignKey(
+        "accounts.Team", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    sample = models.CharField(max_length=40, help_text="The sample task's name.")
+    instruction = models.TextField()
+    start_url = models.URLField(max_length=2000, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    failure_reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        constraints = [
+            # One drive at a time per agent: a team cannot queue sandboxes without bound.
+            models.UniqueConstraint(
+                fields=["agent"],
+                condition=Q(status__in=["queued", "running"]),
+                name="test_drive_one_live_per_agent",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"Test drive {self.pk} of {self.agent}"
+
+
 class Run(models.Model):
-    """One side's lane of a battle."""
+    """One side's lane of a battle, or the one lane of a test drive."""
 
     class Status(models.TextChoices):
         PENDING = "pending"
@@ -229,7 +287,12 @@ class Run(models.Model):
         ERROR = "error"
         ENDED_BY_SUBMITTER = "ended_by_submitter"
 
-    battle = models.ForeignKey(Battle, on_delete=models.CASCADE, related_name="runs")
+    battle = models.ForeignKey(
+        Battle, null=True, blank=True, on_delete=models.CASCADE, related_name="runs"
+    )
+    test_drive = models.ForeignKey(
+        TestDrive, null=True, blank=True, on_delete=models.CASCADE, related_name="runs"
+    )
     side = models.CharField(max_length=1, choices=[("A", "A"), ("B", "B")])
     agent = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="runs")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
@@ -239,6 +302,11 @@ class Run(models.Model):
     final_message = models.TextField(blank=True)
     end_reason = models.CharField(max_length=20, choices=EndReason.choices, blank=True)
     error = models.TextField(blank=True)
+    # The lane ended in error through its agent's own fault (its provider failed or
+    # could not be called, its endpoint was down, silent or broke the protocol), not
+    # the sandbox's, the worker's or the other side's: it counts towards the agent's
+    # automatic pause and as exposure for the matchmaker.
+    agent_fault = models.BooleanField(default=False)
     # Set by the submitter from the live page; the lane stops before its next step.
     end_requested_at = models.DateTimeField(null=True, blank=True)
     delivered_files = models.JSONField(default=list, blank=True)
@@ -250,7 +318,20 @@ class Run(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["battle", "side"], name="run_unique_battle_side")
+            models.UniqueConstraint(fields=["battle", "side"], name="run_unique_battle_side"),
+            models.CheckConstraint(
+                condition=Q(battle__isnull=False, test_drive__isnull=True)
+                | Q(battle__isnull=True, test_drive__isnull=False),
+                name="run_of_a_battle_or_a_test_drive",
+            ),
+        ]
+        indexes = [
+            # The matchmaker's exposure: each active agent's failed battle lanes.
+            models.Index(
+                fields=["agent"],
+                name="run_agent_fault",
+                condition=Q(agent_fault=True, battle__isnull=False),
+            ),
         ]
         ordering = ["side"]
 

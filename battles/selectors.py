@@ -5,7 +5,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.http import Http404
 
 from accounts.models import Team
-from battles.models import Battle, Task
+from battles.models import Battle, Task, TestDrive
 
 
 def team_ids_of(user: AbstractBaseUser) -> list[int]:
@@ -75,3 +75,18 @@ def battles_waiting(*, older_than_s: int) -> list[int]:
         .order_by("submitted_at", "pk")
         .values_list("pk", flat=True)
     )
+
+
+def visible_test_drives(user: AbstractBaseUser):
+    """Test drives the user may open: those of their teams' agents (the team the agent
+    was entered by when the drive was asked for), every one for staff."""
+    if user.is_authenticated and user.is_staff:
+        return TestDrive.objects.all()
+    return TestDrive.objects.filter(team_id__in=team_ids_of(user))
+
+
+def access_test_drive(user: AbstractBaseUser, drive_id: int) -> TestDrive:
+    drive = visible_test_drives(user).filter(pk=drive_id).select_related("agent").first()
+    if drive is None:
+        raise Http404("No such test drive.")
+    return drive

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from battles import views
+from battles import drive_views, views
 
 app_name = "battles"
 
@@ -24,5 +24,18 @@ urlpatterns = [
         "battles/<int:battle_id>/deliveries/<str:side>/<str:name>",
         views.delivery_download,
         name="delivery",
+    ),
+    # Agents' status and test drives (battles/drive_views.py): their team and admins.
+    path("my-agents/", drive_views.agents_status, name="agents-status"),
+    path(
+        "my-agents/<int:agent_id>/test-drives/",
+        drive_views.agent_test_drives,
+        name="test-drives-of",
+    ),
+    path("test-drives/<int:drive_id>/", drive_views.test_drive_page, name="test-drive"),
+    path(
+        "test-drives/<int:drive_id>/screens/<int:index>.png",
+        drive_views.test_drive_screenshot,
+        name="test-drive-screenshot",
     ),
 ]

@@ -5,7 +5,10 @@
 - ``orchestration``: claiming queued battles (FIFO), driving both lanes, failing what a
   dead worker left, the submitter ending a side;
 - ``lanes``: one lane's sandbox and agent loop;
-- ``live``: the live page's frames and the lanes' heartbeat.
+- ``live``: the live page's frames and the lanes' heartbeat;
+- ``failures``: each side's outcome to its agent's account after the lanes, and the
+  re-run of a task whose battle an agent failed;
+- ``test_drives``: one agent alone on a sample task, for its team and the admins.
 """
 
 from battles.services.admission import (
@@ -15,6 +18,7 @@ from battles.services.admission import (
     task_check_admissible,
     task_submit,
 )
+from battles.services.failures import battle_lanes_account, battle_rerun
 from battles.services.lanes import run_lane
 from battles.services.live import battle_heartbeat, battle_publish
 from battles.services.orchestration import (
@@ -25,13 +29,22 @@ from battles.services.orchestration import (
     battles_fail_stuck,
     battles_recover_dead_workers,
 )
+from battles.services.test_drives import (
+    SAMPLE_TASKS,
+    test_drive_run,
+    test_drive_start,
+    test_drives_fail_stuck,
+)
 
 __all__ = [
+    "SAMPLE_TASKS",
     "Conversation",
     "battle_claim_oldest",
     "battle_end_side",
     "battle_heartbeat",
+    "battle_lanes_account",
     "battle_publish",
+    "battle_rerun",
     "battle_run",
     "battle_run_next",
     "battles_fail_stuck",
@@ -41,4 +54,7 @@ __all__ = [
     "start_url_resolver",
     "task_check_admissible",
     "task_submit",
+    "test_drive_run",
+    "test_drive_start",
+    "test_drives_fail_stuck",
 ]

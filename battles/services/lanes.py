@@ -1,5 +1,11 @@
-"""One lane of a battle: its sandbox, the agent's loop under the run's budgets, every
-step (action, result, screenshot, spans) stored as it happens."""
+"""One lane of a battle (or of a test drive): its sandbox, the agent's loop under the
+run's budgets, every step (action, result, screenshot, spans) stored as it happens.
+
+A lane that ends in error says whose fault it was (``Run.agent_fault``): only an
+``AgentFailure`` (the agent's provider or endpoint failed, could not be called or broke
+the protocol; ``agents.services.policy_for``) is the agent's. A sandbox that would not
+start, the other lane failing, a full disk, a crash in the arena's own code (a built-in
+policy raising) are not: they never count against the agent."""
 
 import errno
 import logging
@@ -14,14 +20,14 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
-from agents.policies import GiveUp, Observation
+from agents.policies import GiveUp, Observation, Policy, observes_page
 from agents.services import AgentFailure, policy_for
 from arena_site.worker import fault_point
 from battles.attachments import (
     attachments_place,
     sandbox_paths,
 )
-from battles.models import Run, Span, Step
+from battles.models import Run, Span, Step, TestDrive
 from battles.parity import LaneInputs
 from battles.services.live import battle_heartbeat, battle_publish
 from sandboxes.base import TOOL_NAMES, Sandbox, ToolResult
@@ -30,6 +36,19 @@ from sandboxes.tools import tool_call
 from sandboxes.untrusted import storable, storable_text
 
 logger = logging.getLogger(__name__)
+
+
+def _publish(run: Run) -> None:
+    """Tells the battle's live pages (a test drive has none: its page polls)."""
+    if run.battle_id is not None:
+        battle_publish(battle_id=run.battle_id)
+
+
+def _heartbeat(run: Run) -> None:
+    if run.battle_id is not None:
+        battle_heartbeat(battle_id=run.battle_id)
+    else:
+        TestDrive.objects.filter(pk=run.test_drive_id).update(heartbeat_at=timezone.now())
 
 
 def run_lane(*, run_id: int, inputs: LaneInputs, barrier: threading.Barrier | None = None) -> Run:
@@ -124,24 +143,54 @@ def _store_spans(run: Run, index: int, policy: object) -> None:
 
 
 def _drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> None:
-    policy = policy_for(
-        run.agent,
-        tools=inputs.tools,
-        session=secrets.token_urlsafe(16),
-        attachments=[
-            {"name": a.name, "sha256": a.sha256, "size": a.size} for a in inputs.attachments
-        ],
-    )
+    try:
+        policy = policy_for(
+            run.agent,
+            tools=inputs.tools,
+            session=secrets.token_urlsafe(16),
+            attachments=[
+                {"name": a.name, "sha256": a.sha256, "size": a.size} for a in inputs.attachments
+            ],
+            run_id=run.pk,
+        )
+    except AgentFailure as exc:  # its provider or endpoint cannot even be set up
+        return _end_run(
+            run, Run.EndReason.ERROR, error=f"agent error: {exc}"[:2000], agent_fault=True
+        )
+    try:
+        return _drive_policy(run, inputs, sandbox, policy)
+    finally:
+        _close_policy(run, policy)
+
+
+def _close_policy(run: Run, policy: object) -> None:
+    """Lets a policy that serves its agent (an MCP entrant's server, agents.mcp_server)
+    stop: it answers calls still waiting with the run's end reason."""
+    close = getattr(policy, "close", None)
+    if close is None:
+        return
+    try:
+        close(run.end_reason or "ended")
+    except Exception:
+        logger.exception("closing the policy of run %s failed", run.pk)
+
+
+def _drive_policy(run: Run, inputs: LaneInputs, sandbox: Sandbox, policy: Policy) -> None:
     run.status = Run.Status.RUNNING
     run.started_at = timezone.now()
     run.save(update_fields=["status", "started_at"])
-    battle_publish(battle_id=run.battle_id)
+    _publish(run)
     deadline = time.monotonic() + inputs.wall_budget_s
     deliver_dir = settings.PRIVATE_MEDIA_ROOT / "deliveries" / f"run-{run.pk}"
     last_result = None
     screen = sandbox.screenshot().image if sandbox.spec.desktop else None
+    # The page as text, only for agents that read it (one supervisor call, ~35 ms).
+    reads_page = sandbox.spec.desktop and observes_page(
+        kind=run.agent.kind, builtin_policy=run.agent.builtin_policy, params=run.agent.params
+    )
+    page_text = sandbox.page_text() if reads_page else None
     for index in range(inputs.step_budget):
-        battle_heartbeat(battle_id=run.battle_id)
+        _heartbeat(run)
         if Run.objects.filter(pk=run.pk).exclude(end_requested_at=None).exists():
             return _end_run(run, Run.EndReason.ENDED_BY_SUBMITTER)
         seconds_left = deadline - time.monotonic()
@@ -156,12 +205,15 @@ def _drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> None:
             seconds_left=seconds_left,
             screenshot_png=screen,
             attachments=sandbox_paths(inputs.attachments),
+            page=page_text,
         )
         try:
             decision = policy.next_action(observation)
         except AgentFailure as exc:
             _store_spans(run, index, policy)
-            return _end_run(run, Run.EndReason.ERROR, error=f"agent error: {exc}"[:2000])
+            return _end_run(
+                run, Run.EndReason.ERROR, error=f"agent error: {exc}"[:2000], agent_fault=True
+            )
         except Exception as exc:
             _store_spans(run, index, policy)
             logger.exception("agent of run %s raised", run.pk)
@@ -217,6 +269,8 @@ def _drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> None:
             page = sandbox.page_state()
             if page is not None:
                 stored["page"] = page
+            if reads_page:
+                page_text = sandbox.page_text()
         stored, stored_escaped = storable(stored)
         if args_escaped or tool_escaped or stored_escaped:
             stored["escaped"] = True
@@ -234,7 +288,7 @@ def _drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> None:
             started_at=started,
             duration_ms=duration_ms,
         )
-        battle_publish(battle_id=run.battle_id)
+        _publish(run)
         fault_point("running")  # a lane mid-battle: a step stored, its sandbox live
         if decision.tool == "deliver" and result.ok:
             return _end_run(
@@ -254,8 +308,10 @@ def _end_run(
     final_message: str = "",
     error: str = "",
     files: list | None = None,
+    agent_fault: bool = False,
 ) -> None:
     run.status = Run.Status.ENDED
+    run.agent_fault = agent_fault
     run.end_reason = reason
     run.final_message = storable_text(final_message)[0]
     run.error = storable_text(error)[0]
@@ -269,6 +325,7 @@ def _end_run(
             "error",
             "delivered_files",
             "ended_at",
+            "agent_fault",
         ]
     )
-    battle_publish(battle_id=run.battle_id)
+    _publish(run)

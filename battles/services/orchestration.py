@@ -20,6 +20,7 @@ from arena_site.redis import queue
 from arena_site.worker import fault_point
 from battles.models import Battle, Run, Span, Step
 from battles.parity import LaneInputs, lane_attachments, shared_tools
+from battles.services.failures import battle_lanes_account
 from battles.services.lanes import run_lane
 from battles.services.live import battle_publish
 from sandboxes.services import pid_alive, sandbox_janitor
@@ -146,6 +147,7 @@ def _battle_requeue(battle: Battle) -> None:
         final_message="",
         end_reason="",
         error="",
+        agent_fault=False,
         delivered_files=[],
         egress_refusals=[],
         started_at=None,
@@ -259,12 +261,15 @@ def _battle_drive(battle_id: int) -> None:
     # No judge is served it before exclusion rules 1–5 (SPEC §5.3, the identity-leak
     # scan first) have run: screening is the judging queue's job, so this slot is free
     # for the next battle meanwhile (the sweep re-runs a screening whose job was lost).
+    # First each side goes to its agent's account: a battle an agent failed is failed
+    # and its task re-run instead (battles.services.failures), in the same transaction.
     with transaction.atomic():
-        ended = Battle.objects.filter(pk=battle_id, status=Battle.Status.RUNNING).update(
-            status=Battle.Status.SCREENING, ended_at=timezone.now()
-        )
-        if ended:
-            transaction.on_commit(lambda: screening_enqueue(battle_id))
+        if not battle_lanes_account(battle_id=battle_id):
+            ended = Battle.objects.filter(pk=battle_id, status=Battle.Status.RUNNING).update(
+                status=Battle.Status.SCREENING, ended_at=timezone.now()
+            )
+            if ended:
+                transaction.on_commit(lambda: screening_enqueue(battle_id))
     battle_publish(battle_id=battle_id)
 
 

@@ -127,6 +127,8 @@ class EntrantHandler(BaseHTTPRequestHandler):
             return self._answer(400, {"error": "the body is not JSON"})
         if not isinstance(observation, dict) or observation.get("protocol") != PROTOCOL_VERSION:
             return self._answer(400, {"error": f"this entrant speaks {PROTOCOL_VERSION}"})
+        if observation.get("health") is True:  # the health call: answer, do nothing
+            return self._answer(200, {"protocol": PROTOCOL_VERSION, "ok": True})
         request_id = self.headers.get(REQUEST_ID_HEADER, "")
         reply = self.server.replies.get_or_decide(request_id, lambda: decide(observation))
         logger.info("step %s: %s", observation.get("step"), _what(reply))

@@ -1,6 +1,11 @@
 """Admins curate the roster; the remote secret is never rendered back."""
 
+import threading
+
+import pytest
+
 from agents.models import Agent, Arena
+from examples.remote_entrant.server import EntrantServer
 
 
 def test_remote_secret_is_write_only_in_the_admin(client, django_user_model, db):
@@ -19,7 +24,18 @@ def test_remote_secret_is_write_only_in_the_admin(client, django_user_model, db)
     assert "s3cret-value-never-shown" not in page.content.decode()
 
 
-def test_saving_without_a_new_secret_keeps_the_old_one(client, django_user_model, db):
+@pytest.fixture
+def entrant():
+    """The reference entrant holding the agent's secret: saving an agent in play asks
+    its health call (loopback is allow-listed by tests/agents/conftest.py)."""
+    server = EntrantServer(("127.0.0.1", 0), b"keep-me")
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_saving_without_a_new_secret_keeps_the_old_one(client, django_user_model, db, entrant):
     admin = django_user_model.objects.create_superuser("root", password="pw-for-admin-42")
     agent = Agent.objects.create(
         arena=Arena.objects.public(),
@@ -35,7 +51,7 @@ def test_saving_without_a_new_secret_keeps_the_old_one(client, django_user_model
         "display_name": "Team System v2",
         "kind": "remote",
         "aliases": "[]",
-        "params": '{"endpoint": "http://127.0.0.1:9/act"}',
+        "params": f'{{"endpoint": "{entrant.url}"}}',
         "tool_set": "[]",
         "remote_secret": "",
     }

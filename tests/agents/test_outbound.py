@@ -370,15 +370,22 @@ def test_the_admin_refuses_an_internal_destination_naming_its_class(
     assert not Agent.objects.filter(slug="team-system").exists()
 
 
-def test_the_admin_accepts_an_allow_listed_destination(client, django_user_model, settings):
-    settings.ARENA = settings.ARENA.replace(internal_allowlist="10.0.0.0/24")
+def test_the_admin_accepts_an_allow_listed_destination(
+    client, django_user_model, settings, entrant
+):
+    # The endpoint must answer the protocol's health call too (tests/agents/
+    # test_entry_checks.py): the reference entrant on allow-listed loopback does.
+    settings.ARENA = settings.ARENA.replace(internal_allowlist="127.0.0.0/8")
     admin = django_user_model.objects.create_superuser("root", password="pw-for-admin-42")
     client.force_login(admin)
 
-    page = client.post("/admin/agents/agent/add/", admin_form())
+    page = client.post(
+        "/admin/agents/agent/add/",
+        admin_form(params=f'{{"endpoint": "{entrant.url}"}}', remote_secret=SECRET),
+    )
 
     assert page.status_code == 302, page.content.decode()[:3000]
-    assert Agent.objects.get(slug="team-system").params == {"endpoint": "http://10.0.0.5:8000/act"}
+    assert Agent.objects.get(slug="team-system").params == {"endpoint": entrant.url}
 
 
 @pytest.mark.parametrize("value", ["10.0.0.0/33", "llm internal", "0x7f.1", "10.0.0.1,,bad/"])
