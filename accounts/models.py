@@ -91,3 +91,55 @@ class ApiToken(models.Model):
     @staticmethod
     def digest_of(plain: str) -> str:
         return hashlib.sha256(plain.encode()).hexdigest()
+
+
+class TeamInvite(models.Model):
+    """A link that lets signed-in people join a team as members. Only the SHA-256
+    digest of its token is stored (the link is shown once, like an API token). It
+    admits ``max_uses`` people (1 by default) until ``expires_at``, unless an owner
+    revokes it first; ``uses`` only grows, by a conditional UPDATE (two people
+    opening the last use at once: one joins)."""
+
+    PREFIX = "invite_"
+    DEFAULT_DAYS = 7
+    MAX_DAYS = 30
+    MAX_USES = 50
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="invites")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # The first characters of the token, so an owner can tell links apart.
+    hint = models.CharField(max_length=16)
+    digest = models.CharField(max_length=64, unique=True)
+    max_uses = models.PositiveSmallIntegerField(default=1)
+    uses = models.PositiveSmallIntegerField(default=0)
+    expires_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(max_uses__gte=1), name="team_invite_max_uses_positive"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(uses__lte=models.F("max_uses")),
+                name="team_invite_uses_within_max",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.hint}… ({self.team})"
+
+    digest_of = staticmethod(ApiToken.digest_of)
+
+    def state(self, now) -> str:
+        """One of "active", "revoked", "used", "expired" (checked in that order)."""
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.uses >= self.max_uses:
+            return "used"
+        if now >= self.expires_at:
+            return "expired"
+        return "active"

@@ -28,12 +28,16 @@ UNSCOPED_API_VIEWS: dict[str, str] = {
     # Public: what an entrant needs before having an account.
     "agents.protocol_api.AgentProtocolApi": "public: the remote-agent protocol document",
     "drf_spectacular.views.SpectacularAPIView": "public: the OpenAPI schema",
+    "arena_site.api_docs.SwaggerDocs": "public: the API's documentation page (the schema)",
     # Cross-tenant by design: crowd judging. A judge reads and votes on other teams'
     # battles, but only those served to them: access goes through the judge's own
     # assignments (judging.services), which answer 404 for any other battle.
     "judging.api.JudgeNextApi": "crowd judging: the next battle assigned to this judge",
     "judging.api.VoteCreateApi": "crowd judging: a vote on a battle served to this judge",
     "judging.api.VoteMineApi": "crowd judging: this judge's own vote on a battle",
+    # Joining a team: the user is not a member yet; the invite's token is the authority
+    # (accounts.services.team_invite_accept checks it, one use per person).
+    "accounts.api.InviteAcceptApi": "joining a team through an invite link's token",
 }
 
 _OWNED = ("get_queryset", "get_object")

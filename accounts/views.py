@@ -1,4 +1,5 @@
-"""Account pages: sign-up, consent, settings (API tokens). Log-in/out are Django's."""
+"""Account pages: sign-up, consent, settings (API tokens), a team's page (members,
+invite links) and the page an invite link opens. Log-in/out are Django's."""
 
 from functools import wraps
 
@@ -7,25 +8,39 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model, login
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import UserCreationForm
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_http_methods
 from rest_framework import authentication, exceptions
 
 from accounts.authentication import ApiTokenAuthentication
-from accounts.models import ApiToken, Team
-from accounts.selectors import consent_is_current, user_teams
+from accounts.models import ApiToken, Team, TeamInvite
+from accounts.selectors import (
+    consent_is_current,
+    team_invites,
+    team_members,
+    user_is_owner,
+    user_memberships,
+    user_team,
+    user_teams,
+)
 from accounts.services import (
     api_token_create,
     api_token_revoke,
     consent_accept,
     consent_terms_current,
+    team_invite_accept,
+    team_invite_check,
+    team_invite_create,
+    team_invite_find,
+    team_invite_revoke,
     user_sign_up,
 )
 from accounts.throttling import SIGN_UPS, too_many
-from arena_site.exceptions import error_body
+from arena_site.exceptions import ApplicationError, error_body
 from arena_site.ratelimit import client_address
 
 
@@ -119,8 +134,11 @@ def sign_up(request: HttpRequest) -> HttpResponse:
             team_name=form.cleaned_data["team_name"],
         )
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        return redirect(reverse("accounts:consent"))
-    return render(request, "accounts/signup.html", {"form": form})
+        # an invite link (or any page) that sent them here comes after the consent
+        target = _safe_next(request, "")
+        consent_url = reverse("accounts:consent")
+        return redirect(f"{consent_url}?{urlencode({'next': target})}" if target else consent_url)
+    return render(request, "accounts/signup.html", {"form": form, "next": _safe_next(request, "")})
 
 
 @login_required
@@ -163,5 +181,124 @@ def account_settings(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "accounts/settings.html",
-        {"tokens": tokens, "new_token": new_token, "teams": user_teams(request.user)},
+        {
+            "tokens": tokens,
+            "new_token": new_token,
+            "teams": user_teams(request.user),
+            "memberships": user_memberships(request.user),
+        },
     )
+
+
+class InviteCreateForm(forms.Form):
+    max_uses = forms.IntegerField(
+        min_value=1,
+        max_value=TeamInvite.MAX_USES,
+        initial=1,
+        label="People it admits",
+        help_text=f"1 to {TeamInvite.MAX_USES}; each joins as a member.",
+    )
+    days = forms.IntegerField(
+        min_value=1,
+        max_value=TeamInvite.MAX_DAYS,
+        initial=TeamInvite.DEFAULT_DAYS,
+        label="Valid for (days)",
+        help_text=f"1 to {TeamInvite.MAX_DAYS}.",
+    )
+
+
+def _refused(
+    request: HttpRequest,
+    refused: ApplicationError,
+    heading: str = "This invite link cannot be used",
+) -> HttpResponse:
+    """A rule said no: the site's page with the rule's words and its status."""
+    context = {"heading": heading, "message": refused.message}
+    return render(request, "accounts/invite_refused.html", context, status=refused.status)
+
+
+def _invite_url(request: HttpRequest, plain: str) -> str:
+    return request.build_absolute_uri(reverse("accounts:invite", args=[plain]))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def team_page(request: HttpRequest, pk: int) -> HttpResponse:
+    """A team's members; for its owners also its invite links (create, revoke). Another
+    team's page is a 404, like a missing one; a member who is not an owner sees the
+    members only and is refused (403) the invite actions."""
+    team = user_team(request.user, pk)
+    if team is None:
+        raise Http404("No such team among yours.")
+    owner = user_is_owner(request.user, team)
+    form = InviteCreateForm()
+    new_link = None
+    status = 200
+    if request.method == "POST":
+        try:
+            if request.POST.get("action") == "create":
+                form = InviteCreateForm(request.POST)
+                if form.is_valid():
+                    _, plain = team_invite_create(
+                        team=team,
+                        actor=request.user,
+                        max_uses=form.cleaned_data["max_uses"],
+                        days=form.cleaned_data["days"],
+                    )
+                    new_link = _invite_url(request, plain)
+                    form = InviteCreateForm()
+                else:
+                    status = 400
+            elif request.POST.get("action") == "revoke":
+                invite = TeamInvite.objects.filter(team=team, pk=request.POST.get("invite")).first()
+                if invite is None:
+                    raise Http404("No such invite of this team.")
+                team_invite_revoke(invite=invite, actor=request.user)
+                messages.success(
+                    request, f"Invite {invite.hint}… revoked: the link admits nobody now."
+                )
+        except ApplicationError as refused:
+            return _refused(request, refused, heading="Only the team's owners can do this")
+        except ValueError:
+            raise Http404("No such invite of this team.") from None
+    now = timezone.now()
+    invites = [(i, i.state(now)) for i in team_invites(team)] if owner else []
+    return render(
+        request,
+        "accounts/team.html",
+        {
+            "team": team,
+            "owner": owner,
+            "members": team_members(team),
+            "invites": invites,
+            "form": form,
+            "new_link": new_link,
+        },
+        status=status,
+    )
+
+
+@require_http_methods(["GET", "POST"])
+def invite_join(request: HttpRequest, token: str) -> HttpResponse:
+    """The page an invite link opens. A link that is not (or no longer) valid says so
+    to anyone who has it; a valid one asks a visitor to sign in or sign up first, a
+    signed-in user to accept the current consent terms first, then offers to join."""
+    try:
+        invite = team_invite_find(token)
+        team_invite_check(invite)
+    except ApplicationError as refused:
+        return _refused(request, refused)
+    here = request.get_full_path()
+    if not request.user.is_authenticated:
+        return render(request, "accounts/invite.html", {"invite": invite, "next": here})
+    if not consent_is_current(request.user):
+        return redirect(f"{reverse('accounts:consent')}?{urlencode({'next': here})}")
+    if request.method == "POST":
+        try:
+            team_invite_accept(plain=token, user=request.user)
+        except ApplicationError as refused:
+            return _refused(request, refused)
+        messages.success(request, f"You joined team {invite.team.name} as a member.")
+        return redirect(reverse("accounts:team", args=[invite.team_id]))
+    already = invite.team.memberships.filter(user=request.user).exists()
+    return render(request, "accounts/invite.html", {"invite": invite, "already": already})

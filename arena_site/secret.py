@@ -89,6 +89,62 @@ def secret_key_load(data_dir: Path, environ: Mapping[str, str] | None = None) ->
     return key
 
 
+# --- the key-encryption key: teams' provider keys at rest (agents/keys.py) ----------------
+# Fernet keys (32 random bytes, URL-safe base64): ARENA_KEY_ENCRYPTION_KEY, comma-separated
+# (the first encrypts, every one decrypts: rotation), else <data dir>/key_encryption_key.
+
+KEK_ENV_NAME = "ARENA_KEY_ENCRYPTION_KEY"
+KEK_FILE_NAME = "key_encryption_key"
+
+
+def key_encryption_key_generate(data_dir: Path) -> Path:
+    """``<data_dir>/key_encryption_key`` with a fresh Fernet key, unless the file exists
+    (never overwritten: the stored provider keys need it). Mode 0600, whole or not at
+    all, like the secret key file. Returns the file's path."""
+    import base64
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / KEK_FILE_NAME
+    if path.exists():
+        return path
+    temporary = data_dir / f".{KEK_FILE_NAME}.{os.getpid()}.{secrets.token_hex(4)}"
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode() + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        with contextlib.suppress(FileExistsError):
+            os.link(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+    return path
+
+
+def key_encryption_keys_load(data_dir: Path, environ: Mapping[str, str] | None = None) -> list[str]:
+    """The key-encryption keys, newest (the one that encrypts) first: from
+    ``ARENA_KEY_ENCRYPTION_KEY`` when set, else the key file of ``data_dir`` (one key a
+    line or comma-separated). Raises SecretKeyError, saying what to do, when neither
+    gives one. Their form is checked where they are used (agents/keys.py)."""
+    environ = os.environ if environ is None else environ
+    raw = environ.get(KEK_ENV_NAME, "").strip()
+    if not raw:
+        path = data_dir / KEK_FILE_NAME
+        try:
+            raw = path.read_text().strip()
+        except FileNotFoundError:
+            raise SecretKeyError(
+                f"No key-encryption key: {KEK_ENV_NAME} is not set and {path} does not "
+                f"exist, so teams' provider keys can be neither stored nor used. Set "
+                f"{KEK_ENV_NAME} (e.g. to the output of `python -c 'from "
+                "cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'`), "
+                f"or run `make setup`, which generates {path}."
+            ) from None
+        except OSError as exc:
+            raise SecretKeyError(f"Cannot read the key-encryption key file {path}: {exc}") from exc
+    return [key.strip() for key in raw.replace("\n", ",").split(",") if key.strip()]
+
+
 if __name__ == "__main__":
     # python -m arena_site.secret [DATA_DIR]: make sure the key file exists
     target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent.parent / "var"
@@ -96,3 +152,5 @@ if __name__ == "__main__":
     written = secret_key_generate(target)
     if created:
         print(f"setup: generated the secret key {written}")
+    if not os.environ.get(KEK_ENV_NAME, "").strip() and not (target / KEK_FILE_NAME).exists():
+        print(f"setup: generated the key-encryption key {key_encryption_key_generate(target)}")

@@ -36,16 +36,31 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from agents.providers.anthropic_client import AnthropicClient
+from agents.providers.anthropic_computer import AnthropicComputerUseClient
 from agents.providers.base import ModelClient, ProviderError
 from agents.providers.common import Price
 from agents.providers.openai_client import OpenAIClient, OpenAICompatibleClient
+from agents.providers.openai_computer import OpenAIComputerUseClient
 from agents.providers.transport import describe_refusal, url_host
 from sandboxes.netpolicy import EgressRefused, OutboundPolicy
 
-PROVIDERS = ("anthropic", "openai", "openai_compatible")
+# The native computer-use adapters (agents.providers.anthropic_computer,
+# agents.providers.openai_computer) use their vendor's key and base URL variables.
+COMPUTER_USE_PROVIDERS = ("anthropic-computer-use", "openai-computer-use")
+PROVIDERS = ("anthropic", "openai", "openai_compatible", *COMPUTER_USE_PROVIDERS)
 
-DEFAULT_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
-BASE_URL_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
+DEFAULT_KEY_ENV = {
+    "anthropic": "ANTHROPIC_API_KEY",
+    "openai": "OPENAI_API_KEY",
+    "anthropic-computer-use": "ANTHROPIC_API_KEY",
+    "openai-computer-use": "OPENAI_API_KEY",
+}
+BASE_URL_ENV = {
+    "anthropic": "ANTHROPIC_BASE_URL",
+    "openai": "OPENAI_BASE_URL",
+    "anthropic-computer-use": "ANTHROPIC_BASE_URL",
+    "openai-computer-use": "OPENAI_BASE_URL",
+}
 
 _KEY_ENV_NAME = re.compile(r"(?!ARENA_)[A-Z][A-Z0-9_]*_API_KEY")
 
@@ -145,6 +160,7 @@ def client_for(
     params: Mapping[str, Any],
     defaults: ProviderDefaults,
     environ: Mapping[str, str] | None = None,
+    team_key: str | None = None,
 ) -> ModelClient:
     """The client for an agent's ``provider`` and ``model``.
 
@@ -153,14 +169,19 @@ def client_for(
     ``defaults`` are the arena's; ``environ`` defaults to ``os.environ``.
     Raises ``ProviderError`` for an unknown provider, a missing key (naming the
     variable to set, never a value), a bad base URL or one the address policy refuses,
-    or a bad price entry."""
+    or a bad price entry.
+
+    ``team_key``: the team's own key (decrypted from ``Agent.provider_key_encrypted``,
+    agents/keys.py). When given it is the key, wherever the agent's base URL points (it
+    is the team's to send), and no environment variable is read: an agent with its own
+    key never spends the arena's."""
     environ = os.environ if environ is None else environ
     if provider not in PROVIDERS:
         raise ProviderError(f"unknown provider {provider!r}; known: {', '.join(PROVIDERS)}")
     if not model:
         raise ProviderError(f"{provider}: no model id")
-    variable = key_variable(provider, params)
-    api_key = environ.get(variable) if variable else None
+    variable = key_variable(provider, params) if team_key is None else None
+    api_key = team_key if team_key is not None else environ.get(variable) if variable else None
     if variable and not api_key:
         raise ProviderError(f"{provider}: no API key; set {variable} in the environment")
     common: dict[str, Any] = {
@@ -174,6 +195,14 @@ def client_for(
         return AnthropicClient(model, api_key or "", base_url, **common)
     if provider == "openai":
         return OpenAIClient(model, api_key or "", base_url, **common)
+    if provider == "anthropic-computer-use":
+        return AnthropicComputerUseClient(
+            model, api_key or "", base_url, params=dict(params), **common
+        )
+    if provider == "openai-computer-use":
+        return OpenAIComputerUseClient(
+            model, api_key or "", base_url, params=dict(params), **common
+        )
     if base_url is None:
         raise ProviderError("openai_compatible: set the server's URL in params base_url")
     return OpenAICompatibleClient(model, api_key, base_url, **common)

@@ -55,6 +55,14 @@ def test_the_walk_finds_every_api_route():
         "api/metrics/",
         "api/agent-protocol/",
         "api/schema/",
+        "api/docs/",
+        "api/teams/",
+        "api/teams/<id:team>/invites/",
+        "api/teams/<id:team>/invites/<id:pk>/",
+        "api/invites/accept/",
+        "api/agents/",
+        "api/agents/<id:pk>/",
+        "api/agents/<id:pk>/check/",
     }
 
 
@@ -89,6 +97,12 @@ def test_the_tenant_views_are_the_battles_api():
         "battles.api.TaskDetailApi",
         "battles.api.BattleListApi",
         "battles.api.BattleDetailApi",
+        "accounts.api.TeamListApi",
+        "accounts.api.TeamInviteListCreateApi",
+        "accounts.api.TeamInviteDetailApi",
+        "agents.api.AgentListCreateApi",
+        "agents.api.AgentDetailApi",
+        "agents.api.AgentCheckApi",
     }
 
 

@@ -1,0 +1,262 @@
+"""A team entering its own agents: registration by a team owner, the health check a
+team runs once its endpoint holds the secret, and an admin's approval.
+
+- A **remote** agent gets a secret generated here, returned once by the registering
+  call and never again (the arena signs every request to the endpoint with it). Its
+  endpoint must pass the address policy now; its health call needs the secret in
+  place, so it is asked by ``agent_entry_check`` (the team, when ready) and again by
+  ``agent_approve`` (an admin cannot approve an endpoint that does not answer).
+- A **scaffold** agent brings the team's own provider key, sealed at once
+  (agents/keys.py) and never shown again; it cannot name an environment variable of
+  the arena (``params.api_key_env``), so a team never spends the arena's keys.
+- Every team entry starts ``pending``: matchmaking draws approved agents only
+  (``Agent.objects.active()``). An admin approves or rejects it with a note the team
+  reads through the API.
+
+What may be drawn is decided by one door, ``agents.services.entry_problems``; this
+module only adds the rules of a team's own entry."""
+
+import copy
+import logging
+import re
+import secrets
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from accounts.models import Team
+from accounts.services import team_owner_check
+from agents.keys import MAX_KEY_CHARS, KeyEncryptionError, key_ring, provider_key_seal
+from agents.models import Agent, Arena
+from agents.services import entry_problems
+from arena_site.exceptions import ApplicationError
+
+# Kinds a team may register (built-ins are the arena's own).
+TEAM_KINDS = (Agent.Kind.REMOTE, Agent.Kind.SCAFFOLD)
+TEAM_KIND_CHOICES = [(kind.value, kind.label) for kind in TEAM_KINDS]
+# Providers that always need a key; openai_compatible servers may need none.
+KEYED_PROVIDERS = ("anthropic", "openai")
+# Params a team may not set: the arena's environment is not the team's to name, and a
+# remote endpoint is its own field.
+FORBIDDEN_PARAMS = {
+    "api_key_env": "a team's agent brings its own key in provider_key; it cannot name "
+    "one of the arena's environment variables",
+    "api_key": "send the key in provider_key, which is encrypted at rest; params are "
+    "stored and shown as they are",
+    "endpoint": "the endpoint is its own field",
+}
+_KEY_SHAPE = re.compile(r"[\x21-\x7e]+")  # printable ASCII, no spaces
+SLUG_MAX = 64
+NAME_MAX = 100
+PROMPT_MAX = 20_000
+# A sealed key stands in while the unsaved agent is checked: the key is present (it is
+# in the request); it is sealed for the agent's id once the row exists.
+_KEY_PRESENT = b"key given in the registration"
+
+logger = logging.getLogger(__name__)
+
+
+def _refuse(message: str, code: str = "invalid", status: int = 400, **extra: Any):
+    raise ApplicationError(message, code=code, status=status, extra=extra)
+
+
+def _problems_message(problems: dict[str, str]) -> str:
+    return " ".join(f"{field}: {text}" for field, text in problems.items())
+
+
+def _clean_params(params: object, kind: str) -> dict[str, Any]:
+    if params is None:
+        return {}
+    if not isinstance(params, dict):
+        _refuse("params must be a JSON object of provider parameters.")
+    for name, why in FORBIDDEN_PARAMS.items():
+        if name in params:
+            _refuse(f"params {name} is not accepted: {why}.", code="forbidden_param")
+    return dict(params)
+
+
+def _clean_key(provider: str, key: str) -> str:
+    key = (key or "").strip()
+    if not key:
+        if provider in KEYED_PROVIDERS:
+            _refuse(
+                f"provider_key is required: a team's {provider} agent calls {provider} "
+                "with the team's own key (it is encrypted at rest and never shown again).",
+                code="key_missing",
+            )
+        return ""
+    if len(key) > MAX_KEY_CHARS or not _KEY_SHAPE.fullmatch(key):
+        _refuse(
+            f"provider_key must be printable characters without spaces, at most "
+            f"{MAX_KEY_CHARS}: paste the key exactly as the provider shows it.",
+            code="invalid_key",
+        )
+    return key
+
+
+def agent_check_registration(
+    *,
+    team: Team,
+    actor: AbstractBaseUser,
+    kind: str,
+    display_name: str,
+    slug: str = "",
+    endpoint: str = "",
+    provider: str = "",
+    model_id: str = "",
+    provider_key: str = "",
+    system_prompt: str = "",
+    params: object = None,
+) -> tuple[Agent, str]:
+    """Check and authorise a registration: ``actor`` owns ``team`` (else 403
+    ``not_team_owner``), and the entry is one that could make a move (else 400 with
+    the problem in words). Returns the unsaved agent and the plain provider key ("" for
+    none). May call nothing outside: a remote endpoint's health call needs the secret
+    this registration creates."""
+    team_owner_check(user=actor, team=team, doing="register agents")
+    if kind not in TEAM_KINDS:
+        _refuse(f"kind must be one of {', '.join(TEAM_KINDS)}, got {kind!r}.", code="invalid_kind")
+    display_name = (display_name or "").strip()
+    if not display_name or len(display_name) > NAME_MAX:
+        _refuse(f"display_name must be 1 to {NAME_MAX} characters.")
+    slug = slugify(slug or display_name)[:SLUG_MAX].strip("-")
+    if not slug:
+        _refuse("slug must have letters or digits (it is derived from display_name if omitted).")
+    arena = Arena.objects.public()
+    if Agent.objects.filter(arena=arena, slug=slug).exists():
+        _refuse(f"An agent named {slug!r} is already entered; choose another slug.",
+                code="slug_taken", status=409)  # fmt: skip
+    if len(system_prompt or "") > PROMPT_MAX or len(model_id or "") > 200:
+        _refuse(f"system_prompt is at most {PROMPT_MAX} characters, model_id at most 200.")
+    clean = _clean_params(params, kind)
+    key = ""
+    agent = Agent(
+        arena=arena, team=team, kind=kind, slug=slug, display_name=display_name,
+        system_prompt=system_prompt or "", approval=Agent.Approval.PENDING,
+    )  # fmt: skip
+    if kind == Agent.Kind.REMOTE:
+        if provider or model_id or provider_key:
+            _refuse("A remote agent has no provider, model_id or provider_key: it runs its "
+                    "own model behind its endpoint.")  # fmt: skip
+        agent.params = {**clean, "endpoint": (endpoint or "").strip()}
+        agent.remote_secret = secrets.token_urlsafe(32)  # returned once, by agent_register
+        # its endpoint cannot answer a signed call before it holds the secret
+        checked = copy.copy(agent)
+        checked.is_paused = True
+    else:
+        if endpoint:
+            _refuse("A scaffold agent has no endpoint: the arena runs it with your "
+                    "provider key; register a remote agent to run your own server.")  # fmt: skip
+        if not model_id:
+            _refuse("model_id is required: the provider's name of the model, e.g. "
+                    "claude-sonnet-4-5 or gpt-4.1.")  # fmt: skip
+        key = _clean_key(provider, provider_key)
+        agent.provider, agent.model_id, agent.params = provider, model_id, clean
+        agent.provider_key_encrypted = _KEY_PRESENT if key else None
+        checked = agent
+    problems = entry_problems(checked)
+    if problems:
+        _refuse(_problems_message(problems), code="entry_refused", problems=problems)
+    agent.provider_key_encrypted = None
+    return agent, key
+
+
+@transaction.atomic
+def agent_register(
+    *, team: Team, actor: AbstractBaseUser, **fields: Any
+) -> tuple[Agent, str | None]:
+    """Registers a team's agent (pending approval). Returns the agent and, for a remote
+    agent, its HMAC secret in plain: shown once, to the caller only. A scaffold's
+    provider key is sealed for the new row (agents/keys.py). Raises
+    ``ApplicationError``: 403 not an owner, 400 a problem with the entry, 409 the slug
+    is taken, 503 the arena has no key-encryption key."""
+    agent, key = agent_check_registration(team=team, actor=actor, **fields)
+    if key:
+        try:
+            key_ring()  # before anything is written: a misconfigured arena says so
+        except KeyEncryptionError as exc:
+            logger.error("a team's provider key was not stored: %s", exc)  # no key in it
+            _refuse(
+                "The arena cannot store provider keys right now: its operator has not set a "
+                "key-encryption key. Try again later, or tell the operator.",
+                code="key_storage_unavailable",
+                status=503,
+            )
+    secret = agent.remote_secret if agent.kind == Agent.Kind.REMOTE else None
+    try:
+        with transaction.atomic():
+            agent.save()
+    except IntegrityError:
+        _refuse(f"An agent named {agent.slug!r} is already entered; choose another slug.",
+                code="slug_taken", status=409)  # fmt: skip
+    if key:
+        agent.provider_key_encrypted = provider_key_seal(agent_id=agent.pk, plain=key)
+        agent.save(update_fields=["provider_key_encrypted"])
+    return agent, secret
+
+
+def agent_entry_check(*, agent: Agent) -> dict[str, str]:
+    """What would stop ``agent`` from making a move if it were in play now (for a
+    remote agent: the health call, signed with its secret). ``{}`` when nothing does.
+    Writes nothing; the team calls it once its endpoint holds the secret."""
+    in_play = copy.copy(agent)
+    in_play.is_paused, in_play.retired_at = False, None
+    return entry_problems(in_play)
+
+
+@transaction.atomic
+def agent_approve(*, agent: Agent, actor: AbstractBaseUser, note: str = "") -> Agent:
+    """An admin approves a team's entry: from now on matchmaking may draw it. Refused
+    (400 ``entry_refused``) while the entry could not make a move (a remote endpoint
+    that fails its health call, a missing key). Locks the row."""
+    locked = Agent.objects.select_for_update().get(pk=agent.pk)
+    problems = agent_entry_check(agent=locked)
+    if problems:
+        _refuse("Not approved: " + _problems_message(problems), code="entry_refused",
+                problems=problems)  # fmt: skip
+    return _decide(locked, Agent.Approval.APPROVED, actor, note)
+
+
+@transaction.atomic
+def agent_reject(*, agent: Agent, actor: AbstractBaseUser, note: str) -> Agent:
+    """An admin rejects a team's entry, with a note saying why (its team reads it).
+    A rejected agent is never drawn; approving it later is possible."""
+    if not (note or "").strip():
+        _refuse("Say why the entry is rejected: the team reads the note.", code="note_required")
+    locked = Agent.objects.select_for_update().get(pk=agent.pk)
+    return _decide(locked, Agent.Approval.REJECTED, actor, note)
+
+
+def _decide(agent: Agent, approval: str, actor: AbstractBaseUser, note: str) -> Agent:
+    agent.approval = approval
+    agent.approval_note = (note or "").strip()
+    agent.approved_by = actor  # whoever decided, approving or rejecting
+    agent.approved_at = timezone.now()
+    agent.save(update_fields=["approval", "approval_note", "approved_by", "approved_at"])
+    return agent
+
+
+def provider_keys_reseal() -> tuple[int, list[int]]:
+    """Re-encrypts every stored provider key under the first key of
+    ``ARENA_KEY_ENCRYPTION_KEY`` (rotation, agents/keys.py). Returns how many were
+    re-encrypted and the ids of agents whose key opens under none of the keys (left as
+    they are; those teams must register their key again). One row at a time, each
+    locked: safe while workers run."""
+    from agents.keys import provider_key_reseal
+
+    done, unreadable = 0, []
+    ids = Agent.objects.exclude(provider_key_encrypted=None).values_list("pk", flat=True)
+    for pk in list(ids):
+        with transaction.atomic():
+            agent = Agent.objects.select_for_update().get(pk=pk)
+            try:
+                agent.provider_key_encrypted = provider_key_reseal(agent.provider_key_encrypted)
+            except KeyEncryptionError:
+                unreadable.append(pk)
+                continue
+            agent.save(update_fields=["provider_key_encrypted"])
+            done += 1
+    return done, unreadable
