@@ -1,13 +1,16 @@
 """The public leaderboard API."""
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.models import Agent, Arena
-from ratings.services import leaderboard_current
+from arena_site.exceptions import ApplicationError
+from battles.classify import CATEGORIES
+from ratings.board_query import KINDS, BoardQueryError, board_query
+from ratings.category_boards import board_for_query
 
 
 class LeaderboardRowOutput(serializers.Serializer):
@@ -15,6 +18,15 @@ class LeaderboardRowOutput(serializers.Serializer):
     slug = serializers.CharField()
     url = serializers.CharField(help_text="The agent's page: rating history, head to head.")
     kind = serializers.ChoiceField(choices=Agent.Kind.choices)
+    kind_text = serializers.CharField(
+        help_text="The kind in words: built-in, scaffold model or remote system."
+    )
+    organisation = serializers.CharField(
+        help_text='The team that entered the agent; "Arena" for the arena\'s own agents.'
+    )
+    provider = serializers.CharField(
+        allow_blank=True, help_text="The model provider a scaffold agent calls; empty for none."
+    )
     baseline = serializers.BooleanField()
     rank = serializers.IntegerField(
         min_value=1,
@@ -35,22 +47,25 @@ class LeaderboardRowOutput(serializers.Serializer):
         min_value=1, allow_null=True, help_text="95% bootstrap rank band, worst rank."
     )
     provisional = serializers.BooleanField(
-        help_text="Fewer than n0 = 30 rated battles in the published refit: no refit value; "
-        "the interval is the full scale."
+        help_text="Fewer than n0 = 30 rated battles in the published refit (on a category's "
+        "board: in that category): no rating; the interval is the full scale."
     )
     unavailable = serializers.ChoiceField(
         choices=["no_comparisons", "disconnected", "separated"],
         allow_null=True,
-        help_text="Why the refit cannot place the agent (SPEC §7.4), instead of a number.",
+        help_text="Why the battles cannot place the agent on the scale, instead of a number.",
     )
     fit_battles = serializers.IntegerField(
-        min_value=0, help_text="The agent's battles in the refit."
+        min_value=0,
+        help_text="The agent's battles in the refit (on a category's board: in that category).",
     )
     streaming_rating = serializers.FloatField(
         help_text="Streaming Elo, moved on every decided battle (not the published rating)."
     )
     votes = serializers.IntegerField(
-        min_value=0, help_text="Decided battles that moved the streaming value."
+        min_value=0,
+        help_text="Decided battles that moved the streaming value (always overall, as are "
+        "streaming_rating and the record).",
     )
     wins = serializers.IntegerField(min_value=0)
     losses = serializers.IntegerField(min_value=0)
@@ -81,17 +96,68 @@ class RefitStatusOutput(serializers.Serializer):
         allow_null=True,
         help_text="Staleness: age of the oldest of them since its first admissible judgment.",
     )
-    staleness_bound_s = serializers.FloatField(help_text="Δ + c (SPEC §6).")
+    staleness_bound_s = serializers.FloatField(
+        help_text="Δ + c: a decided battle is in the rating within this many seconds."
+    )
     snapshot_id = serializers.IntegerField(allow_null=True)
+
+
+class CategoryBoardOutput(serializers.Serializer):
+    category = serializers.ChoiceField(choices=list(CATEGORIES))
+    label = serializers.CharField()
+    battles = serializers.IntegerField(help_text="Rated battles of tasks of this category.")
+    computed_at = serializers.DateTimeField(help_text="When this board's fit was computed.")
+    compute_ms = serializers.IntegerField()
+    min_battles = serializers.IntegerField(help_text="Battles in the category a rating needs.")
+    enough = serializers.BooleanField(
+        help_text="Some agent has min_battles here; false: too few battles, no rating shown."
+    )
+    rated_agents = serializers.IntegerField()
+    robust_intervals = serializers.BooleanField()
+    clusters = serializers.IntegerField(allow_null=True, help_text="Distinct judges.")
+    bootstrap_replicates = serializers.IntegerField()
+
+
+class CategoryCountOutput(serializers.Serializer):
+    slug = serializers.CharField(
+        help_text="The category: browsing, files_and_data or general (its ?category= value)."
+    )
+    label = serializers.CharField()
+    battles = serializers.IntegerField(help_text="Rated battles of tasks of this category.")
+
+
+class MatricesOutput(serializers.Serializer):
+    agents = serializers.ListField(
+        child=serializers.CharField(), help_text="Agent slugs: the rows' and columns' order."
+    )
+    names = serializers.ListField(child=serializers.CharField(), help_text="Display names.")
+    battles = serializers.ListField(
+        child=serializers.ListField(child=serializers.IntegerField(min_value=0)),
+        help_text="battles[i][j]: rated battles between agents i and j.",
+    )
+    win_rate = serializers.ListField(
+        child=serializers.ListField(child=serializers.FloatField(allow_null=True)),
+        help_text="win_rate[i][j]: agent i's share of its battles against j (ties and "
+        "both-bad count half); null where they never met or i = j.",
+    )
+    left_out = serializers.IntegerField(
+        help_text="Agents with battles beyond the first 16 of the board, not in the tables."
+    )
 
 
 class LeaderboardOutput(serializers.Serializer):
     arena = serializers.CharField()
     refit = RefitStatusOutput()
+    category = CategoryBoardOutput(
+        allow_null=True,
+        help_text="The category's own fit when ?category= names one; null for the overall board.",
+    )
+    categories = CategoryCountOutput(many=True)
+    matrices = MatricesOutput()
     exclusions = serializers.DictField(
         child=serializers.IntegerField(),
         allow_null=True,
-        help_text="Excluded battles per reason, in SPEC §5.3 order.",
+        help_text="Excluded battles per reason, in the order the exclusion rules apply.",
     )
     self_judged_only = serializers.IntegerField(
         allow_null=True,
@@ -106,13 +172,39 @@ class LeaderboardApi(APIView):
 
     @extend_schema(
         responses={200: LeaderboardOutput},
+        parameters=[
+            OpenApiParameter(
+                "category",
+                enum=list(CATEGORIES),
+                required=False,
+                description="A task category's board (its own fit); omitted: the overall board.",
+            ),
+            OpenApiParameter(
+                "kind", enum=list(KINDS), required=False, description="Only agents of this kind."
+            ),
+            OpenApiParameter(
+                "provider",
+                required=False,
+                description="Only agents of this provider (case-insensitive).",
+            ),
+            OpenApiParameter(
+                "organisation",
+                required=False,
+                description='Only agents of this team ("Arena": the arena\'s own).',
+            ),
+        ],
         description=(
             "The public arena's board: rated agents by published rating, then provisional "
             "and unavailable agents by streaming value. Retired agents are not listed; "
-            "their battles stay in the refit."
+            "their battles stay in the refit. With ?category=, the board of that kind of "
+            "task. Filters keep ranks of the whole board. 400 for an unknown category or kind."
         ),
     )
     def get(self, request):
         arena = Arena.objects.public()
-        board = leaderboard_current(arena_id=arena.pk)  # the precomputed document
+        try:
+            query = board_query(request.query_params)
+        except BoardQueryError as exc:
+            raise ApplicationError(str(exc), code="invalid_board_query") from exc
+        board = board_for_query(arena_id=arena.pk, query=query)  # precomputed documents
         return Response(LeaderboardOutput({"arena": arena.slug, **board}).data)

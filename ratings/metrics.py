@@ -58,9 +58,9 @@ PENDING_STAMP_NOTES = {
 # What a stamp means where a reader could take it for another event. Shown with the figures.
 STAMP_CAVEATS = {
     "incorporated_at": (
-        "r is when the first published batch refit (SPEC §7.2, every Δ) that includes the "
+        "r is when the first published batch refit (one runs every Δ) that includes the "
         "battle committed, not when the streaming value moved (that happens at once): r − h "
-        "includes the wait for the next refit, at most Δ + c."
+        "includes the wait for the next refit, at most Δ + c (c: how long a refit takes)."
     ),
 }
 NO_BATTLE_YET_NOTE = "no battle of the arena has reached this event yet"

@@ -24,7 +24,7 @@ from ratings.svg import BoxRow, Series, bar_chart, box_plot
 
 class LatencyOutput(serializers.Serializer):
     label = serializers.CharField()
-    formula = serializers.CharField(help_text="How it is measured (SPEC §6).")
+    formula = serializers.CharField(help_text="How it is measured, in words.")
     n = serializers.IntegerField(min_value=0, help_text="Battles measured in the window.")
     p50 = serializers.FloatField(allow_null=True, help_text="Seconds; null when n = 0.")
     p95 = serializers.FloatField(allow_null=True)
@@ -115,7 +115,7 @@ class MetricsApi(APIView):
     @extend_schema(
         responses={200: MetricsOutput},
         description=(
-            "Latency percentiles (seconds) of SPEC §6 over the last 24 h, queue depth, "
+            "Latency percentiles (seconds) over the last 24 h, queue depth, "
             "busy slots, offered load ρ, freshness F(α) and duplicate rate D(θ) of the "
             "public arena."
         ),

@@ -87,8 +87,9 @@ class RefitResult:
 PAIR_ROW, CLUSTER_ROW, UNSTAMPED_ROW = 0, 1, 2
 
 
-def refit_rows(*, arena_id: int) -> list[tuple]:
-    """The arena's rated battles counted in the database, in one statement (one snapshot
+def refit_rows(*, arena_id: int, category: str | None = None) -> list[tuple]:
+    """The arena's rated battles (of tasks of ``category`` only, when given: a category's
+    board) counted in the database, in one statement (one snapshot
     of the table, so the three parts agree), as (kind, lower agent id, higher agent id,
     y, weight, cluster key, battles, Σ w, Σ w y) rows, y from the lower id's side (1 a
     win, 0 a loss, ½ a tie or both bad):
@@ -105,7 +106,7 @@ def refit_rows(*, arena_id: int) -> list[tuple]:
         output_field=FloatField(),
     )
     rated = (
-        rated_battles(arena_id=arena_id)
+        rated_battles(arena_id=arena_id, category=category)
         .order_by()
         .values(
             lo=Least("agent_a_id", "agent_b_id"),
@@ -118,7 +119,7 @@ def refit_rows(*, arena_id: int) -> list[tuple]:
     battles, params = rated.query.sql_with_params()
     # r null: the partial index battle_rated_pending finds them without a scan
     unstamped, unstamped_params = (
-        rated_battles(arena_id=arena_id)
+        rated_battles(arena_id=arena_id, category=category)
         .filter(incorporated_at=None)
         .order_by()
         .values("pk")
@@ -143,8 +144,8 @@ def refit_rows(*, arena_id: int) -> list[tuple]:
         return cursor.fetchall()
 
 
-def refit_input(*, arena_id: int, params: FitParams) -> FitInput:
-    rows = refit_rows(arena_id=arena_id)
+def refit_input(*, arena_id: int, params: FitParams, category: str | None = None) -> FitInput:
+    rows = refit_rows(arena_id=arena_id, category=category)
     by_kind: dict[int, list[tuple]] = {PAIR_ROW: [], CLUSTER_ROW: [], UNSTAMPED_ROW: []}
     for row in rows:
         by_kind[row[0]].append(row)

@@ -5,14 +5,24 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, F, Min, Q
-from django.db.models.functions import Coalesce
+from django.db.models import Case, CharField, Count, F, FloatField, Min, Q, Value, When
+from django.db.models.functions import Coalesce, Greatest, Least
 from django.urls import reverse
 from django.utils import timezone
 
 from agents.models import Agent
+from battles.classify import CATEGORIES, CATEGORY_LABELS
 from battles.models import Battle
+from ratings.matrices import pair_matrices
 from ratings.models import RatingPoint, RefitState
+
+# The board's "organisation" of an agent the arena entered itself (no team).
+ARENA_ORGANISATION = "Arena"
+KIND_TEXT = {
+    Agent.Kind.BUILTIN: "built-in",
+    Agent.Kind.SCAFFOLD: "scaffold model",
+    Agent.Kind.REMOTE: "remote system",
+}
 
 UNAVAILABLE_TEXT = {
     "no_comparisons": "no comparisons",
@@ -43,13 +53,15 @@ def self_judged_tally(*, arena_id: int) -> int:
     ).count()
 
 
-def rated_battles(*, arena_id: int):
+def rated_battles(*, arena_id: int, category: str | None = None):
     """The battles that enter the arena's rating: decided (and so published: a decision
     is final and public when it is made), with an outcome, not excluded (self-judged
-    ones included; each carries evidence_weight and cluster_judge)."""
-    return Battle.objects.filter(
+    ones included; each carries evidence_weight and cluster_judge). With ``category``,
+    those whose task has that category (battles.classify): the category's board."""
+    rated = Battle.objects.filter(
         arena_id=arena_id, status=Battle.Status.DECIDED, exclusion_reason=""
     ).exclude(outcome="")
+    return rated if category is None else rated.filter(task__category=category)
 
 
 def refit_status(*, arena_id: int, now: datetime | None = None) -> dict[str, Any]:
@@ -100,7 +112,9 @@ def leaderboard_rows(*, arena_id: int, snapshot_id: int | None = None) -> list[d
             .first()
         )
     r0 = settings.ARENA.r0
-    agents = list(Agent.objects.filter(arena_id=arena_id, retired_at=None).select_related("rating"))
+    agents = list(
+        Agent.objects.filter(arena_id=arena_id, retired_at=None).select_related("rating", "team")
+    )
     points = (
         {p.agent_id: p for p in RatingPoint.objects.filter(snapshot_id=snapshot_id)}
         if snapshot_id
@@ -115,7 +129,11 @@ def leaderboard_rows(*, arena_id: int, snapshot_id: int | None = None) -> list[d
                 "agent": agent.display_name,
                 "slug": agent.slug,
                 "url": reverse("ratings:agent", args=[agent.slug]),
+                "agent_id": agent.pk,  # internal: the matrices' key (not in the API)
                 "kind": agent.kind,
+                "kind_text": KIND_TEXT.get(agent.kind, agent.kind),
+                "organisation": agent.team.name if agent.team else ARENA_ORGANISATION,
+                "provider": agent.provider,
                 "baseline": agent.is_baseline,
                 "rank": None,
                 "rating": _round(point.rating if point else None),
@@ -153,11 +171,92 @@ def leaderboard(*, arena_id: int, now: datetime | None = None) -> dict[str, Any]
     """The whole published board: refit status, exclusion counts, the self-judged-only
     tally and the rows."""
     refit = refit_status(arena_id=arena_id, now=now)
+    # 0, not None, when nothing is published: the status has looked for the snapshot already
+    rows = leaderboard_rows(arena_id=arena_id, snapshot_id=refit["snapshot_id"] or 0)
+    exclusions, self_judged = exclusions_and_self_judged(arena_id=arena_id)
     return {
         "refit": refit,
-        "exclusions": exclusion_counts(arena_id=arena_id),
-        "self_judged_only": self_judged_tally(arena_id=arena_id),
-        "rows": leaderboard_rows(arena_id=arena_id, snapshot_id=refit["snapshot_id"]),
+        "exclusions": exclusions,
+        "self_judged_only": self_judged,
+        "rows": rows,
+        "category": None,  # the overall board; a category's board names its category here
+    }
+
+
+def exclusions_and_self_judged(*, arena_id: int) -> tuple[dict[str, int], int]:
+    """``exclusion_counts`` and ``self_judged_tally`` in one round trip (each part reads
+    its own partial index, as the two queries do)."""
+    excluded = (
+        Battle.objects.filter(arena_id=arena_id, status=Battle.Status.EXCLUDED)
+        .exclude(exclusion_reason="")
+        .order_by()
+        .values("exclusion_reason")
+        .annotate(n=Count("pk"))
+    )
+    self_judged = (
+        Battle.objects.filter(
+            arena_id=arena_id,
+            status=Battle.Status.DECIDED,
+            decision_source=Battle.DecisionSource.SUBMITTER,
+        )
+        .order_by()
+        .annotate(reason=Value("", output_field=CharField()))
+        .values("reason")
+        .annotate(n=Count("pk"))
+    )
+    found = {row["exclusion_reason"]: row["n"] for row in excluded.union(self_judged, all=True)}
+    counts = {reason: found.get(reason, 0) for reason in Battle.ExclusionReason.values}
+    return counts, found.get("", 0)
+
+
+def battle_categories(pairs: list[tuple[int, int, float, str, int]]) -> list[dict[str, Any]]:
+    """Rated battles per task category, every category in order (zeros included), of
+    ``pair_tallies`` rows."""
+    counts = dict.fromkeys(CATEGORIES, 0)
+    for *_, category, n in pairs:
+        if category in counts:
+            counts[category] += n
+    return [{"slug": c, "label": CATEGORY_LABELS[c], "battles": n} for c, n in counts.items()]
+
+
+def pair_tallies(*, arena_id: int) -> list[tuple[int, int, float, str, int]]:
+    """Rated battles counted per (lower agent id, higher agent id, y from the lower's
+    side, task category), in one query: the matrices and the categories' battle counts.
+    Unweighted: a battle is a battle here, whatever its evidence weight."""
+    from ratings.services import OUTCOME_Y
+
+    y_a = Case(
+        *(When(outcome=o, then=Value(v)) for o, v in OUTCOME_Y.items()),
+        output_field=FloatField(),
+    )
+    rows = (
+        rated_battles(arena_id=arena_id)
+        .order_by()
+        .values(
+            lo=Least("agent_a_id", "agent_b_id"),
+            hi=Greatest("agent_a_id", "agent_b_id"),
+            y=Case(When(agent_a_id__lt=F("agent_b_id"), then=y_a), default=Value(1.0) - y_a),
+            category=F("task__category"),
+        )
+        .annotate(n=Count("pk"))
+    )
+    return [(r["lo"], r["hi"], r["y"], r["category"], r["n"]) for r in rows]
+
+
+def matrices_document(
+    rows: list[dict[str, Any]], pairs: list[tuple[int, int, float, int]]
+) -> dict[str, Any]:
+    """The board's pairwise tables as public data: agents by slug in the board's order
+    (those with rated battles, at most ``ratings.matrices.MAX_AGENTS``), battle counts
+    and the row agent's win rate (None where a pair never met)."""
+    by_id = {row["agent_id"]: row for row in rows}
+    tables = pair_matrices([row["agent_id"] for row in rows], pairs)
+    return {
+        "agents": [by_id[agent]["slug"] for agent in tables.agents],
+        "names": [by_id[agent]["agent"] for agent in tables.agents],
+        "battles": tables.battles,
+        "win_rate": tables.win_rate,
+        "left_out": tables.left_out,
     }
 
 
@@ -169,11 +268,16 @@ def leaderboard_aged(board: dict[str, Any], *, now: datetime | None = None) -> d
     return {**board, "refit": {**refit, "oldest_pending_age_s": aged}}
 
 
-def interval_bars(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+def interval_bars(
+    rows: list[dict[str, Any]], *, streaming: bool = True
+) -> dict[str, dict[str, float | None]]:
     """slug → the rating interval as percentages of a scale shared by the board (left,
     width, and the mark at the rating or streaming value). A provisional or unavailable
-    agent's interval is the full scale: nothing narrower is known."""
-    values = [v for r in rows for v in (r["lower"], r["upper"], r["streaming_rating"]) if v]
+    agent's interval is the full scale: nothing narrower is known. Without
+    ``streaming`` (a category's board, whose scale the overall streaming value is not
+    on) such an agent's bar has no mark."""
+    keys = ("lower", "upper", "streaming_rating") if streaming else ("lower", "upper")
+    values = [v for r in rows for v in (r[k] for k in keys) if v]
     if not values:
         return {}
     low, high = min(values), max(values)
@@ -186,7 +290,8 @@ def interval_bars(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     bars = {}
     for row in rows:
         if row["rating"] is None or row["lower"] is None or row["upper"] is None:
-            bars[row["slug"]] = {"left": 0.0, "width": 100.0, "mark": pct(row["streaming_rating"])}
+            mark = pct(row["streaming_rating"]) if streaming else None
+            bars[row["slug"]] = {"left": 0.0, "width": 100.0, "mark": mark}
         else:
             left = pct(row["lower"])
             bars[row["slug"]] = {
@@ -200,7 +305,7 @@ def interval_bars(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 def board_context(board: dict[str, Any]) -> dict[str, Any]:
     """Template context of the board fragment, shared by the page, the socket's first
     frame and every push."""
-    bars = interval_bars(board["rows"])
+    bars = interval_bars(board["rows"], streaming=board.get("category") is None)
     rows = [{**row, "bar": bars.get(row["slug"])} for row in board["rows"]]
     exclusions = board["exclusions"]
     return {
@@ -213,6 +318,43 @@ def board_context(board: dict[str, Any]) -> dict[str, Any]:
         ),
         "excluded_total": sum(exclusions.values()) if exclusions else 0,
         "n0": settings.ARENA.n0,
+    }
+
+
+def category_leaderboard(board: dict[str, Any], document: dict[str, Any]) -> dict[str, Any]:
+    """A category's board shaped like the overall one: the overall board's roster (its
+    agents and their organisation, kind and provider; streaming value and record stay
+    the overall ones) with the category fit's rating, interval, rank band and battle
+    count (``ratings.category_boards``), ranked by it. Rated agents first, then by
+    battles in the category."""
+    points = document["points"]
+    rows = []
+    for row in board["rows"]:
+        point = points.get(row["agent_id"]) or {}
+        rows.append(
+            {
+                **row,
+                "rank": None,
+                "rating": _round(point.get("rating")),
+                "lower": _round(point.get("lower")),
+                "upper": _round(point.get("upper")),
+                "rank_lower": point.get("rank_lower"),
+                "rank_upper": point.get("rank_upper"),
+                "provisional": point.get("provisional", True),
+                "unavailable": point.get("unavailable"),
+                "fit_battles": point.get("battles", 0),
+            }
+        )
+    rows.sort(key=lambda r: (r["rating"] is None, -(r["rating"] or 0.0), -r["fit_battles"],
+                             r["agent"]))  # fmt: skip
+    for rank, row in enumerate((r for r in rows if r["rating"] is not None), start=1):
+        row["rank"] = rank
+    meta = {k: v for k, v in document.items() if k not in ("points", "pairs")}
+    return {
+        **board,
+        "category": meta,
+        "rows": rows,
+        "matrices": matrices_document(rows, document["pairs"]),
     }
 
 

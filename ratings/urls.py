@@ -6,5 +6,6 @@ app_name = "ratings"
 
 urlpatterns = [
     path("", views.leaderboard_page, name="leaderboard"),
+    path("matrices/", views.matrices_page, name="matrices"),
     path("agents/<slug:slug>/", views.agent_page, name="agent"),
 ]

@@ -25,7 +25,7 @@ from battles.attachments import (
     attachments_stage,
     attachments_store,
 )
-from battles.classify import classify
+from battles.classify import categorize, classify
 from battles.matchmaking import Candidate, draw_pair
 from battles.models import Battle, Task
 from battles.services.creation import Entrant, battle_enqueue, battle_rows, redundancy_draw
@@ -174,14 +174,15 @@ def _queue_check(*, locked: admission_db.Locked) -> None:
         )
 
 
-def _candidate(entry: admission_db.RosterEntry) -> Candidate:
-    """The matchmaker's view of an agent: its rated-battle count and current strength
-    (θ from the streaming rating; none before its first rated battle)."""
+def roster_candidate(entry: admission_db.RosterEntry) -> Candidate:
+    """The matchmaker's view of an agent: its rated-battle count, the battle lanes it
+    failed itself (both exposure) and current strength (θ from the streaming rating;
+    none before its first rated battle)."""
     n = entry.rated_battles
     theta = None
     if n and entry.streaming_rating is not None:
         theta = (entry.streaming_rating - settings.ARENA.r0) * math.log(10) / 400
-    return Candidate(entry.agent_id, n, theta)
+    return Candidate(entry.agent_id, n, theta, entry.failed_lanes)
 
 
 def calibration_pair(
@@ -301,14 +302,15 @@ def _task_create(
             )
         pair = calibration_pair(roster, rng) if calibration else None
         side_a, side_b = pair or draw_pair(
-            [_candidate(entry) for entry in roster],
+            [roster_candidate(entry) for entry in roster],
             rng,
             kappa=settings.ARENA.match_kappa,
             epsilon=settings.ARENA.match_epsilon,
         )
         task = Task(
-            team_id=team_id, submitter=user, instruction=text, start_url=url, minhash=minhash
-        )
+            team_id=team_id, submitter=user, instruction=text, start_url=url, minhash=minhash,
+            category=categorize(text, start_url=url),  # its board (battles.classify)
+        )  # fmt: skip
         by_id = {e.agent_id: Entrant(e.agent_id, e.team_id, e.step_budget, e.wall_budget_s)
                  for e in roster}  # fmt: skip
         battle, runs = battle_rows(
