@@ -152,6 +152,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files, served from here (/api/docs/)
     "channels",
     "django_rq",
     "axes",
@@ -394,10 +395,19 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Submit tasks, judge battles blind, read the leaderboard.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The documentation page (/api/docs/): Swagger UI from drf-spectacular-sidecar; no
+    # deep links, whose anchors would sit inside each operation's button (axe:
+    # nested-interactive).
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "SWAGGER_UI_SETTINGS": {"deepLinking": False},
     # "status" means a battle's or a run's: one enum name each (arena_site/schema.py)
     "ENUM_NAME_OVERRIDES": {
         "BattleStatusEnum": "battles.models.Battle.Status",
         "RunStatusEnum": "battles.models.Run.Status",
+        # an agent's kind; a team registers only some of them (agents/api.py)
+        "AgentKindEnum": "agents.models.Agent.Kind",
+        "TeamAgentKindEnum": "agents.registration.TEAM_KIND_CHOICES",
     },
 }
 

@@ -10,7 +10,15 @@ from django.urls import include, path, register_converter
 from django.views import defaults
 from drf_spectacular.views import SpectacularAPIView
 
+from accounts.api import (
+    InviteAcceptApi,
+    TeamInviteDetailApi,
+    TeamInviteListCreateApi,
+    TeamListApi,
+)
+from agents.api import AgentCheckApi, AgentDetailApi, AgentListCreateApi
 from agents.protocol_api import AgentProtocolApi
+from arena_site.api_docs import SwaggerDocs
 from arena_site.exceptions import error_body
 from arena_site.parsers import ID_MAX
 from battles.api import BattleDetailApi, BattleListApi, TaskDetailApi, TaskListCreateApi
@@ -49,6 +57,16 @@ api = [
     path("metrics/", MetricsApi.as_view(), name="metrics"),
     path("agent-protocol/", AgentProtocolApi.as_view(), name="agent-protocol"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    # issue 14 point 6: the schema as a page (Swagger UI), its assets served from here
+    path("docs/", SwaggerDocs.as_view(), name="docs"),
+    # issue 14 point 4: labs enter on their own (teams, invites, their own agents)
+    path("teams/", TeamListApi.as_view(), name="teams"),
+    path("teams/<id:team>/invites/", TeamInviteListCreateApi.as_view(), name="team-invites"),
+    path("teams/<id:team>/invites/<id:pk>/", TeamInviteDetailApi.as_view(), name="team-invite"),
+    path("invites/accept/", InviteAcceptApi.as_view(), name="invite-accept"),
+    path("agents/", AgentListCreateApi.as_view(), name="agents"),
+    path("agents/<id:pk>/", AgentDetailApi.as_view(), name="agent"),
+    path("agents/<id:pk>/check/", AgentCheckApi.as_view(), name="agent-check"),
 ]
 
 urlpatterns = [

@@ -229,7 +229,7 @@ class TaskListCreateApi(TenantScopedApiMixin, generics.ListAPIView):
         description="Admits a task and starts a battle (201), or, when the text is "
         'conversation rather than a task, answers {"status": "conversation", "reply"} '
         "(200) and starts nothing. JSON, or multipart/form-data with attachments. "
-        "Admission order (SPEC §2): consent, the instruction, the attachments, "
+        "Checked in this order: consent, the instruction, the attachments, "
         "conversation or task, the start URL, near-duplicates, the queue.",
     )  # fmt: skip
     def post(self, request):

@@ -18,7 +18,7 @@ from battles.attachments import (
     stored_path,
 )
 from battles.models import Battle, Step
-from battles.presenters import render_battle_panel, waterfall
+from battles.presenters import battle_reveal, render_battle_panel, waterfall
 from battles.selectors import access_battle, team_ids_of, user_may_see_identities
 from battles.services import Conversation, battle_end_side, task_submit
 
@@ -63,9 +63,13 @@ def submit(request: HttpRequest) -> HttpResponse:
 @require_GET
 def battle_page(request: HttpRequest, battle_id: int) -> HttpResponse:
     battle = access_battle(request.user, battle_id)
-    return render(
-        request, "battles/detail.html", {"battle": battle, "panel": render_battle_panel(battle.pk)}
-    )
+    context = {
+        "battle": battle,
+        "panel": render_battle_panel(battle.pk),
+        # Who fought, for those who may know (the battle closed; see the selector).
+        "reveal": battle_reveal(battle) if user_may_see_identities(request.user, battle) else None,
+    }
+    return render(request, "battles/detail.html", context)
 
 
 @consent_required

@@ -45,7 +45,8 @@ class VoteStatusOutput(serializers.Serializer):
         "decided while you held it).",
     )
     submitter_vote = serializers.BooleanField(
-        help_text="You belong to the submitting team: a submitter vote (SPEC §5.4)."
+        help_text="You belong to the submitting team: a submitter vote, which decides the "
+        "battle only when no independent judge's vote counts (published as self-judged)."
     )
     battle_status = serializers.CharField()
     message = serializers.CharField(help_text="What the vote means now, in words.")
@@ -59,7 +60,8 @@ class VoteStatusOutput(serializers.Serializer):
 
 class JudgeBattleOutput(BattleOutput):
     min_read_s = serializers.FloatField(
-        help_text="The reading time (SPEC §5.3): a vote sooner does not count."
+        help_text="The reading time in seconds, from when the battle was served: a vote "
+        "sooner is recorded but does not count."
     )
     vote_url = serializers.CharField(help_text="Where to POST the vote.")
 

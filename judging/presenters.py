@@ -1,4 +1,5 @@
-"""What a judge is shown about their own vote (the page and the API say the same)."""
+"""What a judge is shown: their own vote (the page and the API say the same), and the
+two sides laid out as replays."""
 
 from typing import Any
 
@@ -23,3 +24,48 @@ def vote_status_payload(status: VoteStatus) -> dict[str, Any]:
         "reveal": battle_reveal(vote.battle) if status.reveal else None,
         "status_url": f"/api/battles/{vote.battle_id}/votes/mine/",
     }
+
+
+# Pages a browser shows before anything was opened: a screenshot of one shows the empty
+# window, not what the agent did.
+BLANK_PAGE_URLS = frozenset(
+    {"about:blank", "about:newtab", "chrome://newtab/", "chrome://new-tab-page/"}
+)
+
+
+def shows_something(step: dict[str, Any]) -> bool:
+    """Whether a step's screenshot is worth showing first: it has one, and the browser was
+    not on a blank page when it was taken (a step without page state, a shell-only
+    sandbox's, counts as showing something)."""
+    if not step.get("screenshot"):
+        return False
+    page = step.get("page") or {}
+    return (page.get("url") or "").strip().lower() not in BLANK_PAGE_URLS
+
+
+def replay_start(steps: list[dict[str, Any]]) -> int:
+    """Where a side's replay opens: the latest step whose screenshot shows something, else
+    the last step (0 for none). The judge sees each side's end state at a glance."""
+    for position in range(len(steps) - 1, -1, -1):
+        if shows_something(steps[position]):
+            return position
+    return max(0, len(steps) - 1)
+
+
+def replay_sides(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """The two sides of a blind battle payload as the judge page lays them out: the run,
+    the step its replay opens at, and whether any screenshot showed more than a blank
+    browser window."""
+    sides = []
+    for side in ("A", "B"):
+        run = payload["sides"][side] or {"steps": [], "final_message": "", "files": []}
+        steps = run["steps"]
+        sides.append(
+            {
+                "side": side,
+                "run": run,
+                "start": replay_start(steps),
+                "blank_only": bool(steps) and not any(shows_something(s) for s in steps),
+            }
+        )
+    return sides

@@ -19,6 +19,7 @@ from battles.presenters import Redactor, battle_payload, battle_reveal, blind_fi
 from battles.selectors import access_battle
 from battles.views import _private_download, screenshot_response
 from judging.models import Assignment, Vote
+from judging.presenters import replay_sides
 from judging.selectors import judging_quality
 from judging.services import judge_next, reading_time_s, vote_cast, vote_status, vote_undo
 
@@ -50,7 +51,7 @@ def judge_page(request: HttpRequest) -> HttpResponse:
         payload = battle_payload(battle, reveal=False)
         context.update(
             payload=payload,
-            sides=[(side, payload["sides"][side]) for side in SIDES],
+            sides=replay_sides(payload),
             min_read_s=min_read,
             read_left_s=max(0.0, min_read - elapsed),
             choices=[(value, label, *VOTE_KEYS[value]) for value, label in Vote.Choice.choices],

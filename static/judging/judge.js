@@ -16,6 +16,7 @@
     const list = section.querySelector("ol.timeline");
     let index = 0;
     let timer = null;
+    let touched = false;  // until the judge moves it, the replay rests on its latest screen
 
     function placePointer(li) {
       const x = parseFloat(li.dataset.x), y = parseFloat(li.dataset.y);
@@ -23,9 +24,9 @@
         pointer.hidden = true;
         return;
       }
-      // Screenshot pixels → percent of the image, so the marker scales with it.
-      pointer.style.left = (100 * x / shot.naturalWidth) + "%";
-      pointer.style.top = (100 * y / shot.naturalHeight) + "%";
+      // Screenshot pixels → pixels of the image as laid out inside the screen box.
+      pointer.style.left = (shot.offsetLeft + shot.offsetWidth * x / shot.naturalWidth) + "px";
+      pointer.style.top = (shot.offsetTop + shot.offsetHeight * y / shot.naturalHeight) + "px";
       pointer.hidden = false;
     }
 
@@ -69,7 +70,9 @@
     }
 
     function start() {
-      if (index >= steps.length - 1) show(0);
+      // Play starts from the first step unless the judge has already moved the replay.
+      if (!touched || index >= steps.length - 1) show(0);
+      touched = true;
       play.textContent = "❚❚";
       play.setAttribute("aria-label", play.getAttribute("aria-label").replace("Play", "Pause"));
       timer = setInterval(() => {
@@ -80,34 +83,42 @@
 
     shot.addEventListener("load", () => placePointer(steps[index]));
     window.addEventListener("resize", () => placePointer(steps[index]));
-    scrub.addEventListener("input", () => { pause(); show(parseInt(scrub.value, 10)); });
+    scrub.addEventListener("input", () => { touched = true; pause(); show(parseInt(scrub.value, 10)); });
     play.addEventListener("click", () => (timer ? pause() : start()));
     steps.forEach((li, k) => li.addEventListener("click", (e) => {
       if (e.target.closest("a, pre")) return;
+      touched = true;
       pause();
       show(k);
     }));
-    show(0);
+    show(parseInt(section.dataset.start || "0", 10) || 0);
     return {
       playing: () => timer !== null,
       play: start,
       pause: pause,
-      step: (d) => { pause(); show(index + d); },
+      step: (d) => { touched = true; pause(); show(index + d); },
     };
   }
 
   function startCountdown(form, buttons) {
     const timer = document.getElementById("read-timer");
+    const box = document.getElementById("read-box");
+    const progress = document.getElementById("read-progress");
+    const announce = document.getElementById("read-announce");
     const opensAt = Date.now() + 1000 * parseFloat(form.dataset.readLeft || form.dataset.minRead);
     function tick() {
-      const left = Math.ceil((opensAt - Date.now()) / 1000);
+      const leftMs = opensAt - Date.now();
+      const left = Math.ceil(leftMs / 1000);
       if (left <= 0) {
         buttons.forEach((b) => { b.disabled = false; });
         timer.innerHTML = "Voting is open.<span class=\"keys\"> Keys: A, B, T (tie), X (both bad), " +
           "S (abstain); N for the next battle.</span>";
+        if (box) box.classList.add("open");
+        if (announce) announce.textContent = "Voting is open.";
         return;
       }
       timer.textContent = "Read first: voting opens in " + left + " s";
+      if (progress) progress.value = Math.max(0, leftMs / 1000);
       setTimeout(tick, 250);
     }
     tick();
@@ -185,6 +196,7 @@
 
     document.addEventListener("keydown", (e) => {
       if (e.ctrlKey || e.metaKey || e.altKey || typing(e)) return;
+      if (document.querySelector("dialog[open]")) return;  // a confirmation is asked
       const key = e.key.toLowerCase();
       if (key === " " && replays.length && !e.target.closest("button, a")) {
         e.preventDefault();

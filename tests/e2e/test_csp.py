@@ -80,8 +80,8 @@ def test_the_pages_run_under_the_policy_without_a_violation(judged_battle, brows
     log_in(page, "judith")
     watch.open("/judge/")
     side_a = page.locator('section.replay[data-side="A"]')
-    expect(side_a.locator("output.position")).to_have_text("1 / 3")
-    page.keyboard.press("ArrowRight")
+    expect(side_a.locator("output.position")).to_have_text("3 / 3")  # its latest screen
+    page.keyboard.press("ArrowLeft")  # back to the click
     expect(side_a.locator(".pointer")).to_be_visible()  # placed through element.style
     assert page.locator("img.shot").first.evaluate("img => img.naturalWidth") == 1280
     watch.assert_clean("judge page after stepping")
@@ -141,7 +141,8 @@ def test_the_charts_are_styled_by_the_sites_stylesheet(arena_servers, browser):
         assert chart.evaluate("svg => getComputedStyle(svg).maxWidth") == "480px", path
     page.goto("/metrics/")
     axis = page.locator("#latency-plot .mx-axis").first
-    assert axis.evaluate("line => getComputedStyle(line).stroke") == "rgb(107, 115, 133)"
+    # var(--muted), #5f6779
+    assert axis.evaluate("line => getComputedStyle(line).stroke") == "rgb(95, 103, 121)"
     context.close()
 
 

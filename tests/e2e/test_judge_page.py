@@ -163,16 +163,17 @@ def test_everything_before_the_vote_is_blind_then_the_keyboard_votes(judged_batt
     page.on("websocket", on_socket)
     page.goto("/judge/")
 
-    # The replay: both sides, their step counts, the screen with the pointer marked
+    # The replay: both sides open at their latest screen, the pointer marked where a step
+    # clicked
     side_a = page.locator('section.replay[data-side="A"]')
     side_b = page.locator('section.replay[data-side="B"]')
-    expect(side_a.locator("output.position")).to_have_text("1 / 3")
-    expect(side_b.locator("output.position")).to_have_text("1 / 2")
-    expect(side_a.locator("img.shot")).to_be_visible()
-    expect(side_a.locator(".pointer")).to_be_hidden()  # step 0 is a screenshot: no pointer
-    page.keyboard.press("ArrowRight")  # both sides one step on
-    expect(side_a.locator("output.position")).to_have_text("2 / 3")
+    expect(side_a.locator("output.position")).to_have_text("3 / 3")
     expect(side_b.locator("output.position")).to_have_text("2 / 2")
+    expect(side_a.locator("img.shot")).to_be_visible()
+    expect(side_a.locator(".pointer")).to_be_hidden()  # step 2 delivers: no pointer
+    page.keyboard.press("ArrowLeft")  # both sides one step back
+    expect(side_a.locator("output.position")).to_have_text("2 / 3")
+    expect(side_b.locator("output.position")).to_have_text("1 / 2")
     pointer = side_a.locator(".pointer")
     expect(pointer).to_be_visible()
     shot, mark = side_a.locator("img.shot").bounding_box(), pointer.bounding_box()
