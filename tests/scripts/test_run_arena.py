@@ -4,104 +4,23 @@ the preparation, and its own launcher being killed outright. Every time: every c
 (Daphne, the workers, the cron scheduler, a private Redis) is gone within seconds, and no
 traceback is printed. The "running" banner comes only once the web server answers."""
 
-import contextlib
 import os
 import signal
-import socket
-import subprocess
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-BANNER = "Agent Arena is running"
-STOP_WITHIN_S = 20
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Arena:
-    """`make run` in a session of its own, on a SQLite file in its own data dir, with no
-    demo battles (they are not what is tested), on a Redis database of its own."""
-
-    def __init__(self, tmp_path: Path, *, redis_url: str) -> None:
-        self.data_dir = tmp_path / "data"
-        self.data_dir.mkdir()
-        self.port = free_port()
-        self.log = tmp_path / "make-run.log"
-        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL",)}
-        env.update(
-            ARENA_DATA_DIR=str(self.data_dir),
-            ARENA_PORT=str(self.port),
-            REDIS_URL=redis_url,
-            ARENA_SEED_BATTLES="false",
-            ARENA_BATTLE_SLOTS="1",
-            ARENA_CHANNEL_PREFIX="arena-run-test",
-            ARENA_CACHE_PREFIX="arena-run-test",
-        )
-        self.make = subprocess.Popen(
-            ["make", "--no-print-directory", "run"],
-            cwd=ROOT,
-            env=env,
-            stdout=self.log.open("w"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def wait_for(self, text: str, timeout_s: float = 180) -> None:
-        deadline = time.monotonic() + timeout_s
-        while text not in self.output():
-            assert self.make.poll() is None, self.output()
-            assert time.monotonic() < deadline, f"no {text!r} after {timeout_s} s:\n{self.output()}"
-            time.sleep(0.2)
-
-    def processes(self) -> list[int]:
-        """Every process started for this arena (they all carry its data dir)."""
-        marker = f"ARENA_DATA_DIR={self.data_dir}".encode()
-        found = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                environ = (entry / "environ").read_bytes().split(b"\0")
-                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if marker in environ and state != "Z":
-                found.append(int(entry.name))
-        return found
-
-    def assert_gone(self) -> None:
-        deadline = time.monotonic() + STOP_WITHIN_S
-        while self.processes() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        left = self.processes()
-        assert left == [], (left, self.output())
-        output = self.output()
-        assert "Traceback" not in output, output
-        assert "arena: stopped" in output, output
-
-    def kill_everything(self) -> None:
-        for pid in self.processes():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+from tests.makerun import BANNER, STOP_WITHIN_S, MakeRun, free_port
 
 
 @pytest.fixture
 def arena(tmp_path):
-    made: list[Arena] = []
+    made: list[MakeRun] = []
 
-    def start(redis_url: str = "redis://127.0.0.1:6379/15") -> Arena:
-        made.append(Arena(tmp_path, redis_url=redis_url))
+    def start(redis_url: str = "redis://127.0.0.1:6379/15") -> MakeRun:
+        made.append(MakeRun(tmp_path, redis_url=redis_url))
         return made[-1]
 
     yield start
