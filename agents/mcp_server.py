@@ -371,8 +371,8 @@ class McpPolicy:
         self._secret = secret.encode()
         self.run_id, self.session, self.tools = run_id, session, tools
         self.attachments = list(attachments)
-        self.bind_host = bind_host or getattr(arena, "mcp_bind_host", "") or "127.0.0.1"
-        self.public_base_url = public_base_url or getattr(arena, "mcp_public_base_url", "") or ""
+        self.bind_host = bind_host or arena.mcp_bind_host
+        self.public_base_url = public_base_url or arena.mcp_public_base_url
         self.bridge = Bridge()
         self.server: RunServer | None = None
         self.token = ""

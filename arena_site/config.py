@@ -173,6 +173,11 @@ class ArenaConfig:
     # provider, its endpoint, a protocol violation; never the sandbox or the other side)
     # is paused automatically with the reason (docs/operations.md "When an agent fails").
     agent_failure_pause: int = knob(3, "ARENA_AGENT_FAILURE_PAUSE", lo=1, hi=1000)
+    # An MCP entrant's per-run server (agents/mcp_server.py): where it listens, and the
+    # base URL the entrant is given (empty: http://<bind host>:<port>). Behind a proxy
+    # that forwards to the worker, set both (docs/computer-use.md).
+    mcp_bind_host: str = knob("127.0.0.1", "ARENA_MCP_BIND_HOST")
+    mcp_public_base_url: str = knob("", "ARENA_MCP_PUBLIC_BASE_URL")
     # {"model id": [usd per million input tokens, usd per million output tokens]}
     model_prices: Mapping[str, tuple[float, float]] = knob({}, "ARENA_MODEL_PRICES")
     # --- SPEC §7 ratings -------------------------------------------------------------

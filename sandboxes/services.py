@@ -1,5 +1,6 @@
 """Provisioning and tearing down sandboxes, with a slot lease per live sandbox."""
 
+import ipaddress
 import logging
 import os
 import shutil
@@ -101,6 +102,22 @@ def simulated_hosts() -> dict[str, SimulatedHost]:
         logger.exception("the demo web did not start; demo.arena.test is not served")
         return {}
     return netpolicy.simulated_hosts(server.simulated_host())
+
+
+def simulated_host_names() -> dict[str, SimulatedHost]:
+    """The simulated hosts as admission checks a start URL against them: their names and
+    ports only (nothing is started, nothing is dialled), so a start URL on the demo web
+    passes without a DNS question, and is refused like any other name when
+    ``ARENA_DEMO_WEB`` is off."""
+    if not settings.ARENA.demo_web:
+        return {}
+    from sandboxes.demoweb.data import HOST
+
+    # (its upstream is never dialled from here: admission checks the name and port only)
+    placeholder = SimulatedHost(
+        name=HOST, address=ipaddress.ip_address("127.0.0.1"), upstream_port=9
+    )
+    return netpolicy.simulated_hosts(placeholder)
 
 
 def egress_proxy() -> EgressProxyThread:

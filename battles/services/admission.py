@@ -31,6 +31,7 @@ from battles.models import Battle, Task
 from battles.services.creation import Entrant, battle_enqueue, battle_rows, redundancy_draw
 from battles.similarity import most_similar, signature, trigrams
 from sandboxes.netpolicy import EgressRefused, check_url, default_resolver
+from sandboxes.services import simulated_host_names
 
 logger = logging.getLogger(__name__)
 _system_rng = random.SystemRandom()
@@ -75,7 +76,7 @@ def _check_start_url(start_url: object) -> str:
     # Without DNS, names pass (the egress proxy checks them when dialled); address
     # literals and odd spellings are checked either way.
     try:
-        check_url(url, start_url_resolver() or _no_names)
+        check_url(url, start_url_resolver() or _no_names, simulated=simulated_host_names())
     except _NameNotChecked:
         pass
     except EgressRefused as exc:

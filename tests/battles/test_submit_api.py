@@ -243,3 +243,45 @@ def test_a_name_that_resolves_to_loopback_is_refused(api, alice, roster, monkeyp
         format="json",
     )
     assert unknown.status_code == 400
+
+
+def test_a_start_url_on_the_demo_web_passes_without_asking_dns(api, alice, roster, monkeypatch):
+    from battles.services import admission
+
+    def no_dns(host, port):
+        raise AssertionError(f"DNS was asked for {host}")
+
+    monkeypatch.setattr(admission, "start_url_resolver", lambda: no_dns)
+    client = api(alice)
+    ok = client.post(
+        "/api/tasks/",
+        {"instruction": "Read the news", "start_url": "http://demo.arena.test/news/"},
+        format="json",
+    )
+    assert ok.status_code == 201, ok.json()
+    assert Task.objects.get().category == "browsing"
+    # only the simulated host's own port and scheme: the rest is refused as for any host
+    for url in ("https://demo.arena.test/", "http://demo.arena.test:6379/"):
+        refused = client.post(
+            "/api/tasks/", {"instruction": f"Open {url}", "start_url": url}, format="json"
+        )
+        assert refused.status_code == 400, (url, refused.json())
+
+
+def test_with_the_demo_web_off_its_name_is_asked_of_dns_like_any_other(
+    api, alice, roster, monkeypatch, settings
+):
+    from battles.services import admission
+
+    settings.ARENA = settings.ARENA.replace(demo_web=False)
+    asked = []
+    monkeypatch.setattr(
+        admission, "start_url_resolver", lambda: lambda host, port: asked.append(host) or []
+    )
+    response = api(alice).post(
+        "/api/tasks/",
+        {"instruction": "Read the news", "start_url": "http://demo.arena.test/news/"},
+        format="json",
+    )
+    assert response.status_code == 400
+    assert asked == ["demo.arena.test"]

@@ -2,8 +2,9 @@
 in headless Chromium against the real servers: no "serious" or "critical" violation on
 any of them. The pages: the leaderboard (the home page), an agent's page, the metrics,
 log in, sign up, submit, settings, a battle's live page, a run's waterfall, the judge page
-(before and after the vote), the 400/403/404/500 pages, the API documentation (Swagger UI)
-and the staff judging-quality page."""
+(before and after the vote), a team's page, an invite link, a team's agents and their
+test drives, the 400/403/404/500 pages, the API documentation (Swagger UI) and the staff
+judging-quality page."""
 
 import contextlib
 
@@ -16,8 +17,10 @@ from django.urls import NoReverseMatch, reverse
 from django.views import defaults
 from playwright.sync_api import Page, expect
 
-from accounts.services import consent_terms_current
+from accounts.models import Membership
+from accounts.services import consent_terms_current, team_invite_create
 from agents.models import Agent
+from battles.models import TestDrive
 from tests.arena_site.test_security_headers import POLICY
 from tests.conftest import make_person
 from tests.e2e.test_arena_loop import PASSWORD, production_hash
@@ -126,6 +129,14 @@ def test_every_page_has_no_serious_or_critical_violation(judged_battle, browser)
     report["/judge/ (after the vote)"] = violations(page)
     for path in ("/submit/", "/accounts/settings/", f"/battles/{battle.pk}/"):
         check(page, path, report)
+    # Her team's page (members, and an owner's invite links), an invite link's page and
+    # the page of her team's agents
+    membership = Membership.objects.select_related("team").get(user__username="judith")
+    owner = membership.team.memberships.get(role=Membership.Role.OWNER).user
+    _, token = team_invite_create(team=membership.team, actor=owner)
+    for path in (f"/accounts/teams/{membership.team_id}/", f"/accounts/invites/{token}/",
+                 "/my-agents/"):  # fmt: skip
+        check(page, path, report)
     context.close()
 
     # Staff: the run waterfall (it names the model) and the judging-quality page
@@ -138,7 +149,13 @@ def test_every_page_has_no_serious_or_critical_violation(judged_battle, browser)
     page.wait_for_load_state("networkidle")
     for path in (f"/battles/{battle.pk}/runs/A/", "/judging/quality/"):
         check(page, path, report)
+    # An agent's test drives and one drive's page, as an admin sees them
+    drive = TestDrive.objects.create(
+        agent=agent, requested_by=boss, sample="demo", instruction="Open the news page."
+    )
+    for path in (f"/my-agents/{agent.pk}/test-drives/", f"/test-drives/{drive.pk}/"):
+        check(page, path, report)
     context.close()
 
-    assert len(report) >= 19
+    assert len(report) >= 24
     assert {path: found for path, found in report.items() if found} == {}
