@@ -21,7 +21,7 @@ from agents.registration import (
     PROMPT_MAX,
     SLUG_MAX,
     TEAM_KIND_CHOICES,
-    agent_entry_check,
+    agent_entry_check_asked,
     agent_register,
 )
 from arena_site.exceptions import ApplicationError
@@ -203,8 +203,9 @@ class AgentCheckApi(_TeamAgents, APIView):
         description="Checks the agent as if it were drawn now: for a remote agent the "
         "protocol's health call to its endpoint, signed with its secret (at most 5 s); "
         "for a scaffold agent its provider, key and base URL. Writes nothing. An admin "
-        "approves only an agent that passes.",
+        "approves only an agent that passes. At most 10 checks a team in 10 minutes "
+        "(429 rate_limited with Retry-After).",
     )
     def post(self, request, pk: int):
-        problems = agent_entry_check(agent=self.get_object())
+        problems = agent_entry_check_asked(agent=self.get_object())
         return Response({"ok": not problems, "problems": problems})

@@ -33,6 +33,7 @@ from agents.keys import MAX_KEY_CHARS, KeyEncryptionError, key_ring, provider_ke
 from agents.models import Agent, Arena
 from agents.services import entry_problems
 from arena_site.exceptions import ApplicationError
+from arena_site.ratelimit import FixedWindow
 
 # Kinds a team may register (built-ins are the arena's own).
 TEAM_KINDS = (Agent.Kind.REMOTE, Agent.Kind.SCAFFOLD)
@@ -55,6 +56,9 @@ PROMPT_MAX = 20_000
 # A sealed key stands in while the unsaved agent is checked: the key is present (it is
 # in the request); it is sealed for the agent's id once the row exists.
 _KEY_PRESENT = b"key given in the registration"
+
+# The checks a team may ask for (each one a health call to its endpoint).
+ENTRY_CHECKS = FixedWindow("agent-check", limit=10, window_s=600)
 
 logger = logging.getLogger(__name__)
 
@@ -196,6 +200,24 @@ def agent_register(
         agent.provider_key_encrypted = provider_key_seal(agent_id=agent.pk, plain=key)
         agent.save(update_fields=["provider_key_encrypted"])
     return agent, secret
+
+
+def agent_entry_check_asked(*, agent: Agent) -> dict[str, str]:
+    """A team asking for its agent's check (``POST /api/agents/<id>/check/``): at most
+    ``ENTRY_CHECKS.limit`` a team in ``ENTRY_CHECKS.window_s`` seconds, since each may
+    hold a web thread for the health call's 5 s and have the arena call an address of
+    the team's choosing. Over it: 429 ``rate_limited`` with Retry-After."""
+    retry = ENTRY_CHECKS.hit(f"team:{agent.team_id}")
+    if retry is not None:
+        raise ApplicationError(
+            f"Too many checks of your team's agents: at most {ENTRY_CHECKS.limit} in "
+            f"{ENTRY_CHECKS.window_s // 60} minutes. Try again in {retry} s.",
+            code="rate_limited",
+            status=429,
+            headers={"Retry-After": str(retry)},
+            extra={"retry_after_s": retry},
+        )
+    return agent_entry_check(agent=agent)
 
 
 def agent_entry_check(*, agent: Agent) -> dict[str, str]:

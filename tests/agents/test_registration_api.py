@@ -21,7 +21,7 @@ from accounts.models import Team
 from agents.keys import KeyEncryptionError, key_ring, provider_key_open, provider_key_seal
 from agents.models import Agent
 from agents.policies import Observation
-from agents.registration import agent_approve, agent_reject
+from agents.registration import ENTRY_CHECKS, agent_approve, agent_reject
 from agents.services import AgentFailure, policy_for
 from arena_site.exceptions import ApplicationError
 from arena_site.secret import KEK_ENV_NAME, KEK_FILE_NAME, key_encryption_keys_load
@@ -504,3 +504,21 @@ def test_saving_a_team_agent_in_the_admin_keeps_its_sealed_key(acme, alice, admi
         agent.display_name == "Acme Claude Renamed"
         and bytes(agent.provider_key_encrypted) == sealed
     )
+
+
+def test_a_team_cannot_have_the_arena_call_its_endpoint_without_end(acme, alice, entrant):
+    # Each check is a health call of up to 5 s from a web thread, to an address of the
+    # team's choosing: a team that asks for one after another is told to wait.
+    agent = Agent.objects.get(pk=registered(alice, remote_body(entrant))["id"])
+    client = api_client_for(alice)
+    check = reverse("api:agent-check", args=[agent.pk])
+    answers = [client.post(check) for _ in range(ENTRY_CHECKS.limit + 1)]
+
+    assert [a.status_code for a in answers[:-1]] == [200] * ENTRY_CHECKS.limit
+    refused = answers[-1]
+    assert refused.status_code == 429 and int(refused["Retry-After"]) >= 1
+    assert refused.json()["error"]["code"] == "rate_limited"
+    assert "Try again in" in refused.json()["error"]["message"]
+    # per team, not per agent: a second agent of the team does not get a fresh allowance
+    other = registered(alice, remote_body(entrant, display_name="Acme Remote 2"))["id"]
+    assert client.post(reverse("api:agent-check", args=[other])).status_code == 429
