@@ -368,7 +368,21 @@ def start_display(width: int, height: int) -> subprocess.Popen:
     return xvfb
 
 
+# The fresh profile's preferences, written before Chromium first starts. Spell checking
+# off here, not only by policy: with the SpellcheckEnabled policy alone, Chromium still
+# fetched its Hunspell dictionary (redirector.gvt1.com/edgedl/chrome/dict/) the first
+# time text was typed into a field (measured: tests/sandboxes/test_demoweb.py), a request
+# that would be recorded with the run as the agent's.
+PROFILE_PREFERENCES = {
+    "browser": {"enable_spellchecking": False},
+    "spellcheck": {"dictionaries": [], "dictionary": "", "use_spelling_service": False},
+}
+
+
 def start_browser(width: int, height: int, start_url: str, proxy: bool) -> Browser:
+    os.makedirs("/tmp/browser-profile/Default", exist_ok=True)  # noqa: S108 - its own /tmp
+    with open("/tmp/browser-profile/Default/Preferences", "w") as prefs:  # noqa: S108
+        json.dump(PROFILE_PREFERENCES, prefs)
     to_r, to_w = os.pipe()
     from_r, from_w = os.pipe()
     argv = [

@@ -33,6 +33,7 @@ def _lane(run: Run) -> dict:
         "typed": [step.args.get("text", "") for step in steps if step.tool == "type"],
         "failed_steps": [step.result.get("error") for step in steps if not step.result.get("ok")],
         "error": run.error,
+        "refusals": run.egress_refusals,
     }
 
 
@@ -122,6 +123,13 @@ def test_the_weakest_fails_and_the_middle_one_is_in_between(alice, roster):
     # It types into the contact form's first field, and sends nothing.
     assert [results[("surveyor", n)]["tools"]["type"] for n in range(5)] == [0, 0, 1, 0, 0]
     assert "REF-" not in results[("surveyor", 2)]["message"]
+
+
+def test_their_lanes_ask_the_egress_proxy_for_nothing_it_refuses(alice, roster):
+    # Every built-in request goes to the demo web, which the proxy serves: a refusal in
+    # a lane would be a request of Chromium's own (docs/egress.md) or a wrong URL.
+    results = run_all(alice)
+    assert {key: lane["refusals"] for key, lane in results.items() if lane["refusals"]} == {}
 
 
 def test_their_words_vary_and_never_name_them(alice, roster):

@@ -688,3 +688,37 @@ def test_a_sandbox_browses_the_demo_web_in_chromium_and_from_its_shell(settings)
     # the only refusal is the shell's own request for port 6379.
     assert refusals == [{"target": f"http://{HOST}:6379/", "reason": "port", "count": 1}]
     assert counters.get("upstream_failures", 0) == 0
+
+
+def test_typing_into_a_form_makes_chromium_ask_for_nothing_of_its_own(settings):
+    """Each field of the contact form clicked and typed into, as an agent would: the
+    proxy sees the page's own requests only. (Chromium fetched its spell-check dictionary
+    from redirector.gvt1.com on the first text typed, until the profile's preferences
+    turned spell checking off: sandboxes/inside/supervisor.py PROFILE_PREFERENCES.)"""
+    settings.ARENA = settings.ARENA.replace(demo_web=True)
+    proxy = services.egress_proxy()
+    run_id = RUN_ID + 1
+    root = Path(tempfile.mkdtemp(prefix="arena-test-demoweb-", dir="/var/tmp"))
+    root.chmod(0o711)
+    box = LocalBackend(root, uid_base=settings.ARENA.sandbox_uid_base, egress=proxy).provision(
+        SandboxSpec(run_id=run_id, shell_timeout_s=10), slot=13
+    )
+    try:
+        assert box.navigate(f"{ORIGIN}/contact/").ok
+        fields = [e for e in box.page_text()["elements"] if e.get("role") == "textbox"]
+        for field in fields:
+            box.click(field["x"], field["y"])
+            box.type("hello there, spelled rihgt")
+        sent = box.key("Return")  # the form is sent: a request of the page's own
+        state = box.page_state()
+        box.shell("sleep 2")  # what Chromium would fetch on its own has time to ask
+        refusals = services.egress_refusals_take(run_id)
+        counters = proxy.counters(run_id)
+    finally:
+        box.destroy()
+        shutil.rmtree(root, ignore_errors=True)
+
+    assert len(fields) >= 3 and sent.ok
+    assert state["url"].startswith(f"{ORIGIN}/contact/")
+    assert refusals == []
+    assert counters.get("requests", 0) >= 2  # the form page and its answer
