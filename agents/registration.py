@@ -32,6 +32,7 @@ from accounts.services import team_owner_check
 from agents.keys import MAX_KEY_CHARS, KeyEncryptionError, key_ring, provider_key_seal
 from agents.models import Agent, Arena
 from agents.services import entry_problems
+from agents.textfold import fold
 from arena_site.exceptions import ApplicationError
 from arena_site.ratelimit import FixedWindow
 
@@ -133,6 +134,7 @@ def agent_check_registration(
     if Agent.objects.filter(arena=arena, slug=slug).exists():
         _refuse(f"An agent named {slug!r} is already entered; choose another slug.",
                 code="slug_taken", status=409)  # fmt: skip
+    _name_not_taken(arena, display_name)
     if len(system_prompt or "") > PROMPT_MAX or len(model_id or "") > 200:
         _refuse(f"system_prompt is at most {PROMPT_MAX} characters, model_id at most 200.")
     clean = _clean_params(params, kind)
@@ -200,6 +202,18 @@ def agent_register(
         agent.provider_key_encrypted = provider_key_seal(agent_id=agent.pk, plain=key)
         agent.save(update_fields=["provider_key_encrypted"])
     return agent, secret
+
+
+def _name_not_taken(arena: Arena, display_name: str) -> None:
+    """An entry may not pass for another agent on the board or in a reveal: its display
+    name, folded as the leak scanner folds text (case, confusable letters such as I for
+    l, full-width forms, spaces), must differ from every other agent's of the arena."""
+    wanted = "".join(fold(display_name).split())
+    for other in Agent.objects.filter(arena=arena).values_list("display_name", flat=True):
+        if "".join(fold(other).split()) == wanted:
+            _refuse(f"The name {display_name!r} reads as an agent already entered "
+                    f"({other!r}); choose a name of your own.", code="name_taken",
+                    status=409)  # fmt: skip
 
 
 def agent_entry_check_asked(*, agent: Agent) -> dict[str, str]:

@@ -184,6 +184,17 @@ def test_a_taken_slug_is_a_409(alice, roster):
     assert answer.json()["error"]["code"] == "slug_taken"
 
 
+@pytest.mark.parametrize("name", ["Rulebook", "RuIebook", "Ｒｕｌｅｂｏｏｋ", "rule book"])
+def test_an_entry_cannot_take_another_agents_name(alice, roster, name):
+    # a team's "Rulebook" (capital I for l, full-width letters, a space) would pass for
+    # the arena's own on the board and in every reveal
+    answer = register(alice, scaffold_body(display_name=name, slug="my-own-slug"))
+
+    assert answer.status_code == 409, answer.json()
+    assert answer.json()["error"]["code"] == "name_taken"
+    assert not Agent.objects.filter(slug="my-own-slug").exists()
+
+
 def test_the_scaffold_calls_its_provider_with_the_teams_key_never_the_arenas(acme, alice, png):
     with FakeAnthropic([text("Done.")], api_key=TEAM_KEY) as fake:
         agent = Agent.objects.get(
