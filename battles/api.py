@@ -19,8 +19,8 @@ from arena_site.parsers import BoundedMultiPartParser, StrictJSONParser
 from arena_site.schema import LimitedCharField, LimitedListField, StrictCharField, error_response
 from battles.attachments import REQUEST_OVERHEAD_BYTES, attachments_check_request_size
 from battles.models import Attachment, Battle, Run, Task
-from battles.presenters import attachment_rows, battle_payload
-from battles.selectors import user_may_see_identities
+from battles.presenters import attachment_rows, battle_payload, battle_what_happened
+from battles.selectors import team_ids_of, user_may_see_identities
 from battles.services import Conversation, task_submit
 
 START_URL_MAX_CHARS = 2000  # as battles.services.admission checks it
@@ -168,6 +168,20 @@ class BattleTaskOutput(serializers.Serializer):
     attachments = AttachmentOutput(many=True)
 
 
+class WhatHappenedOutput(serializers.Serializer):
+    headline = serializers.CharField(help_text="Where the battle stands, in words.")
+    detail = serializers.CharField(allow_blank=True)
+    failure_reason = serializers.CharField(
+        allow_blank=True, help_text="Why it failed, in words (never an agent's name)."
+    )
+    rerun_of = serializers.IntegerField(
+        allow_null=True, help_text="The failed battle this one runs your task again for."
+    )
+    rerun = serializers.IntegerField(
+        allow_null=True, help_text="The battle that runs your task again after this one failed."
+    )
+
+
 class BattleOutput(serializers.Serializer):
     id = serializers.IntegerField()
     status = serializers.ChoiceField(choices=Battle.Status.choices)
@@ -177,6 +191,12 @@ class BattleOutput(serializers.Serializer):
         choices=Battle.Outcome.choices,
         allow_null=True,
         help_text="The decision, once you may see it; null before.",
+    )
+    what_happened = WhatHappenedOutput(
+        allow_null=True,
+        required=False,
+        help_text="For the battle's own team (and staff) only: where it stands in words, "
+        "and the re-run when an agent failed it. Absent for anyone else.",
     )
 
 
@@ -296,6 +316,7 @@ class BattleDetailApi(_BattleScope, TenantScopedApiMixin, APIView):
     )
     def get(self, request, pk: int):
         battle = self.get_object()
-        return Response(
-            battle_payload(battle, reveal=user_may_see_identities(request.user, battle))
-        )
+        payload = battle_payload(battle, reveal=user_may_see_identities(request.user, battle))
+        if request.user.is_staff or battle.team_id in team_ids_of(request.user):
+            payload["what_happened"] = battle_what_happened(battle)
+        return Response(payload)

@@ -17,6 +17,7 @@ from django.urls import reverse
 from agents.identity import LeakScanner
 from agents.models import Agent
 from battles.models import Battle, Run
+from battles.verdict import battle_verdict
 
 HIDDEN = "[hidden]"
 
@@ -185,6 +186,20 @@ def battle_payload(battle: Battle, *, reveal: bool) -> dict[str, Any]:
         "sides": sides,
         # Others' verdict would steer a judge who has not voted yet.
         "outcome": (battle.outcome or None) if reveal else None,
+    }
+
+
+def battle_what_happened(battle: Battle) -> dict[str, Any]:
+    """For the battle's own team: where it stands in words (battles.verdict), why it
+    failed, and the re-run of its task when an agent failed it (either way)."""
+    verdict = battle_verdict(battle)
+    rerun = Battle.objects.filter(rerun_of=battle).values_list("pk", flat=True).first()
+    return {
+        "headline": verdict.headline,
+        "detail": verdict.detail,
+        "failure_reason": battle.failure_reason,
+        "rerun_of": battle.rerun_of_id,
+        "rerun": rerun,
     }
 
 

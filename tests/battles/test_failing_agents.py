@@ -19,6 +19,7 @@ from battles.services import battle_lanes_account, battle_run, task_submit
 from battles.services.admission import roster_candidate
 from battles.services.creation import battle_create
 from battles.services.failures import WHY_ALREADY_RERUN, WHY_NO_PAIR
+from tests.conftest import api_client_for
 from tests.servers import free_port
 
 
@@ -97,6 +98,20 @@ def test_a_battle_an_agent_failed_is_failed_in_words_and_re_run_without_it(
     assert "its agent failed" in page and f'href="/battles/{rerun.pk}/"' in page
     again = client.get(f"/battles/{rerun.pk}/").content.decode()
     assert "This battle runs your task again" in again
+
+    # and an API user reads the same, on both battles; nobody outside the team does
+    api = api_client_for(alice)
+    failed = api.get(f"/api/battles/{battle.pk}/").json()["what_happened"]
+    assert failed == {
+        "headline": "The battle failed.",
+        "detail": "It counts for neither agent.",
+        "failure_reason": battle.failure_reason,
+        "rerun_of": None,
+        "rerun": rerun.pk,
+    }
+    assert api.get(f"/api/battles/{rerun.pk}/").json()["what_happened"]["rerun_of"] == battle.pk
+    outsider = api_client_for(charlie).get(f"/api/battles/{battle.pk}/")
+    assert outsider.status_code == 404  # not charlie's team's battle, never served to him
 
 
 @pytest.mark.django_db(transaction=True)
