@@ -38,14 +38,6 @@ _HOW_MANY = re.compile(r"\bhow\s+many\s+(?P<noun>[a-z]+)", re.IGNORECASE)
 
 
 class RulebookPolicy(ScriptPolicy):
-    def __init__(self) -> None:
-        super().__init__()
-        self.page: dict[str, Any] | None = None
-
-    def next_action(self, observation: Observation):
-        self.page = observation.page
-        return super().next_action(observation)
-
     def unfinished(self) -> str:
         return self.voice.pick(
             "unfinished",

@@ -23,6 +23,8 @@ class ScriptPolicy:
         self._script: Script | None = None
         self.voice = Voice("")
         self.answer_so_far = ""
+        # The newest page as text (None before any, or for a policy that does not read).
+        self.page: dict[str, Any] | None = None
 
     def script(self, observation: Observation) -> Script:
         raise NotImplementedError
@@ -32,6 +34,7 @@ class ScriptPolicy:
         return self.voice.pick("unfinished", ("I could not finish this.", "I have to stop here."))
 
     def next_action(self, observation: Observation) -> Action | GiveUp:
+        self.page = observation.page
         if observation.steps_left <= 1 and self._script is not None:
             self._script.close()
             if self.answer_so_far:

@@ -4,8 +4,6 @@ never fetches a file. It answers what reading alone can (a
 list's first entry, an article's opening, a row it can see) and reports the rest as
 unfinished, saying what it saw. Without a page it looks around the workspace."""
 
-from typing import Any
-
 from agents.builtins import reading as r
 from agents.builtins.script import (
     Script,
@@ -24,14 +22,6 @@ LINES_READ = 40
 
 
 class SurveyorPolicy(ScriptPolicy):
-    def __init__(self) -> None:
-        super().__init__()
-        self.page: dict[str, Any] | None = None
-
-    def next_action(self, observation: Observation):
-        self.page = observation.page
-        return super().next_action(observation)
-
     def unfinished(self) -> str:
         return self.voice.pick(
             "unfinished",
