@@ -1,12 +1,18 @@
-"""Seeded bootstrap rank bands (SPEC §7.3). Pure: numpy, no ORM.
+"""Seeded bootstrap rank bands (SPEC §7.3, as revised in docs/intervals.md). Pure: numpy.
 
-A replicate resamples the battles with replacement, as multinomial counts per battle
-(``bincount`` of uniform draws; a row standing for c identical battles owns c
-consecutive draw positions, so it gets exactly what its c battles would get),
-re-aggregates the pair sums with those counts as weights and refits by Newton
-warm-started from the full fit, which converges in a few
-iterations. Each agent's band is the 2.5–97.5 percentile of its rank (1 = strongest)
-over the replicates: the lower end rounds down, the upper end up.
+A replicate resamples what the published interval treats as independent:
+
+- battles (``battle_resampler``): multinomial counts over the cells of
+  ``ratings.cells`` — the battles of a cell are exchangeable, so this is exactly the law
+  of resampling the battles one by one, at O(cells) per replicate instead of O(battles);
+- clusters (``cluster_resampler``): G clusters drawn with replacement (judges live,
+  tasks offline), each bringing all its battles, when the clustered interval is the
+  published one.
+
+Each replicate is refitted by Newton warm-started from the full fit. Agents whose
+strengths are equal (within ``TIE``) share their ranks: each gets the best and the worst
+rank of the tie, so equal agents get equal bands. An agent's band runs from the 2.5th
+percentile of its best rank (rounded down) to the 97.5th of its worst (rounded up).
 """
 
 from collections.abc import Callable
@@ -15,21 +21,64 @@ import numpy as np
 
 from ratings.bradley_terry import RIDGE, newton
 
+TIE = 1e-8  # strengths closer than this (θ scale, 2·10⁻⁶ Elo) are equal
+
+Resampler = Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]]
+
+
+def tied_ranks(theta: np.ndarray, tie: float = TIE) -> tuple[np.ndarray, np.ndarray]:
+    """(best, worst) rank per agent, 1 = strongest; an agent tied with k others spans
+    k + 1 ranks."""
+    ordered = np.sort(theta)
+    n = len(theta)
+    # agents strictly stronger: above θ + tie; at least as strong: above θ − tie
+    best = 1 + n - np.searchsorted(ordered, theta + tie, side="right")
+    worst = n - np.searchsorted(ordered, theta - tie, side="left")
+    return best.astype(np.int64), worst.astype(np.int64)
+
 
 def ranks(theta: np.ndarray) -> np.ndarray:
-    """Rank 1 for the largest strength; equal strengths keep index order."""
-    order = np.argsort(-theta, kind="stable")
-    out = np.empty(len(theta), dtype=np.int64)
-    out[order] = np.arange(1, len(theta) + 1)
-    return out
+    """Rank 1 for the largest strength; equal strengths share the best rank of the tie."""
+    return tied_ranks(theta)[0]
+
+
+def battle_resampler(cells) -> Resampler:
+    """Battles drawn with replacement, as multinomial counts over ``cells``."""
+    n = int(cells.count.sum())
+    p = cells.count / n
+
+    def draw(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        return cells.resummed(rng.multinomial(n, p))
+
+    return draw
+
+
+def cluster_resampler(
+    cluster: np.ndarray,
+    pair: np.ndarray,
+    total: np.ndarray,
+    wins: np.ndarray,
+    *,
+    n_pairs: int,
+    clusters: int,
+) -> Resampler:
+    """Clusters drawn with replacement: rows are (cluster 0..G−1, pair row, Σw, Σwy)."""
+    uniform = np.full(clusters, 1.0 / clusters)
+
+    def draw(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        times = rng.multinomial(clusters, uniform)[cluster]
+        return (
+            np.bincount(pair, total * times, minlength=n_pairs),
+            np.bincount(pair, wins * times, minlength=n_pairs),
+        )
+
+    return draw
 
 
 def replicate_ranks(
+    draw: Resampler,
     i: np.ndarray,
     j: np.ndarray,
-    pair_of_battle: np.ndarray,
-    w: np.ndarray,
-    y: np.ndarray,
     *,
     n_agents: int,
     theta: np.ndarray,
@@ -37,45 +86,34 @@ def replicate_ranks(
     seed: int,
     ridge: float = RIDGE,
     progress: Callable[[int], None] | None = None,
-    count: np.ndarray | None = None,
-) -> np.ndarray:
-    """A ``replicates × n_agents`` array of ranks. ``i``, ``j`` are the pairs (i < j),
-    ``pair_of_battle`` each battle's pair row, ``y`` each battle's outcome from the
-    pair's i; ``count`` how many identical battles each row stands for (one when None).
-    Same inputs and seed give the same array, and rows with counts give the array of
-    their battles listed one by one."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """Two ``replicates × n_agents`` arrays: each replicate's best and worst ranks.
+    Same inputs and seed, same arrays."""
     rng = np.random.default_rng(seed)
-    n_rows, n_pairs = len(pair_of_battle), len(i)
-    # Draw position → row: a row's copies are consecutive positions.
-    row_of = None if count is None else np.repeat(np.arange(n_rows), count)
-    n_battles = n_rows if row_of is None else len(row_of)
-    won = w * y
-    out = np.empty((replicates, n_agents), dtype=np.int64)
+    best = np.empty((replicates, n_agents), dtype=np.int64)
+    worst = np.empty((replicates, n_agents), dtype=np.int64)
     for r in range(replicates):
-        draws = rng.integers(0, n_battles, n_battles)
-        counts = np.bincount(draws if row_of is None else row_of[draws], minlength=n_rows)
-        total = np.bincount(pair_of_battle, w * counts, minlength=n_pairs)
-        wins = np.bincount(pair_of_battle, won * counts, minlength=n_pairs)
+        total, wins = draw(rng)
         fit = newton(i, j, total, wins, n_agents=n_agents, ridge=ridge, theta0=theta)
-        out[r] = ranks(fit.theta)
+        best[r], worst[r] = tied_ranks(fit.theta)
         if progress is not None:
             progress(1)
-    return out
+    return best, worst
 
 
-def bands(rank_matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(2.5th percentile rounded down, 97.5th rounded up) of each column."""
-    lower = np.percentile(rank_matrix, 2.5, axis=0, method="lower")
-    upper = np.percentile(rank_matrix, 97.5, axis=0, method="higher")
+def bands(best: np.ndarray, worst: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(2.5th percentile of the best ranks rounded down, 97.5th of the worst rounded up)
+    of each column; ``worst`` defaults to ``best`` (no ties)."""
+    worst = best if worst is None else worst
+    lower = np.percentile(best, 2.5, axis=0, method="lower")
+    upper = np.percentile(worst, 97.5, axis=0, method="higher")
     return lower.astype(np.int64), upper.astype(np.int64)
 
 
 def rank_bands(
+    draw: Resampler,
     i: np.ndarray,
     j: np.ndarray,
-    pair_of_battle: np.ndarray,
-    w: np.ndarray,
-    y: np.ndarray,
     *,
     n_agents: int,
     theta: np.ndarray,
@@ -83,22 +121,18 @@ def rank_bands(
     seed: int,
     ridge: float = RIDGE,
     progress: Callable[[int], None] | None = None,
-    count: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per-agent rank band (lower, upper) over ``replicates`` seeded resamples."""
     return bands(
-        replicate_ranks(
+        *replicate_ranks(
+            draw,
             i,
             j,
-            pair_of_battle,
-            w,
-            y,
             n_agents=n_agents,
             theta=theta,
             replicates=replicates,
             seed=seed,
             ridge=ridge,
             progress=progress,
-            count=count,
         )
     )

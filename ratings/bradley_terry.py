@@ -1,38 +1,39 @@
 """Batch Bradley-Terry refit of SPEC §7.2 with the intervals of §7.3 and the
-identifiability labels of §7.4. Pure: numpy (and scipy for graph components), no ORM.
+identifiability labels of §7.4. Pure: numpy and scipy, no ORM.
 
-Battles are aggregated into per-pair sums first, so a Newton iteration costs O(pairs)
-plus one dense n × n solve. The fit covers the main strongly connected component only
-(see ``connectivity``): that is the limit of the penalised fit as the ridge vanishes,
-and every other agent is labelled instead of being given a number.
+Battles are counted into cells and pairs first (``ratings.cells``), so a Newton
+iteration costs O(pairs) plus one dense m × m solve. The fit covers the main strongly
+connected component only (see ``connectivity``): that is the limit of the penalised fit
+as the ridge vanishes, and every other agent is labelled instead of being given a
+number.
+
+Newton works on the identified subspace: the likelihood does not see a common shift of
+all strengths, and the penalised optimum has mean strength 0 (the ridge's gradient is
+the only one along the shift), so each step is solved with the shift fixed
+(``H + 11ᵀ/m``, which is H on the differences and invertible whenever the differences
+are identified, ridge or not) and the stop test reads the differences only. A step
+that would lower the penalised log-likelihood is halved until it does not (Armijo), so
+a near-singular Hessian cannot throw the iteration off.
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import linalg
 
+from ratings import cells as cells_module
 from ratings import connectivity, intervals
+from ratings.cells import ClusterCells, PairSums, aggregate, orient  # noqa: F401 (API)
 
 RIDGE = 1e-3
 R0 = 1000.0
 TOLERANCE = 1e-10
 MAX_ITERATIONS = 100
-# Up to this many cells the pair lookup is a dense n × n table (one bincount pass);
-# beyond it, np.unique sorts the pair keys instead.
-DENSE_PAIR_TABLE = 1 << 24
-
-
-@dataclass(frozen=True)
-class PairSums:
-    """Battles summed per unordered pair (i < j), from i's view."""
-
-    i: np.ndarray  # int64, lower agent index of the pair
-    j: np.ndarray  # int64, higher agent index
-    total: np.ndarray  # Σ w_b over the pair's battles
-    wins: np.ndarray  # Σ w_b y_b, y from i's view (ties ½)
-    battles: np.ndarray  # number of battles
-    inverse: np.ndarray  # per input battle: its row in these arrays
+# A ridge for bootstrap replicates when the fit itself has none: a replicate may lose
+# the strong connection the full data have, and its ranks need finite strengths.
+REPLICATE_RIDGE = 1e-6
+ARMIJO = 1e-4
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class Fit:
     theta: np.ndarray
     iterations: int
     converged: bool
+    step: float = 0.0  # the last step's largest move of a difference (θ scale)
 
 
 @dataclass(frozen=True)
@@ -63,11 +65,12 @@ class AgentEstimate:
     rating: float | None
     lower: float | None
     upper: float | None
-    model_halfwidth: float | None
-    robust_halfwidth: float | None
+    model_halfwidth: float | None  # battle-level sandwich, z critical value
+    robust_halfwidth: float | None  # cluster-robust, t(G − 1) critical value
     rank_lower: int | None
     rank_upper: int | None
     unavailable: str | None
+    information_halfwidth: float | None = None  # C H⁻¹ Cᵀ: the textbook one, diagnostic
 
 
 @dataclass(frozen=True)
@@ -81,49 +84,11 @@ class Rating:
     seed: int
     fitted_agents: int = 0  # m: the agents of the main component, the ones rated
     reference_agents: int = 0  # agents whose mean strength is R0 (reference ∩ fitted)
-
-
-def orient(a: np.ndarray, b: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(lo, hi, y from lo's view) for each battle."""
-    swap = a > b
-    return np.where(swap, b, a), np.where(swap, a, b), np.where(swap, 1.0 - y, y)
-
-
-def aggregate(
-    a: np.ndarray,
-    b: np.ndarray,
-    y: np.ndarray,
-    w: np.ndarray,
-    *,
-    n_agents: int,
-    count: np.ndarray | None = None,
-) -> PairSums:
-    """Per-pair sums of weights and win mass; vectorised (bincount), no Python loop.
-    ``count``: how many identical battles each row stands for (one each when None)."""
-    lo, hi, y_lo = orient(a, b, y)
-    key = lo * n_agents + hi
-    cells = n_agents * n_agents
-    if cells <= DENSE_PAIR_TABLE:
-        counts = np.bincount(key, minlength=cells)
-        present = np.flatnonzero(counts)
-        lookup = np.zeros(cells, dtype=np.int64)
-        lookup[present] = np.arange(len(present))
-        inverse = lookup[key]
-        battles = counts[present]
-    else:
-        present, inverse, battles = np.unique(key, return_inverse=True, return_counts=True)
-    rows = len(present)
-    if count is not None:
-        battles = np.bincount(inverse, count, minlength=rows).astype(np.int64)
-        w = w * count
-    return PairSums(
-        i=present // n_agents,
-        j=present % n_agents,
-        total=np.bincount(inverse, w, minlength=rows),
-        wins=np.bincount(inverse, w * y_lo, minlength=rows),
-        battles=battles,
-        inverse=inverse,
-    )
+    interval: str = intervals.BATTLE  # the published interval's kind
+    critical_value: float = intervals.Z95  # its multiplier of the standard error
+    bootstrap_resamples: str = "battles"  # what a replicate resamples
+    floored: int = 0  # agents whose published half-width is the floor
+    effective_clusters: float | None = None  # G*, the clustered interval's t is t(G* − 1)
 
 
 def win_probability(theta: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
@@ -149,20 +114,60 @@ def gradient(
     )
 
 
+def laplacian(i: np.ndarray, j: np.ndarray, h: np.ndarray, n: int, diagonal: float = 0.0):
+    """Σ_pairs h (e_i − e_j)(e_i − e_j)ᵀ + diagonal · I, dense n × n."""
+    out = np.zeros((n, n))
+    out[i, j] = -h
+    out[j, i] = -h
+    out[np.diag_indices(n)] = np.bincount(i, h, minlength=n) + np.bincount(j, h, minlength=n)
+    out[np.diag_indices(n)] += diagonal
+    return out
+
+
 def neg_hessian(
     i: np.ndarray, j: np.ndarray, total: np.ndarray, theta: np.ndarray, ridge: float
 ) -> np.ndarray:
     """H = Σ w μ(1 − μ) x xᵀ + rI, dense n × n (pairs are unique, so plain assignment)."""
     mu = win_probability(theta, i, j)
-    h = total * mu * (1.0 - mu)
-    n = len(theta)
-    hessian = np.zeros((n, n))
-    hessian[i, j] = -h
-    hessian[j, i] = -h
-    hessian[np.diag_indices(n)] = (
-        np.bincount(i, h, minlength=n) + np.bincount(j, h, minlength=n) + ridge
-    )
+    return laplacian(i, j, total * mu * (1.0 - mu), len(theta), ridge)
+
+
+def objective(i, j, total, wins, theta, ridge) -> float:
+    """ℓ(θ) − (r/2)‖θ‖², ℓ = Σ [wins log μ + (total − wins) log(1 − μ)] over pairs."""
+    d = theta[i] - theta[j]
+    # log σ(d) = −log(1 + e^−d), stable both ways
+    log_mu = -np.logaddexp(0.0, -d)
+    log_nu = -np.logaddexp(0.0, d)
+    return float(wins @ log_mu + (total - wins) @ log_nu) - 0.5 * ridge * float(theta @ theta)
+
+
+def shift_fixed(hessian: np.ndarray) -> np.ndarray:
+    """H + 11ᵀ/n in place: H on the differences, 1 on the common shift. H has 1 as an
+    eigenvector (eigenvalue r), so C(H + 11ᵀ/n)⁻¹Cᵀ = CH⁻¹Cᵀ for every centring C
+    (C1 = 0), and it stays invertible at r = 0 when the differences are identified."""
+    hessian += 1.0 / len(hessian)
     return hessian
+
+
+def start(i, j, total, wins, n_agents: int) -> np.ndarray:
+    """A starting point near the fit: each agent's log-odds of its score against the
+    opponents it met (½ added to both sides so that no score is 0 or 1)."""
+    won = np.bincount(i, wins, minlength=n_agents) + np.bincount(
+        j, total - wins, minlength=n_agents
+    )
+    played = np.bincount(i, total, minlength=n_agents) + np.bincount(j, total, minlength=n_agents)
+    return np.log((won + 0.5) / (played - won + 0.5))
+
+
+def spd_inverse(matrix: np.ndarray) -> np.ndarray:
+    """The inverse of a symmetric positive definite matrix by its Cholesky factor
+    (LAPACK potrf/potri: half the work of a general inverse)."""
+    factor, info = linalg.lapack.dpotrf(matrix, lower=False)
+    if info == 0:
+        inverse, info = linalg.lapack.dpotri(factor, lower=False)
+    if info != 0:  # not numerically positive definite: the general inverse decides
+        return np.linalg.inv(matrix)
+    return np.triu(inverse) + np.triu(inverse, 1).T
 
 
 def newton(
@@ -175,20 +180,52 @@ def newton(
     ridge: float = RIDGE,
     theta0: np.ndarray | None = None,
     tol: float = TOLERANCE,
-    max_iterations: int = MAX_ITERATIONS,
+    max_iterations: int | None = None,
 ) -> Fit:
-    """Maximise ℓ(θ) − (r/2)‖θ‖² by θ ← θ + H⁻¹g (a solve, not an inverse) from θ0
-    (default 0) until no coordinate moves more than ``tol``. Needs ridge > 0 or a
-    strongly connected win graph for H to be invertible."""
-    theta = np.zeros(n_agents) if theta0 is None else np.array(theta0, dtype=float)
+    """Maximise ℓ(θ) − (r/2)‖θ‖² over mean-zero θ from θ0 (default ``start``) by
+    Newton steps on the differences, halved while they would lower the objective,
+    until no difference moves more than ``tol``. Needs ridge > 0 or a strongly
+    connected win graph (the data identify the differences)."""
+    if max_iterations is None:
+        max_iterations = MAX_ITERATIONS
+    if n_agents < 2:
+        return Fit(np.zeros(n_agents), 0, True)
+    theta = start(i, j, total, wins, n_agents) if theta0 is None else np.array(theta0, float)
+    theta -= theta.mean()
+
+    def projected_gradient(at: np.ndarray) -> np.ndarray:
+        g = gradient(i, j, total, wins, at, ridge)
+        return g - g.mean()
+
+    g = projected_gradient(theta)
+    moved = previous = np.inf
     for iteration in range(1, max_iterations + 1):
-        step = np.linalg.solve(
-            neg_hessian(i, j, total, theta, ridge), gradient(i, j, total, wins, theta, ridge)
-        )
-        theta += step
-        if np.max(np.abs(step), initial=0.0) <= tol:
-            return Fit(theta, iteration, True)
-    return Fit(theta, max_iterations, False)
+        # numpy's solve: the least overhead per call for the small systems of replicates
+        step = np.linalg.solve(shift_fixed(neg_hessian(i, j, total, theta, ridge)), g)
+        step -= step.mean()
+        moved = float(np.max(np.abs(step)))
+        trial = theta + step
+        g_trial = projected_gradient(trial)
+        if moved > 1e-6 and g_trial @ g_trial > g @ g:
+            # The full step did not bring the gradient down: step control, halving
+            # until the penalised log-likelihood rises enough (Armijo).
+            current = objective(i, j, total, wins, theta, ridge)
+            slope, t = float(g @ step), 1.0
+            while objective(i, j, total, wins, trial, ridge) < current + ARMIJO * t * slope:
+                t *= 0.5
+                if t < 1e-12:  # no step along Newton's direction helps: stuck
+                    return Fit(theta, iteration, False, moved)
+                trial = theta + t * step
+            g_trial = projected_gradient(trial)
+            moved *= t
+        theta, g = trial, g_trial
+        # Newton converges quadratically: once the next move, predicted from the last
+        # two (κ · moved², κ = moved / previous²), is below the tolerance, the move
+        # just made was the last one that mattered.
+        if moved <= tol or (moved < 1e-4 and moved**3 / previous**2 <= tol):
+            return Fit(theta, iteration, True, moved)
+        previous = moved
+    return Fit(theta, max_iterations, False, moved)
 
 
 def _validate(a, b, y, w, cluster, reference, n_agents, count=None):
@@ -201,17 +238,18 @@ def _validate(a, b, y, w, cluster, reference, n_agents, count=None):
         raise ValueError("a, b and y must be one-dimensional and of the same length")
     if len(a) and not (np.issubdtype(a.dtype, np.integer) and np.issubdtype(b.dtype, np.integer)):
         raise ValueError("a and b must be integer agent indices")
-    a = a.astype(np.int64)
-    b = b.astype(np.int64)
+    a = np.asarray(a, dtype=np.int64)  # no copy when they are int64 already
+    b = np.asarray(b, dtype=np.int64)
     if len(a) and (min(a.min(), b.min()) < 0 or max(a.max(), b.max()) >= n_agents):
         raise ValueError(f"agent indices must lie in 0..{n_agents - 1}")
     if np.any(a == b):
         raise ValueError(f"battle {int(np.argmax(a == b))} pits an agent against itself")
-    if not np.all((y == 0.0) | (y == 0.5) | (y == 1.0)):
+    twice = y * 2.0
+    with np.errstate(invalid="ignore"):  # NaN is refused just below
+        code = twice.astype(np.int64)  # 0, 1, 2: the outcome's slot in a cell key
+    if len(y) and not (np.array_equal(code, twice) and code.min() >= 0 and code.max() <= 2):
         raise ValueError("outcomes y must be 1, 0.5 or 0")
-    if w is None:
-        w = np.ones(len(a))
-    else:
+    if w is not None:
         w = np.asarray(w, dtype=float)
         if w.shape != a.shape:
             raise ValueError("w needs one weight per battle")
@@ -231,8 +269,8 @@ def _validate(a, b, y, w, cluster, reference, n_agents, count=None):
             raise ValueError("count needs one multiplicity per row")
         if len(count) and not (np.issubdtype(count.dtype, np.integer) and count.min() >= 1):
             raise ValueError("counts must be positive integers")
-        count = count.astype(np.int64)
-    return a, b, y, w, cluster, reference, count
+        count = np.asarray(count, dtype=np.int64)
+    return a, b, y, w, cluster, reference, count, code
 
 
 def rate(
@@ -256,22 +294,31 @@ def rate(
 
     Fits the main strongly connected component, centres on the mean strength of the
     ``reference`` agents in it (all of them when the mask is None or selects none of
-    them), gives model-based and, when ``cluster`` is given and G ≥ m, cluster-robust
-    95% intervals (the published interval is the robust one when it exists), and with
-    ``bootstrap`` > 0 rank bands from that many seeded replicates over battles.
-    ``progress`` is called once per finished replicate.
+    them), and gives the 95% intervals of ``ratings.intervals``: battle-level always,
+    cluster-robust when ``cluster`` is given and G ≥ m, the published one chosen by
+    ``intervals.publish``. With ``bootstrap`` > 0, rank bands from that many seeded
+    replicates that resample what the published interval treats as independent:
+    clusters when the clustered interval is published, battles otherwise
+    (``ratings.bootstrap``). ``progress`` is called once per finished replicate.
 
     ``count`` lets one row stand for that many identical battles (same agents, outcome,
     weight and cluster: what a GROUP BY in the database gives, ``ratings.refit``); every
     figure, the bootstrap's replicates included, is that of the battles listed one by
-    one, each row's copies side by side in row order. ``clustered`` gives the clusters
-    as sums per (cluster, pair) instead of ``cluster`` per row: the same intervals."""
+    one, in any order. ``clustered`` gives the clusters as sums per (cluster, pair)
+    instead of ``cluster`` per row: the same intervals and bands."""
     if clustered is not None and cluster is not None:
         raise ValueError("give cluster or clustered, not both")
-    a, b, y, w, cluster, reference, count = _validate(
+    if not (np.isfinite(ridge) and ridge >= 0):
+        raise ValueError("the ridge must be finite and non-negative")
+    if not np.isfinite(r0):
+        raise ValueError("R0 must be finite")
+    if bootstrap < 0 or seed < 0:
+        raise ValueError("bootstrap replicates and the seed must be non-negative")
+    a, b, y, w, cluster, reference, count, code = _validate(
         a, b, y, w, cluster, reference, n_agents, count
     )
-    pairs = aggregate(a, b, y, w, n_agents=n_agents, count=count)
+    cells = cells_module.count_cells(a, b, y, w, n_agents=n_agents, count=count, code=code)
+    pairs = cells.pairs
     battles = np.bincount(pairs.i, pairs.battles, minlength=n_agents) + np.bincount(
         pairs.j, pairs.battles, minlength=n_agents
     )
@@ -308,6 +355,7 @@ def rate(
                 robust_halfwidth=empty,
                 rank_lower=empty,
                 rank_upper=empty,
+                information_halfwidth=empty,
             ),
             iterations=0,
             converged=True,
@@ -319,100 +367,135 @@ def rate(
 
     local = np.full(n_agents, -1, dtype=np.int64)
     local[members] = np.arange(m)
-    keep_pair = fitted[pairs.i] & fitted[pairs.j]
-    pi, pj = local[pairs.i[keep_pair]], local[pairs.j[keep_pair]]
-    total, wins = pairs.total[keep_pair], pairs.wins[keep_pair]
+    kept = cells.keep(fitted[pairs.i] & fitted[pairs.j])
+    pi, pj = local[kept.pairs.i], local[kept.pairs.j]
+    total, wins = kept.pairs.total, kept.pairs.wins
     fit = newton(pi, pj, total, wins, n_agents=m, ridge=ridge)
-    hessian_inverse = np.linalg.inv(neg_hessian(pi, pj, total, fit.theta, ridge))
+    a_inv = spd_inverse(shift_fixed(neg_hessian(pi, pj, total, fit.theta, ridge)))
 
     ref = fitted if reference is None else reference & fitted
     if not ref.any():
         ref = fitted
-    centring = intervals.centring_map(ref[members])
-    theta_c = centring @ fit.theta
-    model_hw = intervals.halfwidth(intervals.model_covariance(hessian_inverse, centring))
+    reference_local = ref[members].astype(float)
+    bread = intervals.bread(a_inv, reference_local)
+    theta_c = fit.theta - reference_local @ fit.theta / reference_local.sum()
+    information_hw = intervals.halfwidth(intervals.information_variance(bread, reference_local))
+    mu = win_probability(fit.theta, pi, pj)
+    meat = laplacian(pi, pj, battle_meat(kept, mu), m)
+    battle_hw = intervals.halfwidth(
+        intervals.battle_variance(bread, meat, battles=int(kept.pairs.battles.sum()), free=m - 1)
+    )
 
-    keep_battle = keep_pair[pairs.inverse] if cluster is not None or bootstrap > 0 else None
-    clusters = None
-    robust_hw = None
-    if clustered is not None:
-        keep = fitted[clustered.a] & fitted[clustered.b]
-        _, cluster_index = np.unique(clustered.cluster[keep], return_inverse=True)
+    groups = _cluster_cells(a, b, y, w, count, cluster, clustered, n_agents)
+    clusters = robust_hw = effective = None
+    if groups is not None:
+        keep = fitted[groups.i] & fitted[groups.j]
+        _, cluster_index = np.unique(groups.cluster[keep], return_inverse=True)
         clusters = int(cluster_index.max()) + 1 if len(cluster_index) else 0
-        if clusters >= m:
-            ca, cb = clustered.a[keep], clustered.b[keep]
-            total_c, wins_c = clustered.total[keep], clustered.wins[keep]
-            swap = ca > cb
-            lo, hi = np.where(swap, cb, ca), np.where(swap, ca, cb)
-            wins_lo = np.where(swap, total_c - wins_c, wins_c)
-            li, lj = local[lo], local[hi]
-            residual = wins_lo - total_c * win_probability(fit.theta, li, lj)
+        gi, gj = local[groups.i[keep]], local[groups.j[keep]]
+        group_total, group_wins = groups.total[keep], groups.wins[keep]
+        mass = np.bincount(cluster_index, group_total, minlength=clusters)
+        effective = intervals.effective_clusters(mass)
+        if clusters >= max(m, 2) and effective > 1:
+            residual = group_wins - group_total * win_probability(fit.theta, gi, gj)
             scores = intervals.cluster_scores(
-                cluster_index, li, lj, residual, n_clusters=clusters, n_agents=m
+                cluster_index, gi, gj, residual, n_clusters=clusters, n_agents=m
             )
             robust_hw = intervals.halfwidth(
-                intervals.robust_covariance(hessian_inverse, scores, centring)
+                intervals.robust_variance(bread, scores), intervals.t95(effective)
             )
-    elif cluster is not None:
-        _, cluster_index = np.unique(cluster[keep_battle], return_inverse=True)
-        clusters = int(cluster_index.max()) + 1 if len(cluster_index) else 0
-        if clusters >= m:
-            lo, hi, y_lo = orient(a[keep_battle], b[keep_battle], y[keep_battle])
-            li, lj = local[lo], local[hi]
-            mass = w[keep_battle] if count is None else w[keep_battle] * count[keep_battle]
-            residual = mass * (y_lo - win_probability(fit.theta, li, lj))
-            scores = intervals.cluster_scores(
-                cluster_index, li, lj, residual, n_clusters=clusters, n_agents=m
-            )
-            robust_hw = intervals.halfwidth(
-                intervals.robust_covariance(hessian_inverse, scores, centring)
-            )
+    choice = intervals.publish(battle_hw, robust_hw, clusters=effective)
 
     rank_lower = rank_upper = None
     if bootstrap > 0:
-        from ratings.bootstrap import rank_bands  # builds on this module's Newton fit
+        from ratings import bootstrap as resampling  # builds on this module's Newton fit
 
-        row_of_kept = np.cumsum(keep_pair) - 1
-        rank_lower, rank_upper = rank_bands(
+        if choice.kind == intervals.CLUSTERED:
+            draw = resampling.cluster_resampler(
+                cluster_index,
+                np.searchsorted(pi * m + pj, gi * m + gj),
+                group_total,
+                group_wins,
+                n_pairs=len(pi),
+                clusters=clusters,
+            )
+        else:
+            draw = resampling.battle_resampler(kept)
+        rank_lower, rank_upper = resampling.rank_bands(
+            draw,
             pi,
             pj,
-            row_of_kept[pairs.inverse[keep_battle]],
-            w[keep_battle],
-            orient(a[keep_battle], b[keep_battle], y[keep_battle])[2],
             n_agents=m,
-            ridge=ridge,
+            ridge=ridge if ridge > 0 else REPLICATE_RIDGE,
             theta=fit.theta,
             replicates=bootstrap,
             seed=seed,
             progress=progress,
-            count=None if count is None else count[keep_battle],
         )
 
     def spread(values) -> list:
         out: list = [None] * n_agents
         if values is not None:
-            for position, agent in enumerate(members):
-                out[agent] = values[position].item()
+            for agent, value in zip(members.tolist(), values.tolist(), strict=True):
+                out[agent] = value
         return out
 
     rating = r0 + intervals.ELO_SCALE * theta_c
-    published_hw = model_hw if robust_hw is None else robust_hw
     return Rating(
         agents=estimates(
             rating=spread(rating),
-            lower=spread(rating - published_hw),
-            upper=spread(rating + published_hw),
-            model_halfwidth=spread(model_hw),
+            lower=spread(rating - choice.halfwidth),
+            upper=spread(rating + choice.halfwidth),
+            model_halfwidth=spread(battle_hw),
             robust_halfwidth=spread(robust_hw),
             rank_lower=spread(rank_lower),
             rank_upper=spread(rank_upper),
+            information_halfwidth=spread(information_hw),
         ),
         iterations=fit.iterations,
         converged=fit.converged,
         clusters=clusters,
-        robust_published=robust_hw is not None,
+        robust_published=choice.kind == intervals.CLUSTERED,
         bootstrap_replicates=bootstrap,
         seed=seed,
         fitted_agents=m,
         reference_agents=int(ref.sum()),
+        interval=choice.kind,
+        critical_value=choice.critical,
+        bootstrap_resamples="clusters" if choice.kind == intervals.CLUSTERED else "battles",
+        floored=choice.floored,
+        effective_clusters=effective,
     )
+
+
+def battle_meat(kept: cells_module.Cells, mu: np.ndarray) -> np.ndarray:
+    """Per pair, Σ_b w_b² (y_b − μ)² plus one imaginary battle of the pair's mean
+    squared weight at full Bernoulli variance μ(1 − μ): the spread of a pair's outcomes
+    is measured from its battles, and a pair seen a few times, all ties, does not claim
+    certainty (one battle in the pair's count: negligible once it has a few dozen)."""
+    n_pairs = len(mu)
+    squared = kept.count * kept.w**2
+    spread = np.bincount(kept.pair, squared * (kept.y - mu[kept.pair]) ** 2, minlength=n_pairs)
+    mean_square = np.bincount(kept.pair, squared, minlength=n_pairs) / np.maximum(
+        kept.pairs.battles, 1
+    )
+    return spread + mean_square * mu * (1.0 - mu)
+
+
+def _cluster_cells(a, b, y, w, count, cluster, clustered, n_agents) -> ClusterCells | None:
+    """The battles summed per (cluster, pair), from ``clustered`` or per-row keys."""
+    if clustered is not None:
+        return cells_module.cluster_cells(
+            np.asarray(clustered.cluster),
+            np.asarray(clustered.a, dtype=np.int64),
+            np.asarray(clustered.b, dtype=np.int64),
+            np.asarray(clustered.total, dtype=float),
+            np.asarray(clustered.wins, dtype=float),
+            n_agents=n_agents,
+        )
+    if cluster is None:
+        return None
+    mass = np.ones(len(a)) if w is None else w
+    if count is not None:
+        mass = mass * count
+    return cells_module.cluster_cells(cluster, a, b, mass, mass * y, n_agents=n_agents)

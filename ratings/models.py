@@ -39,6 +39,18 @@ class RatingSnapshot(models.Model):
     converged = models.BooleanField()
     clusters = models.PositiveIntegerField(null=True, blank=True, help_text="G: distinct judges.")
     robust_published = models.BooleanField(help_text="Intervals are cluster-robust (G ≥ m).")
+    interval = models.CharField(
+        max_length=16, default="battle", help_text="The published interval: battle or clustered."
+    )
+    critical_value = models.FloatField(
+        default=1.96, help_text="Its multiplier: z = 1.96, or t(G* − 1) when clustered."
+    )
+    effective_clusters = models.FloatField(
+        null=True, blank=True, help_text="G*: (Σ judge mass)² / Σ judge mass², the t's G."
+    )
+    floored = models.PositiveIntegerField(
+        default=0, help_text="Agents whose clustered half-width was raised to the battle-level one."
+    )
 
     class Meta:
         indexes = [models.Index(fields=["arena", "-computed_at"], name="snapshot_arena_recent")]

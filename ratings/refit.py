@@ -21,6 +21,7 @@ from django.db import connection, transaction
 from django.db.models import BigIntegerField, Case, F, FloatField, Value, When
 from django.db.models.functions import Coalesce, Greatest, Least
 from django.utils import timezone
+from threadpoolctl import threadpool_limits
 
 from battles.models import Battle
 from ratings.bradley_terry import ClusterSums, Rating, rate
@@ -189,27 +190,29 @@ def refit_input(*, arena_id: int, params: FitParams, category: str | None = None
 
 def fit(data: FitInput, params: FitParams) -> Rating:
     """Bradley-Terry on the input, centred on the non-provisional agents (all agents
-    with battles while none is non-provisional yet)."""
+    with battles while none is non-provisional yet), on one BLAS thread (threadpoolctl:
+    a pool of threads only slows the many small solves of Newton and the bootstrap)."""
     counts = np.bincount(
         np.concatenate([data.a, data.b]),
         np.concatenate([data.count, data.count]),
         minlength=len(data.agent_ids),
     )
     reference = counts >= params.min_battles
-    return rate(
-        data.a,
-        data.b,
-        data.y,
-        n_agents=len(data.agent_ids),
-        w=data.w,
-        count=data.count,
-        clustered=data.clustered,
-        reference=reference if reference.any() else None,
-        ridge=params.ridge,
-        r0=params.r0,
-        bootstrap=params.bootstrap,
-        seed=data.seed,
-    )
+    with threadpool_limits(1):  # one BLAS thread: the solves are small and many
+        return rate(
+            data.a,
+            data.b,
+            data.y,
+            n_agents=len(data.agent_ids),
+            w=data.w,
+            count=data.count,
+            clustered=data.clustered,
+            reference=reference if reference.any() else None,
+            ridge=params.ridge,
+            r0=params.r0,
+            bootstrap=params.bootstrap,
+            seed=data.seed,
+        )
 
 
 def _points(snapshot: RatingSnapshot, data: FitInput, rating: Rating, n0: int) -> list:
@@ -272,6 +275,10 @@ def arena_refit(*, arena_id: int) -> RefitResult:
                 converged=rating.converged if rating else True,
                 clusters=rating.clusters if rating else None,
                 robust_published=rating.robust_published if rating else False,
+                interval=rating.interval if rating else "battle",
+                critical_value=rating.critical_value if rating else 1.96,
+                effective_clusters=rating.effective_clusters if rating else None,
+                floored=rating.floored if rating else 0,
             )
             if rating is not None:
                 RatingPoint.objects.bulk_create(_points(snapshot, data, rating, params.min_battles))
@@ -294,6 +301,17 @@ def arena_refit(*, arena_id: int) -> RefitResult:
     leaderboard_changed(arena_id=arena_id)  # every run: the board shows when it last ran
     if changed or stamped:
         leaderboard_push(arena_id=arena_id)
+    if rating is not None and not rating.converged:
+        # Published (the board must move on), but never as converged: the snapshot says
+        # so, the board's footer and the metrics page show it, and operators are told.
+        logger.error(
+            "refit of arena %s did NOT converge after %s iterations (%s battles); "
+            "snapshot %s is published flagged as not converged",
+            arena_id,
+            rating.iterations,
+            data.battles,
+            snapshot.pk if snapshot else None,
+        )
     if changed:
         logger.info(
             "refit of arena %s: %s battles, %s ms, %s newly incorporated",

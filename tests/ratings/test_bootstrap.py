@@ -1,5 +1,7 @@
-"""Bootstrap rank bands (SPEC §7.3): seeded and reproducible, percentile bands of the
-rank over replicates resampled from the battles."""
+"""Bootstrap rank bands (SPEC §7.3, docs/intervals.md): seeded and reproducible,
+percentile bands of the rank over replicates that resample battles (multinomial counts
+over cells) or, when the clustered interval is published, clusters; equal strengths
+give equal bands."""
 
 import math
 
@@ -7,7 +9,8 @@ import numpy as np
 import pytest
 
 from ratings import bootstrap
-from ratings.bradley_terry import aggregate, newton, rate
+from ratings.bradley_terry import newton, rate
+from ratings.cells import count_cells
 
 
 def sample(theta: np.ndarray, n: int, seed: int):
@@ -30,15 +33,16 @@ def test_same_seed_same_bands_and_another_seed_may_differ():
     assert bands(first) == bands(again)
     assert first.seed == 42 and first.bootstrap_replicates == 200
 
-    pairs = aggregate(a, b, y, np.ones(len(a)), n_agents=5)
+    cells = count_cells(a, b, y, None, n_agents=5)
+    pairs = cells.pairs
     theta = newton(pairs.i, pairs.j, pairs.total, pairs.wins, n_agents=5).theta
-    y_lo = np.where(a < b, y, 1 - y)
-    args = (pairs.i, pairs.j, pairs.inverse, np.ones(len(a)), y_lo)
+    draw = bootstrap.battle_resampler(cells)
+    args = (draw, pairs.i, pairs.j)
     one = bootstrap.replicate_ranks(*args, n_agents=5, theta=theta, replicates=50, seed=1)
     same = bootstrap.replicate_ranks(*args, n_agents=5, theta=theta, replicates=50, seed=1)
     other = bootstrap.replicate_ranks(*args, n_agents=5, theta=theta, replicates=50, seed=2)
-    assert np.array_equal(one, same)
-    assert not np.array_equal(one, other)
+    assert np.array_equal(one[0], same[0]) and np.array_equal(one[1], same[1])
+    assert not np.array_equal(one[0], other[0])
 
 
 def test_well_separated_agents_have_single_rank_bands():
@@ -82,7 +86,10 @@ def test_progress_is_called_once_per_replicate():
 
 
 def test_ranks_and_percentile_bands():
-    assert bootstrap.ranks(np.array([0.1, 2.0, -1.0, 2.0])).tolist() == [3, 1, 4, 2]
+    # equal strengths share the best rank of the tie, and span the tie's ranks
+    assert bootstrap.ranks(np.array([0.1, 2.0, -1.0, 2.0])).tolist() == [3, 1, 4, 1]
+    best, worst = bootstrap.tied_ranks(np.array([0.1, 2.0, -1.0, 2.0 + 1e-12]))
+    assert best.tolist() == [3, 1, 4, 1] and worst.tolist() == [3, 2, 4, 2]
     # 40 replicates: the 2.5th percentile rounds down, the 97.5th up
     matrix = np.array([[1]] * 1 + [[2]] * 38 + [[3]] * 1)
     lower, upper = bootstrap.bands(matrix)
@@ -91,14 +98,84 @@ def test_ranks_and_percentile_bands():
     assert (lower[0], upper[0]) == (2, 2)
 
 
+def test_an_all_ties_file_gives_every_agent_every_rank():
+    # three agents who only ever tie are equal: no order among them may be published
+    a = np.array([0, 1, 2, 0, 1, 2] * 20)
+    b = np.array([1, 2, 0, 2, 0, 1] * 20)
+    result = rate(a, b, np.full(len(a), 0.5), n_agents=3, bootstrap=200, seed=3)
+    assert bands(result) == [(1, 3), (1, 3), (1, 3)]
+    # two equal agents above a clearly weaker one: tied bands for the two
+    theta = np.array([1.0, 1.0, -3.0])
+    a, b, y = sample(theta, 3000, seed=4)
+    # make agents 0 and 1 exactly exchangeable: every battle also played with 0 and 1
+    # swapped, so their strengths are equal to the last bit
+    swap = np.array([1, 0, 2])
+    a2, b2 = np.concatenate([a, swap[a]]), np.concatenate([b, swap[b]])
+    y2 = np.concatenate([y, y])
+    result = rate(a2, b2, y2, n_agents=3, bootstrap=200, seed=3)
+    assert result.agents[0].rating == pytest.approx(result.agents[1].rating, abs=1e-9)
+    assert bands(result)[:2] == [(1, 2), (1, 2)]
+    assert bands(result)[2] == (3, 3)
+
+
+def test_counted_cells_resample_exactly_like_the_battles_in_any_order():
+    # the bootstrap's law is that of resampling battles, and rows standing for several
+    # battles, or the same battles shuffled, give the same bands draw for draw
+    a, b, y = sample(np.array([0.4, 0.2, 0.1, 0.0, -0.3]), 500, seed=12)
+    listed = rate(a, b, y, n_agents=5, bootstrap=100, seed=9)
+    order = np.random.default_rng(0).permutation(len(a))
+    shuffled = rate(a[order], b[order], y[order], n_agents=5, bootstrap=100, seed=9)
+    keys, count = np.unique(np.stack([a, b, y * 2]).T, axis=0, return_counts=True)
+    counted = rate(
+        keys[:, 0].astype(int), keys[:, 1].astype(int), keys[:, 2] / 2, n_agents=5,
+        count=count, bootstrap=100, seed=9,
+    )  # fmt: skip
+    assert bands(listed) == bands(shuffled) == bands(counted)
+
+
+def test_clustered_interval_brings_the_cluster_bootstrap():
+    # 12 judges with strong views of their own: the clustered interval is published
+    # and the bands resample judges, so they are wider than the battles' bands
+    rng = np.random.default_rng(5)
+    theta = np.array([0.6, 0.3, 0.0, -0.3])
+    judge_view = rng.normal(0, 1.2, (12, 4))
+    a = rng.integers(0, 4, 2400)
+    b = (a + rng.integers(1, 4, 2400)) % 4
+    judge = rng.integers(0, 12, 2400)
+    d = theta[a] - theta[b] + judge_view[judge, a] - judge_view[judge, b]
+    y = (rng.random(2400) < 1 / (1 + np.exp(-d))).astype(float)
+    clustered = rate(a, b, y, n_agents=4, cluster=judge, bootstrap=300, seed=1)
+    assert clustered.robust_published and clustered.bootstrap_resamples == "clusters"
+    plain = rate(a, b, y, n_agents=4, bootstrap=300, seed=1)
+    assert plain.bootstrap_resamples == "battles"
+    width = lambda r: sum(e.rank_upper - e.rank_lower for e in r.agents)  # noqa: E731
+    assert width(clustered) > width(plain)
+
+
+def test_replicates_resample_clusters_with_replacement():
+    draw = bootstrap.cluster_resampler(
+        np.array([0, 1, 2]), np.array([0, 0, 0]), np.array([1.0, 10.0, 100.0]),
+        np.array([1.0, 0.0, 50.0]), n_pairs=1, clusters=3,
+    )  # fmt: skip
+    rng = np.random.default_rng(0)
+    totals = {float(draw(rng)[0][0]) for _ in range(300)}
+    # every total is k1·1 + k2·10 + k3·100 with k1 + k2 + k3 = 3 draws
+    assert all(
+        any(t == k1 + 10 * k2 + 100 * (3 - k1 - k2) for k1 in range(4) for k2 in range(4 - k1))
+        for t in totals
+    )
+    assert len(totals) > 5  # and they vary
+
+
 def test_bands_follow_the_sampling_spread_of_the_gap():
     # two agents: the share of replicates in which the weaker one ranks first matches
     # the normal approximation Φ(−gap/sd) from the model-based standard error
     a, b, y = sample(np.array([0.15, 0.0]), 400, seed=8)
-    pairs = aggregate(a, b, y, np.ones(len(a)), n_agents=2)
+    cells = count_cells(a, b, y, None, n_agents=2)
+    pairs = cells.pairs
     theta = newton(pairs.i, pairs.j, pairs.total, pairs.wins, n_agents=2).theta
-    ranks = bootstrap.replicate_ranks(
-        pairs.i, pairs.j, pairs.inverse, np.ones(len(a)), np.where(a < b, y, 1 - y),
+    ranks, _ = bootstrap.replicate_ranks(
+        bootstrap.battle_resampler(cells), pairs.i, pairs.j,
         n_agents=2, theta=theta, replicates=2000, seed=11,
     )  # fmt: skip
     gap = abs(theta[0] - theta[1])

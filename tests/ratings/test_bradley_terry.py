@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
 
-from ratings import bradley_terry
+from ratings import bradley_terry, cells
 from ratings.bradley_terry import rate
 
 SCALE = 400 / math.log(10)
@@ -132,15 +132,12 @@ def test_aggregation_matches_a_per_battle_loop():
         assert got[key][0] == pytest.approx(total)
         assert got[key][1] == pytest.approx(wins)
         assert got[key][2] == count
-    # every battle points at its own pair row
-    assert np.array_equal(pairs.i[pairs.inverse], np.minimum(a, b))
-    assert np.array_equal(pairs.j[pairs.inverse], np.maximum(a, b))
 
 
 def test_sorted_pair_path_equals_the_dense_table(monkeypatch):
     a, b, y = battles(9, 700, seed=9, ties=0.1)
     dense = rate(a, b, y, n_agents=9, cluster=np.arange(len(a)) % 11, bootstrap=20, seed=1)
-    monkeypatch.setattr(bradley_terry, "DENSE_PAIR_TABLE", 0)
+    monkeypatch.setattr(cells, "DENSE_TABLE", 0)
     sparse = rate(a, b, y, n_agents=9, cluster=np.arange(len(a)) % 11, bootstrap=20, seed=1)
     assert sparse == dense
 

@@ -1,10 +1,13 @@
-"""Model-based and judge-clustered intervals (SPEC §7.3): the parity bound, coverage in
-a seeded simulation, the sandwich written out battle by battle, and the G ≥ m rule."""
+"""The intervals of SPEC §7.3 as revised (docs/intervals.md): the parity bound of the
+information-based interval, the battle-level and the judge-clustered sandwiches written
+out battle by battle, t(G − 1) critical values with the effective number of judges, the
+floor, and the G ≥ m rule. Coverage is measured in tests/ratings/test_coverage.py."""
 
 import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from ratings import intervals
 from ratings.bradley_terry import aggregate, neg_hessian, newton, rate
@@ -24,15 +27,19 @@ def test_parity_half_width_is_681_over_root_n(n, bound):
     # reference); the tiny ridge makes it a hair smaller than the unpenalised bound
     a, b, y = parity(n)
     anchored = rate(a, b, y, n_agents=2, reference=np.array([False, True])).agents[0]
-    assert anchored.model_halfwidth == pytest.approx(681.0 / math.sqrt(n), rel=2e-3)
-    assert anchored.model_halfwidth == pytest.approx(bound, abs=0.5)
-    assert anchored.model_halfwidth <= 1.96 * SCALE * 2 / math.sqrt(n)
+    info = anchored.information_halfwidth
+    assert info == pytest.approx(681.0 / math.sqrt(n), rel=2e-3)
+    assert info == pytest.approx(bound, abs=0.5)
+    assert info <= 1.96 * SCALE * 2 / math.sqrt(n)
+    # binary votes at μ = ½ vary by exactly ¼ each: the battle-level sandwich is the
+    # same variance, times n/(n − 1) and one imaginary Bernoulli battle: (n + 1)/(n − 1)
+    assert anchored.model_halfwidth == pytest.approx(info * math.sqrt((n + 1) / (n - 1)), rel=1e-4)
     # centred on both, each agent carries half of the gap's uncertainty
     both = rate(a, b, y, n_agents=2).agents[0]
     assert both.model_halfwidth == pytest.approx(anchored.model_halfwidth / 2, rel=1e-9)
 
 
-def test_parity_is_the_narrowest_case():
+def test_parity_is_the_narrowest_case_and_ties_count_for_what_they_vary():
     # p(1 − p) is largest at ½: any imbalance widens the interval after the same n games
     n = 100
     a, b = np.zeros(n, dtype=int), np.ones(n, dtype=int)
@@ -40,17 +47,25 @@ def test_parity_is_the_narrowest_case():
     widths = [
         rate(a, b, (np.arange(n) < wins) * 1.0, n_agents=2, reference=reference)
         .agents[0]
-        .model_halfwidth
+        .information_halfwidth
         for wins in (50, 60, 70, 90)
     ]
     assert widths == sorted(widths)
     assert widths[0] >= 681 / math.sqrt(n) * 0.999
-    # ties carry the same information as a win and a loss at parity
+    # the information-based interval counts a tie as a Bernoulli draw: as wide as 50/50
     ties = rate(a, b, np.full(n, 0.5), n_agents=2, reference=reference).agents[0]
-    assert ties.model_halfwidth == pytest.approx(widths[0], rel=1e-9)
+    assert ties.information_halfwidth == pytest.approx(widths[0], rel=1e-9)
+    # the battle-level one sees that ties at parity hardly vary: only the imaginary
+    # battle is left (1/n of the variance), so it is √n times narrower — not zero
+    assert ties.model_halfwidth == pytest.approx(widths[0] * math.sqrt(1 / (n - 1)), rel=1e-4)
+    assert ties.model_halfwidth > 0
+    # half ties, half decisive at parity: the variance of y is (½·¼) → √½ of the width
+    half = rate(a, b, np.where(np.arange(n) % 2, 0.5, np.arange(n) % 4 / 2), n_agents=2,
+                reference=reference).agents[0]  # fmt: skip
+    assert half.model_halfwidth < 0.8 * half.information_halfwidth
 
 
-def test_model_covariance_is_c_h_inverse_c_transposed():
+def test_information_covariance_is_c_h_inverse_c_transposed():
     rng = np.random.default_rng(3)
     a = rng.integers(0, 4, 200)
     b = (a + rng.integers(1, 4, 200)) % 4
@@ -70,9 +85,43 @@ def test_model_covariance_is_c_h_inverse_c_transposed():
     c = np.array([[float(r == k) - (reference[k] / 3) for k in range(4)] for r in range(4)])
     sigma = c @ np.linalg.inv(h) @ c.T
     expected = 1.96 * SCALE * np.sqrt(np.diag(sigma))
-    got = [e.model_halfwidth for e in result.agents]
-    np.testing.assert_allclose(got, expected, rtol=1e-9)
+    got = [e.information_halfwidth for e in result.agents]
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
     np.testing.assert_allclose(neg_hessian(pairs.i, pairs.j, pairs.total, theta, 1e-3), h)
+
+
+def test_battle_level_sandwich_written_out_battle_by_battle():
+    rng = np.random.default_rng(14)
+    n, m = 400, 4
+    a = rng.integers(0, m, n)
+    b = (a + rng.integers(1, m, n)) % m
+    y = rng.choice([0.0, 0.5, 1.0], n, p=[0.3, 0.4, 0.3])
+    w = rng.choice([0.25, 0.5, 1.0], n)
+    result = rate(a, b, y, n_agents=m, w=w)
+
+    pairs = aggregate(a, b, y, w, n_agents=m)
+    theta = newton(pairs.i, pairs.j, pairs.total, pairs.wins, n_agents=m).theta
+    h_inv = np.linalg.inv(neg_hessian(pairs.i, pairs.j, pairs.total, theta, 1e-3))
+    meat = np.zeros((m, m))
+    squares: dict[tuple[int, int], list[float]] = {}
+    for i, j, outcome, weight in zip(a, b, y, w, strict=True):
+        x = np.zeros(m)
+        x[i], x[j] = 1, -1
+        mu = 1 / (1 + math.exp(-(theta[i] - theta[j])))
+        meat += weight**2 * (outcome - mu) ** 2 * np.outer(x, x)
+        squares.setdefault((min(i, j), max(i, j)), []).append(weight**2)
+    for (i, j), sq in squares.items():  # one imaginary Bernoulli battle per pair
+        x = np.zeros(m)
+        x[i], x[j] = 1, -1
+        mu = 1 / (1 + math.exp(-(theta[i] - theta[j])))
+        meat += np.mean(sq) * mu * (1 - mu) * np.outer(x, x)
+    c = np.eye(m) - 1 / m
+    v = n / (n - (m - 1)) * c @ h_inv @ meat @ h_inv @ c.T
+    expected = 1.96 * SCALE * np.sqrt(np.diag(v))
+    np.testing.assert_allclose([e.model_halfwidth for e in result.agents], expected, rtol=1e-6)
+    assert result.interval == "battle" and not result.robust_published
+    for e in result.agents:
+        assert e.upper - e.rating == pytest.approx(e.model_halfwidth)
 
 
 def test_model_based_interval_covers_the_truth_about_95_percent_of_the_time():
@@ -92,7 +141,7 @@ def test_model_based_interval_covers_the_truth_about_95_percent_of_the_time():
     assert 0.93 <= covered / total <= 0.97
 
 
-def test_sandwich_written_out_battle_by_battle():
+def test_clustered_sandwich_written_out_battle_by_battle():
     rng = np.random.default_rng(4)
     n, m, g = 300, 4, 7
     a = rng.integers(0, m, n)
@@ -105,25 +154,56 @@ def test_sandwich_written_out_battle_by_battle():
     pairs = aggregate(a, b, y, w, n_agents=m)
     theta = newton(pairs.i, pairs.j, pairs.total, pairs.wins, n_agents=m).theta
     h_inv = np.linalg.inv(neg_hessian(pairs.i, pairs.j, pairs.total, theta, 1e-3))
-    scores = {}
+    scores: dict = {}
+    mass: dict = {}
     for i, j, outcome, weight, cl in zip(a, b, y, w, judge, strict=True):
         x = np.zeros(m)
         x[i], x[j] = 1, -1
         mu = 1 / (1 + math.exp(-(theta[i] - theta[j])))
         scores[cl] = scores.get(cl, 0) + weight * (outcome - mu) * x
+        mass[cl] = mass.get(cl, 0) + weight
     meat = g / (g - 1) * sum(np.outer(s, s) for s in scores.values())
     c = np.eye(m) - 1 / m
     v = c @ h_inv @ meat @ h_inv @ c.T
-    expected = 1.96 * SCALE * np.sqrt(np.diag(v))
+    shares = np.array(list(mass.values()))
+    effective = shares.sum() ** 2 / (shares @ shares)
+    assert 5 < effective < g  # unequal judges count as fewer
+    critical = stats.t.ppf(0.975, effective - 1)
+    expected = critical * SCALE * np.sqrt(np.diag(v))
 
     assert result.clusters == g
-    assert result.robust_published
+    assert result.robust_published and result.interval == "clustered"
+    assert result.critical_value == pytest.approx(critical)
     got = [e.robust_halfwidth for e in result.agents]
-    np.testing.assert_allclose(got, expected, rtol=1e-9)
-    # the published interval is the robust one
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    # the published interval is the robust one, floored at the battle-level one
     for e in result.agents:
-        assert e.upper - e.rating == pytest.approx(e.robust_halfwidth)
-        assert e.rating - e.lower == pytest.approx(e.robust_halfwidth)
+        published = max(e.robust_halfwidth, e.model_halfwidth)
+        assert e.upper - e.rating == pytest.approx(published)
+        assert e.rating - e.lower == pytest.approx(published)
+
+
+def test_a_clustered_interval_narrower_than_the_battle_level_one_is_floored():
+    # 6 judges who vote alike by chance can make the clustered variance tiny; the
+    # published half-width never drops below the battle-level one
+    battle = np.array([10.0, 20.0, 30.0])
+    robust = np.array([5.0, 25.0, 29.0])
+    choice = intervals.publish(battle, robust, clusters=6)
+    assert choice.halfwidth.tolist() == [10.0, 25.0, 30.0]
+    assert choice.floored == 2 and choice.kind == intervals.CLUSTERED
+    assert choice.critical == pytest.approx(stats.t.ppf(0.975, 5))
+    plain = intervals.publish(battle, None, clusters=None)
+    assert plain.kind == intervals.BATTLE and plain.halfwidth is battle
+
+
+def test_t_critical_values_shrink_towards_z_with_more_judges():
+    assert intervals.t95(5) == pytest.approx(2.776, abs=1e-3)
+    assert intervals.t95(30) == pytest.approx(2.045, abs=1e-3)
+    assert intervals.t95(10_000) == pytest.approx(intervals.Z95, abs=1e-3)
+    assert intervals.effective_clusters(np.array([1.0, 1.0, 1.0, 1.0])) == pytest.approx(4)
+    assert intervals.effective_clusters(np.array([97.0, 1.0, 1.0, 1.0])) < 1.1
+    with pytest.raises(ValueError, match="more than one cluster"):
+        intervals.t95(1)
 
 
 def test_fewer_judges_than_agents_publishes_no_robust_interval():
@@ -138,7 +218,7 @@ def test_fewer_judges_than_agents_publishes_no_robust_interval():
     assert not result.robust_published
     for e in result.agents:
         assert e.robust_halfwidth is None
-        assert e.rating - e.lower == pytest.approx(e.model_halfwidth)  # model-based instead
+        assert e.rating - e.lower == pytest.approx(e.model_halfwidth)  # battle-level instead
     # with a fifth judge G = m and the robust interval is published
     judge[:2] = [3, 4]
     assert rate(a, b, y, n_agents=5, cluster=judge).robust_published
@@ -184,8 +264,8 @@ def test_correlated_judges_widen_the_robust_interval():
 def test_centring_map_and_halfwidth_helpers():
     c = intervals.centring_map(np.array([True, False, True]))
     np.testing.assert_allclose(c @ np.array([1.0, 5.0, 3.0]), [-1.0, 3.0, 1.0])
-    assert intervals.halfwidth(np.diag([1.0, 0.0]))[0] == pytest.approx(1.96 * SCALE)
+    assert intervals.halfwidth(np.array([1.0, 0.0]))[0] == pytest.approx(1.96 * SCALE, rel=1e-4)
     with pytest.raises(ValueError, match="reference agent"):
         intervals.centring_map(np.zeros(3, dtype=bool))
     with pytest.raises(ValueError, match="two clusters"):
-        intervals.robust_covariance(np.eye(2), np.ones((1, 2)), np.eye(2))
+        intervals.robust_variance(np.eye(2), np.ones((1, 2)))

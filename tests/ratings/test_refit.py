@@ -345,3 +345,26 @@ def test_two_refits_at_once_write_one_snapshot(alice, agents, crowd, rng):
     assert RatingSnapshot.objects.count() == 1
     assert RefitState.objects.get(arena_id=arena_id).runs == 2
     assert Battle.objects.filter(incorporated_at=None).count() == 0
+
+
+def test_a_refit_that_does_not_converge_is_logged_and_stored_as_not_converged(
+    played, monkeypatch, caplog
+):
+    # An iteration budget of one Newton step cannot reach the optimum from the start:
+    # the snapshot is published (the board must move on) but flagged, and logged
+    monkeypatch.setattr(bradley_terry, "MAX_ITERATIONS", 1)
+    with caplog.at_level("ERROR", logger="ratings.refit"):
+        snapshot = arena_refit(arena_id=Arena.objects.public().pk).snapshot
+    assert snapshot is not None
+    assert (snapshot.converged, snapshot.iterations) == (False, 1)
+    assert any("did NOT converge" in r.getMessage() for r in caplog.records)
+
+
+def test_the_snapshot_records_which_interval_it_publishes(played):
+    snapshot = arena_refit(arena_id=Arena.objects.public().pk).snapshot
+    # four judges for three agents: G ≥ m, the clustered interval with t(G* − 1)
+    assert snapshot.clusters == 4 and snapshot.robust_published
+    assert snapshot.interval == "clustered"
+    assert 1 < snapshot.effective_clusters <= 4
+    assert snapshot.critical_value > 2.5  # t with about three degrees of freedom
+    assert snapshot.converged
