@@ -3,14 +3,23 @@
 Needs no database and imports no Django (``ratings/__init__.py`` is empty, and this
 module and the math it uses import only numpy, scipy and tqdm), so it runs anywhere the
 virtualenv does. Prints one JSON document on stdout; a bad file or flag exits with
-status 2 and a one-line message saying what is wrong and what to do.
+status 2 and a one-line message saying what is wrong and what to do. Duplicate rows
+and rows with more cells than the header are kept (or, for extra cells, ignored) and
+reported: one warning line each on stderr and ``input_report`` in the document;
+``--strict`` refuses them instead.
 """
 
 import argparse
+import codecs
 import csv
+import hashlib
+import io
 import json
+import math
+import os
 import sys
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -18,10 +27,52 @@ import numpy as np
 from ratings import bradley_terry
 
 PROVISIONAL_BATTLES = 30  # SPEC §7.2 n0: fewer rated battles → provisional
+REPORT_LINES = 20  # line numbers listed per kind in input_report and the warnings
 
 
 class CliError(Exception):
     """A problem with the input the user can fix; becomes one line on stderr, exit 2."""
+
+
+@dataclass
+class InputReport:
+    """Rows that were read but look suspect: the same cells as an earlier battle row
+    (kept: two identical votes can be real) and rows with more cells than the header
+    (the extra cells ignored). Line numbers are the lines the rows start on."""
+
+    duplicate_rows: list[int] = field(default_factory=list)
+    extra_field_rows: list[int] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "duplicate_rows": self.duplicate_rows[:REPORT_LINES],
+            "duplicate_row_count": len(self.duplicate_rows),
+            "extra_field_rows": self.extra_field_rows[:REPORT_LINES],
+            "extra_field_row_count": len(self.extra_field_rows),
+        }
+
+    def warnings(self) -> list[str]:
+        return report_warnings(self.as_dict())
+
+
+def report_warnings(report: dict) -> list[str]:
+    """One line per kind of suspect row in an ``InputReport.as_dict()``."""
+    lines = []
+    for kind, what, effect in (
+        ("duplicate_row", "duplicate row{s}", "counted as battles"),
+        ("extra_field_row", "row{s} with more fields than the header", "extra cells ignored"),
+    ):
+        count, listed = report[f"{kind}_count"], report[f"{kind}s"]
+        if count:
+            s = "s" if count > 1 else ""
+            where = ", ".join(map(str, listed))
+            if count > len(listed):
+                where += f" and {count - len(listed)} more"
+            lines.append(
+                f"warning: {count} {what.format(s=s)} (line{s} {where}), {effect}; "
+                "pass --strict to refuse them"
+            )
+    return lines
 
 
 @dataclass(frozen=True)
@@ -33,14 +84,29 @@ class Battles:
     w: np.ndarray
     cluster: np.ndarray | None
     skipped: int
+    report: InputReport
+    # Per battle, in file order: the stripped winner cell, and the judge and task
+    # cells when those columns are mapped (None otherwise). For manage.py import_votes.
+    winners: list[str]
+    judges: list[str] | None
+    tasks: list[str] | None
+    lines: list[int]  # the line each battle's row starts on
+    sha256: str  # of the file's bytes, as read
 
 
 def _values(text: str) -> set[str]:
     return {value.strip() for value in text.split(",") if value.strip()}
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its usage errors on one line (still exit status 2)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}; see {self.prog} --help\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m ratings",
         description="Bradley-Terry ratings of agents from a CSV of pairwise battles.",
     )
@@ -99,11 +165,22 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="agents with fewer battles are provisional and not in the centring (30)",
     )
+    fit.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse duplicate rows and rows with more fields than the header instead "
+        "of reporting them",
+    )
     return parser
 
 
 def read_battles(args: argparse.Namespace) -> Battles:
-    """Rows of ``args.file`` mapped to index arrays; raises CliError on bad input."""
+    """Rows of ``args.file`` mapped to index arrays; raises CliError on bad input.
+
+    The file is read once, as bytes (``Battles.sha256`` is their digest), decoded as
+    UTF-8 (an optional byte-order mark is dropped) and parsed as strict CSV (the excel
+    dialect: a quote that is never closed, or text after a closing quote, is an error).
+    Blank lines are skipped; every other row must have at least the header's cells."""
     win_a, win_b, ties, skip = args.win_a, args.win_b, _values(args.tie), _values(args.skip)
     overlap = ({win_a} & {win_b}) | ({win_a, win_b} & ties) | (({win_a, win_b} | ties) & skip)
     if overlap:
@@ -115,66 +192,99 @@ def read_battles(args: argparse.Namespace) -> Battles:
     cluster_col = {"judge": args.judge, "task": args.task, "none": None}[cluster_by]
     if cluster_by != "none" and cluster_col is None:
         raise CliError(f"--cluster {cluster_by} needs the --{cluster_by} COL column flag")
+    strict = args.strict
     try:
-        handle = args.file.open(newline="", encoding="utf-8-sig")
+        content = args.file.read_bytes()
     except OSError as exc:
         raise CliError(f"cannot read {args.file}: {exc.strerror}; check the path") from exc
-    with handle:
-        reader = csv.DictReader(handle)
-        header = reader.fieldnames
-        if not header:
-            raise CliError(f"{args.file} is empty; it needs a header row and battle rows")
-        wanted = {"--a": args.a, "--b": args.b, "--winner": args.winner}
-        wanted |= {
-            flag: col
-            for flag, col in (
-                ("--judge", args.judge),
-                ("--task", args.task),
-                ("--weight", args.weight),
+    lines = io.StringIO(_decode(content, args.file), newline="").readlines()
+    records = _records(lines, args.file)
+    first = next(records, None)
+    header = first[1] if first is not None else None
+    if not header:
+        raise CliError(f"{args.file} is empty; it needs a header row and battle rows")
+    repeated = sorted({name for name in header if header.count(name) > 1})
+    if repeated:
+        raise CliError(
+            f"the header of {args.file} names column(s) {', '.join(map(repr, repeated))} "
+            "more than once; rename them so that each column has one name"
+        )
+    wanted = {"--a": args.a, "--b": args.b, "--winner": args.winner}
+    wanted |= {
+        flag: col
+        for flag, col in (("--judge", args.judge), ("--task", args.task), ("--weight", args.weight))
+        if col is not None
+    }
+    for flag, col in wanted.items():
+        if col not in header:
+            raise CliError(
+                f"column {col!r} ({flag}) is not in {args.file}; available columns: "
+                f"{', '.join(header)}"
             )
-            if col is not None
-        }
-        for flag, col in wanted.items():
-            if col not in header:
+    names: dict[str, int] = {}
+    clusters: dict[str, int] = {}
+    a, b, y, w, cl = [], [], [], [], []
+    winners, judges, tasks, kept_lines = [], [], [], []
+    report = InputReport()
+    seen: dict[tuple[str, ...], int] = {}
+    skipped = 0
+    for line, cells in records:
+        if len(cells) < len(header):
+            raise CliError(
+                f"line {line} has {len(cells)} fields, the header has {len(header)}; fill "
+                "in the missing cells (empty ones need their commas)"
+            )
+        if len(cells) > len(header):
+            if strict:
                 raise CliError(
-                    f"column {col!r} ({flag}) is not in {args.file}; available columns: "
-                    f"{', '.join(header)}"
+                    f"line {line} has {len(cells)} fields, the header has {len(header)} "
+                    "(--strict); remove the extra cells, or drop --strict to ignore them"
                 )
-        names: dict[str, int] = {}
-        clusters: dict[str, int] = {}
-        a, b, y, w, cl = [], [], [], [], []
-        skipped = 0
-        for row in reader:
-            line = reader.line_num
-            outcome = (row[args.winner] or "").strip()
-            if outcome in skip:
-                skipped += 1
-                continue
-            if outcome == win_a:
-                y.append(1.0)
-            elif outcome == win_b:
-                y.append(0.0)
-            elif outcome in ties:
-                y.append(0.5)
-            else:
+            report.extra_field_rows.append(line)
+        row = dict(zip(header, cells, strict=False))
+        outcome = row[args.winner].strip()
+        if outcome in skip:
+            skipped += 1
+            continue
+        if outcome == win_a:
+            y.append(1.0)
+        elif outcome == win_b:
+            y.append(0.0)
+        elif outcome in ties:
+            y.append(0.5)
+        else:
+            raise CliError(
+                f"line {line}: {args.winner} value {outcome!r} is not mapped; pass it "
+                "to --win-a, --win-b, --tie or --skip"
+            )
+        agent_a, agent_b = row[args.a].strip(), row[args.b].strip()
+        if not agent_a or not agent_b:
+            raise CliError(f"line {line}: an agent cell is empty; every battle needs both")
+        if agent_a == agent_b:
+            raise CliError(f"line {line}: {agent_a!r} plays itself; remove the row")
+        first = seen.setdefault(tuple(cells), line)
+        if first != line:
+            if strict:
                 raise CliError(
-                    f"line {line}: {args.winner} value {outcome!r} is not mapped; pass it "
-                    "to --win-a, --win-b, --tie or --skip"
+                    f"line {line} repeats line {first} cell for cell (--strict); remove "
+                    "the duplicate, or drop --strict to count both as battles"
                 )
-            agent_a, agent_b = (row[args.a] or "").strip(), (row[args.b] or "").strip()
-            if not agent_a or not agent_b:
-                raise CliError(f"line {line}: an agent cell is empty; every battle needs both")
-            if agent_a == agent_b:
-                raise CliError(f"line {line}: {agent_a!r} plays itself; remove the row")
-            a.append(names.setdefault(agent_a, len(names)))
-            b.append(names.setdefault(agent_b, len(names)))
-            if args.weight is not None:
-                w.append(_weight(row[args.weight], line, args.weight))
-            if cluster_col is not None:
-                key = (row[cluster_col] or "").strip()
-                if not key:
-                    raise CliError(f"line {line}: the {cluster_col} cell is empty; fill it")
-                cl.append(clusters.setdefault(key, len(clusters)))
+            report.duplicate_rows.append(line)
+        a.append(names.setdefault(agent_a, len(names)))
+        b.append(names.setdefault(agent_b, len(names)))
+        if args.weight is not None:
+            w.append(_weight(row[args.weight], line, args.weight))
+        if cluster_col is not None:
+            key = row[cluster_col].strip()
+            if not key:
+                raise CliError(f"line {line}: the {cluster_col} cell is empty; fill it")
+            cl.append(clusters.setdefault(key, len(clusters)))
+        winners.append(outcome)
+        if args.judge is not None:
+            judges.append(row[args.judge].strip())
+        if args.task is not None:
+            tasks.append(row[args.task].strip())
+        kept_lines.append(line)
     if not y:
         raise CliError(f"{args.file} has no battle rows (after --skip); nothing to rate")
     return Battles(
@@ -185,7 +295,90 @@ def read_battles(args: argparse.Namespace) -> Battles:
         w=np.array(w) if args.weight is not None else np.ones(len(y)),
         cluster=np.array(cl, dtype=np.int64) if cluster_col is not None else None,
         skipped=skipped,
+        report=report,
+        winners=winners,
+        judges=judges if args.judge is not None else None,
+        tasks=tasks if args.task is not None else None,
+        lines=kept_lines,
+        sha256=hashlib.sha256(content).hexdigest(),
     )
+
+
+def _decode(content: bytes, path: Path) -> str:
+    """The file's text; CliError naming where it is not UTF-8."""
+    resave = "re-save it as UTF-8 (e.g. 'CSV UTF-8' in a spreadsheet's Save As)"
+    if content.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise CliError(
+            f"{path} is UTF-16 (it starts with a UTF-16 byte-order mark), not UTF-8; {resave}"
+        )
+    start = len(codecs.BOM_UTF8) if content.startswith(codecs.BOM_UTF8) else 0
+    try:
+        text = content[start:].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        offset = start + exc.start
+        line = content.count(b"\n", 0, offset) + 1
+        raise CliError(
+            f"{path} is not UTF-8: line {line} (byte {offset}) has the byte "
+            f"0x{content[offset]:02x} that UTF-8 cannot decode; {resave}"
+        ) from None
+    if "\x00" in text:
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        raise CliError(
+            f"{path} is not UTF-8 text: line {line} has a NUL byte (UTF-16 without a "
+            f"byte-order mark, or not a CSV file); {resave}"
+        )
+    return text
+
+
+def _records(lines: list[str], path: Path) -> Iterator[tuple[int, list[str]]]:
+    """(the line it starts on, cells) per non-blank CSV record; CliError on bad quoting."""
+    reader = csv.reader(lines, strict=True)
+    while True:
+        start = reader.line_num + 1
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            message = str(exc)
+            if "unexpected end of data" in message:
+                opened = _open_quote_line(lines, start, len(lines))
+                raise CliError(
+                    f'line {opened}: a quote (") is opened and never closed, so the rest '
+                    f"of {path} would be one cell; close the quote or remove it"
+                ) from None
+            if "field larger than field limit" in message:
+                opened = _open_quote_line(lines, start, reader.line_num)
+                raise CliError(
+                    f"line {start}: a cell is longer than {csv.field_size_limit()} "
+                    f'characters, most likely because the quote (") opened on line '
+                    f"{opened} is never closed; close the quote or remove it"
+                ) from None
+            raise CliError(
+                f"line {reader.line_num}: bad CSV quoting ({message}); a quoted cell must "
+                'end at its closing quote, and a quote inside it is written ""'
+            ) from None
+        if cells:
+            yield start, cells
+
+
+def _open_quote_line(lines: list[str], start: int, end: int) -> int:
+    """The line of the last quote that opens a cell in lines start..end (1-based), read
+    by the excel dialect's rules; ``start`` when there is none."""
+    state, opened = "cell", start
+    for number in range(start, end + 1):
+        for char in lines[number - 1]:
+            if state == "quoted":
+                state = "closing" if char == '"' else "quoted"
+            elif state == "closing" and char == '"':
+                state = "quoted"  # "" inside a quoted cell
+            elif char in ",\r\n":
+                state = "cell"
+            elif state == "cell" and char == '"':
+                state, opened = "quoted", number
+            else:
+                state = "plain"
+    return opened
 
 
 def _weight(text: str | None, line: int, column: str) -> float:
@@ -206,10 +399,18 @@ def _round(value: float | None) -> float | None:
 
 
 def fit(args: argparse.Namespace) -> dict:
+    if not (math.isfinite(args.ridge) and args.ridge >= 0):
+        raise CliError(
+            f"--ridge must be a finite number 0 or more, not {args.ridge} (SPEC §7.2 uses 1e-3)"
+        )
+    if not math.isfinite(args.r0):
+        raise CliError(f"--r0 must be a finite number, not {args.r0} (SPEC §7 uses 1000)")
     if args.bootstrap < 0:
         raise CliError("--bootstrap must be 0 or more replicates")
-    if args.ridge <= 0:
-        raise CliError("--ridge must be positive (SPEC §7.2 uses 1e-3)")
+    if args.seed < 0:
+        raise CliError("--seed must be 0 or more")
+    if args.provisional < 0:
+        raise CliError("--provisional must be 0 or more battles")
     battles = read_battles(args)
     n = len(battles.agents)
     counts = np.bincount(battles.a, minlength=n) + np.bincount(battles.b, minlength=n)
@@ -249,6 +450,7 @@ def fit(args: argparse.Namespace) -> dict:
             "weight": _round(e.weight),
             "provisional": bool(e.battles < args.provisional),
             "model_halfwidth": _round(e.model_halfwidth),
+            "information_halfwidth": _round(e.information_halfwidth),
             "robust_halfwidth": _round(e.robust_halfwidth),
         }
         for e in rating.agents
@@ -266,11 +468,16 @@ def fit(args: argparse.Namespace) -> dict:
         "cluster_by": args.cluster or ("judge" if args.judge else "none"),
         "clusters": rating.clusters,
         "robust_published": rating.robust_published,
-        "interval": "cluster-robust" if rating.robust_published else "model-based",
+        "interval": rating.interval,
+        "critical_value": round(rating.critical_value, 4),
+        "effective_clusters": _round(rating.effective_clusters),
+        "floored_agents": rating.floored,
+        "bootstrap_resamples": rating.bootstrap_resamples,
         "bootstrap": rating.bootstrap_replicates,
         "seed": rating.seed,
         "ridge": args.ridge,
         "r0": args.r0,
+        "input_report": battles.report.as_dict(),
     }
 
 
@@ -281,6 +488,13 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as exc:
         print(f"python -m ratings fit: error: {exc}", file=sys.stderr)
         return 2
-    json.dump(document, sys.stdout, indent=2)
-    sys.stdout.write("\n")
+    for warning in report_warnings(document["input_report"]):
+        print(f"python -m ratings fit: {warning}", file=sys.stderr)
+    try:
+        json.dump(document, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # e.g. piped into head: the reader left, nothing to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return 0

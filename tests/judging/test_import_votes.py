@@ -1,5 +1,7 @@
 """manage.py import_votes: historical judgments as decided, imported battles."""
 
+import io
+
 import pytest
 from django.core.management import CommandError, call_command
 
@@ -8,6 +10,7 @@ from battles.models import Battle, Task
 from judging.models import Vote
 from ratings.models import AgentRating, ImportedBattle, VoteImport
 from ratings.refit import arena_refit
+from tests.ratings.test_cli_inputs import BAD_FILES
 
 CSV = """left,right,result,who,prompt,w
 Rulebook,surveyor,L,ann,find the cheapest flight,1
@@ -143,3 +146,64 @@ def test_imported_votes_are_not_live_metrics(roster, csv_file):
         before["freshness"],
         before["duplicate_rate"],
     )
+
+
+@pytest.mark.parametrize("name", list(BAD_FILES))
+def test_bad_files_stop_the_import_with_one_line_and_write_nothing(roster, tmp_path, name):
+    """The same bad files as the CLI's (issue 15), refused before anything is written."""
+    content, flags, fragments = BAD_FILES[name]
+    path = tmp_path / "votes.csv"
+    path.write_bytes(content)
+    before = Battle.objects.count()
+    with pytest.raises(CommandError) as refused:
+        call_command("import_votes", str(path), *flags)
+    message = str(refused.value)
+    assert "\n" not in message
+    for fragment in fragments:
+        assert fragment in message
+    assert Battle.objects.count() == before == 0
+    assert VoteImport.objects.count() == Vote.objects.count() == 0
+
+
+DUPLICATES = "agent_a,agent_b,winner\nrulebook,idle,A\nidle,surveyor,B\nrulebook,idle,A\n"
+
+
+def test_duplicate_rows_are_imported_and_reported(roster, tmp_path):
+    path = tmp_path / "votes.csv"
+    path.write_text(DUPLICATES + "idle,rulebook,B,extra\n")
+    err = io.StringIO()
+    call_command("import_votes", str(path), stderr=err, stdout=io.StringIO())
+    assert Battle.objects.count() == 4  # two identical votes can be real
+    warnings = [line for line in err.getvalue().splitlines() if line.startswith("warning")]
+    assert warnings == [
+        "warning: 1 duplicate row (line 4), counted as battles; pass --strict to refuse them",
+        "warning: 1 row with more fields than the header (line 5), extra cells ignored; "
+        "pass --strict to refuse them",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (DUPLICATES, r"^line 4 repeats line 2 cell for cell \(--strict\)"),
+        (
+            "agent_a,agent_b,winner\nrulebook,idle,A\nidle,surveyor,B,x\n",
+            r"^line 3 has 4 fields, the header has 3 \(--strict\)",
+        ),
+    ],
+)
+def test_strict_refuses_duplicates_and_extra_fields(roster, tmp_path, content, expected):
+    path = tmp_path / "votes.csv"
+    path.write_text(content)
+    with pytest.raises(CommandError, match=expected):
+        call_command("import_votes", str(path), "--strict")
+    assert Battle.objects.count() == 0 and VoteImport.objects.count() == 0
+
+
+def test_a_mapped_value_may_start_with_a_dash(roster, tmp_path):
+    """The mapping is handed to the CLI's parser as --flag=value, so a value such as
+    "-" or "-draw" is a value, not an unknown option."""
+    path = tmp_path / "votes.csv"
+    path.write_text("agent_a,agent_b,winner\nrulebook,idle,-draw\nidle,rulebook,A\n")
+    call_command("import_votes", str(path), tie="-draw", stdout=io.StringIO())
+    assert list(Battle.objects.order_by("pk").values_list("outcome", flat=True)) == ["tie", "A"]

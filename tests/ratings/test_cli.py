@@ -80,7 +80,7 @@ def test_happy_path_prints_one_json_document_matching_the_library(tmp_path):
     assert report["cluster_by"] == "judge"
     assert report["clusters"] == 6
     assert report["robust_published"] is True  # G = 6 ≥ m = 4
-    assert report["interval"] == "cluster-robust"
+    assert report["interval"] == "clustered"
     assert report["seed"] == 3 and report["bootstrap"] == 200
     assert report["converged"] is True and report["iterations"] <= 8
 
@@ -126,7 +126,7 @@ def test_cluster_by_task_and_none(tmp_path):
     none = json.loads(
         cli(str(path), *MAPPING, "--judge", "rater", "--cluster", "none", "--bootstrap", "0").stdout
     )
-    assert none["clusters"] is None and none["interval"] == "model-based"
+    assert none["clusters"] is None and none["interval"] == "battle"
     assert all(row["rank_band"] is None for row in none["agents"])
 
 
@@ -207,14 +207,14 @@ def test_everything_skipped_is_refused(tmp_path):
 @pytest.mark.parametrize(
     ("rows", "args", "fragments"),
     [
-        ([["m", "m", "A"]], (), ("line 2", "plays itself")),
-        ([["m", "", "A"]], (), ("line 2", "empty")),
+        ([["m", "m", "A", "1"]], (), ("line 2", "plays itself")),
+        ([["m", "", "A", "1"]], (), ("line 2", "empty")),
         ([["m", "n", "A", "heavy"]], ("--weight", "w"), ("line 2", "'heavy'", "w")),
         ([["m", "n", "A", "-1"]], ("--weight", "w"), ("line 2", "'-1'")),
         ([["m", "n", "A", "1"]], ("--cluster", "judge"), ("--cluster judge", "--judge")),
         ([["m", "n", "A", "1"]], ("--tie", "A"), ("value(s) A", "mapped twice")),
         ([["m", "n", "A", "1"]], ("--bootstrap", "-1"), ("--bootstrap",)),
-        ([["m", "n", "A", "1"]], ("--ridge", "0"), ("--ridge",)),
+        ([["m", "n", "A", "1"]], ("--ridge", "-1"), ("--ridge",)),
     ],
 )
 def test_bad_rows_and_flags_are_refused(tmp_path, rows, args, fragments):

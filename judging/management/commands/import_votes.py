@@ -13,12 +13,16 @@ Agents are matched by slug, then by display name. Unknown names stop the import 
 their list, unless --create-agents is given: then each becomes a retired built-in
 placeholder (idle policy, never matched, off the board, its battles in the fit).
 
+The file is read once, with the CLI's checks (UTF-8, strict CSV quoting, rows no
+shorter than the header, no repeated column names): a bad file stops the import with a
+one-line CommandError before anything is written. Duplicate rows and rows with extra
+cells are imported and reported (one warning line each on stderr); --strict refuses
+them instead.
+
 All in one transaction; the SHA-256 of the file's bytes makes a second import of the
 same file a no-op. A progress bar goes to stderr.
 """
 
-import csv
-import hashlib
 import sys
 from collections import OrderedDict
 from pathlib import Path
@@ -101,24 +105,33 @@ class Command(BaseCommand):
             action="store_true",
             help="create unknown agents as retired built-in placeholders instead of stopping",
         )
+        parser.add_argument(
+            "--strict",
+            action="store_true",
+            help="refuse duplicate rows and rows with more fields than the header instead "
+            "of importing and reporting them",
+        )
 
     def handle(self, *args, **options) -> None:
         path: Path = options["file"]
         argv = ["fit", str(path)]
         for dest, flag in MAPPING_FLAGS.items():
             if options[dest] is not None:
-                argv += [flag, options[dest]]
+                argv.append(f"{flag}={options[dest]}")  # one token: a value may start with -
         argv += ["--cluster", "judge" if options["judge"] else "none"]
+        if options["strict"]:
+            argv.append("--strict")
         mapping = cli.build_parser().parse_args(argv)
         try:
             parsed = cli.read_battles(mapping)
         except cli.CliError as exc:
             raise CommandError(str(exc)) from exc
-        content = path.read_bytes()
-        digest = hashlib.sha256(content).hexdigest()
-        judges, tasks, winners = _judge_and_task_values(path, mapping)
-        if len(judges) != len(parsed.y):  # pragma: no cover - the same rows, read twice
-            raise CommandError(f"{path} changed while it was read; run the import again")
+        for warning in parsed.report.warnings():
+            self.stderr.write(warning)
+        digest = parsed.sha256
+        winners = parsed.winners
+        judges = parsed.judges or [UNKNOWN_JUDGE] * len(winners)
+        tasks = parsed.tasks or [""] * len(winners)
         arena = (
             Arena.objects.public()
             if options["arena"] is None
@@ -204,22 +217,6 @@ class Command(BaseCommand):
                 push=False,
             )
         return vote_import
-
-
-def _judge_and_task_values(path: Path, mapping) -> tuple[list[str], list[str], list[str]]:
-    """Per kept row (the rows read_battles kept, in order): the judge, task and winner
-    cells."""
-    skip = cli._values(mapping.skip)  # the CLI's own value-list rule
-    judges, tasks, winners = [], [], []
-    with path.open(newline="", encoding="utf-8-sig") as handle:
-        for row in csv.DictReader(handle):
-            winner = (row[mapping.winner] or "").strip()
-            if winner in skip:
-                continue
-            judges.append((row[mapping.judge] or "").strip() if mapping.judge else UNKNOWN_JUDGE)
-            tasks.append((row[mapping.task] or "").strip() if mapping.task else "")
-            winners.append(winner)
-    return judges, tasks, winners
 
 
 def _agents_by_name(arena: Arena, names: list[str], *, create: bool) -> dict[str, Agent]:
