@@ -89,6 +89,17 @@ class RefitStatusOutput(serializers.Serializer):
     )
     clusters = serializers.IntegerField(allow_null=True, help_text="G: distinct judges.")
     bootstrap_replicates = serializers.IntegerField()
+    converged = serializers.BooleanField(
+        allow_null=True,
+        help_text="The published snapshot's fit converged. False: it stopped at its "
+        "iteration cap and its numbers may be off (the board page says so). Null while "
+        "nothing is published.",
+    )
+    iterations = serializers.IntegerField(
+        min_value=0,
+        allow_null=True,
+        help_text="Iterations the published snapshot's fit took; null while nothing is published.",
+    )
     pending_battles = serializers.IntegerField(
         help_text="Decided, non-excluded battles no published refit includes yet."
     )
@@ -116,6 +127,14 @@ class CategoryBoardOutput(serializers.Serializer):
     robust_intervals = serializers.BooleanField()
     clusters = serializers.IntegerField(allow_null=True, help_text="Distinct judges.")
     bootstrap_replicates = serializers.IntegerField()
+    converged = serializers.BooleanField(
+        allow_null=True,
+        help_text="This board's fit converged. False: it stopped at its iteration cap and "
+        "its numbers may be off. Null when the board has no fit (too few battles).",
+    )
+    iterations = serializers.IntegerField(
+        min_value=0, allow_null=True, help_text="Iterations of this board's fit; null: no fit."
+    )
 
 
 class CategoryCountOutput(serializers.Serializer):

@@ -94,6 +94,13 @@ def category_board_build(
     # would show 1000 with an interval of zero width.
     eligible = sum(n >= params.min_battles for n in battles.values())
     rating = fit(data, params) if eligible >= MIN_RATED_AGENTS else None
+    if rating is not None and not rating.converged:
+        logger.error(
+            "category board %s of arena %s: the refit did NOT converge after %s iterations",
+            category,
+            arena_id,
+            rating.iterations,
+        )
     if rating is not None:
         published = [p for p in _points(None, data, rating, params.min_battles) if p.rating]
         if len(published) < MIN_RATED_AGENTS:
@@ -139,6 +146,10 @@ def category_board_build(
         "robust_intervals": bool(rating and rating.robust_published),
         "clusters": rating.clusters if rating else None,
         "bootstrap_replicates": rating.bootstrap_replicates if rating else 0,
+        # As the published board's snapshot: False when the fit stopped at its iteration
+        # cap (the board says its numbers may be off); None when there is no fit.
+        "converged": rating.converged if rating else None,
+        "iterations": rating.iterations if rating else None,
         "points": points,
         "pairs": _pairs(data),
     }

@@ -10,8 +10,55 @@ from django.db.models.functions import Coalesce
 
 from battles.models import Battle
 from ratings import metrics
+from ratings.models import RatingSnapshot
 
 HOUR_S = 3600
+# The refit figures count the snapshots of this many days back.
+REFIT_WINDOW_DAYS = 7
+
+
+class _Scalar(Subquery):
+    """An uncorrelated one-value subquery among ``aggregate()``'s aggregates (the ORM
+    takes only aggregates there): like them, one value for the whole statement, and
+    there also when the aggregated rows are none."""
+
+    contains_aggregate = True
+
+
+def _refit_figures(*, arena_id: int, now: datetime) -> dict[str, Any]:
+    """The newest snapshot's convergence and the snapshots of the last
+    REFIT_WINDOW_DAYS days that did not converge, as subqueries of the battle totals'
+    statement (``refit_*`` keys; ``_refit_output`` shapes them)."""
+    snapshots = RatingSnapshot.objects.filter(arena_id=arena_id)
+    newest = snapshots.order_by("-computed_at", "-pk")
+    recent = (
+        snapshots.filter(computed_at__gte=now - timedelta(days=REFIT_WINDOW_DAYS))
+        .order_by()
+        .values("arena_id")
+    )
+    return {
+        "refit_at": _Scalar(newest.values("computed_at")[:1]),
+        "refit_converged": _Scalar(newest.values("converged")[:1]),
+        "refit_iterations": _Scalar(newest.values("iterations")[:1]),
+        "refit_recent": Coalesce(_Scalar(recent.annotate(n=Count("pk")).values("n")), 0),
+        "refit_recent_not_converged": Coalesce(
+            _Scalar(recent.filter(converged=False).annotate(n=Count("pk")).values("n")), 0
+        ),
+    }
+
+
+def _refit_output(totals: dict[str, Any]) -> dict[str, Any]:
+    at = totals["refit_at"]
+    return {
+        "latest_at": at.isoformat() if at else None,
+        "converged": totals["refit_converged"],
+        "iterations": totals["refit_iterations"],
+        "window_days": REFIT_WINDOW_DAYS,
+        "snapshots": totals["refit_recent"],
+        "not_converged": totals["refit_recent_not_converged"],
+        # The problem to show: the published board rests on a fit that did not converge.
+        "problem": totals["refit_converged"] is False,
+    }
 
 
 def arena_metrics(
@@ -31,6 +78,9 @@ def arena_metrics(
       out (of F and D alike).
     - D(θ): over the newest ``DUPLICATE_CORPUS_MAX`` decided battles in
       first_judgment_at order (an earlier task outside that cap is not compared).
+    - Refit: whether the newest rating snapshot's fit converged and in how many
+      iterations, and how many snapshots of the last REFIT_WINDOW_DAYS days did not
+      (imported battles' refits included: a snapshot is the published board).
     """
     since = now - timedelta(seconds=window_s)
     fresh_since = now - timedelta(seconds=alpha_s)
@@ -55,6 +105,7 @@ def arena_metrics(
             default=0.0,
         ),
         rated_battles=Count("pk", filter=rated),
+        **_refit_figures(arena_id=arena_id, now=now),
     )
 
     # One query for the rows: every battle with an event in the window, plus the newest
@@ -127,6 +178,7 @@ def arena_metrics(
             "capped": totals["rated_battles"] > cap,
         },
         "status_counts": status_counts,
+        "refit": _refit_output(totals),
         "hourly": {
             "bin_s": HOUR_S,
             "start": since.isoformat(),

@@ -80,6 +80,28 @@ class StampCaveatOutput(serializers.Serializer):
     note = serializers.CharField()
 
 
+class RefitOutput(serializers.Serializer):
+    latest_at = serializers.DateTimeField(
+        allow_null=True, help_text="When the newest rating snapshot was computed; null: none."
+    )
+    converged = serializers.BooleanField(
+        allow_null=True,
+        help_text="The newest snapshot's fit converged; false: it stopped at its iteration "
+        "cap and the published board may be off. Null: no snapshot.",
+    )
+    iterations = serializers.IntegerField(
+        min_value=0, allow_null=True, help_text="Iterations of the newest snapshot's fit."
+    )
+    window_days = serializers.IntegerField(min_value=1)
+    snapshots = serializers.IntegerField(
+        min_value=0, help_text="Snapshots computed in the last window_days days."
+    )
+    not_converged = serializers.IntegerField(
+        min_value=0, help_text="Of them, those whose fit did not converge."
+    )
+    problem = serializers.BooleanField(help_text="The newest snapshot did not converge.")
+
+
 class MetricsOutput(serializers.Serializer):
     arena = serializers.CharField()
     now = serializers.DateTimeField()
@@ -102,6 +124,7 @@ class MetricsOutput(serializers.Serializer):
     status_counts = serializers.DictField(
         child=serializers.IntegerField(min_value=0), help_text="Battles per status."
     )
+    refit = RefitOutput(help_text="Convergence of the rating refits.")
     hourly = HourlyOutput()
     stamps = StampOutput(many=True)
     stamps_not_produced = PendingStampOutput(many=True)
@@ -116,8 +139,8 @@ class MetricsApi(APIView):
         responses={200: MetricsOutput},
         description=(
             "Latency percentiles (seconds) over the last 24 h, queue depth, "
-            "busy slots, offered load ρ, freshness F(α) and duplicate rate D(θ) of the "
-            "public arena."
+            "busy slots, offered load ρ, freshness F(α), duplicate rate D(θ) and the "
+            "refits' convergence of the public arena."
         ),
     )
     def get(self, request):
@@ -194,6 +217,8 @@ def metrics_context(figures: Mapping[str, Any]) -> dict[str, Any]:
     freshness = figures["freshness"]
     duplicates = figures["duplicate_rate"]
     now = datetime.fromisoformat(figures["now"]).astimezone(UTC)
+    refit = figures["refit"]
+    latest_at = refit["latest_at"]
     return {
         "figures": figures,
         "now_text": f"{now:%Y-%m-%d %H:%M}",
@@ -210,4 +235,10 @@ def metrics_context(figures: Mapping[str, Any]) -> dict[str, Any]:
         "duplicate_value": _percent(duplicates["value"]),
         "pending_stamps": figures["stamps_not_produced"],
         "stamp_caveats": figures["stamp_caveats"],
+        "refit": refit,
+        "refit_at_text": (
+            f"{datetime.fromisoformat(latest_at).astimezone(UTC):%Y-%m-%d %H:%M}"
+            if latest_at
+            else ""
+        ),
     }

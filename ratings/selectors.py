@@ -88,6 +88,10 @@ def refit_status(*, arena_id: int, now: datetime | None = None) -> dict[str, Any
         "robust_intervals": snapshot.robust_published if snapshot else False,
         "clusters": snapshot.clusters if snapshot else None,
         "bootstrap_replicates": snapshot.bootstrap_replicates if snapshot else 0,
+        # False: the fit stopped at its iteration cap, so the numbers may be off (shown
+        # on the board). None while nothing is published.
+        "converged": snapshot.converged if snapshot else None,
+        "iterations": snapshot.iterations if snapshot else None,
         "pending_battles": pending["battles"],
         "oldest_pending_at": pending["oldest"],
         "oldest_pending_age_s": _age_s(pending["oldest"], now),
