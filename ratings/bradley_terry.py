@@ -11,9 +11,10 @@ Newton works on the identified subspace: the likelihood does not see a common sh
 all strengths, and the penalised optimum has mean strength 0 (the ridge's gradient is
 the only one along the shift), so each step is solved with the shift fixed
 (``H + 11ᵀ/m``, which is H on the differences and invertible whenever the differences
-are identified, ridge or not) and the stop test reads the differences only. A step
-that would lower the penalised log-likelihood is halved until it does not (Armijo), so
-a near-singular Hessian cannot throw the iteration off.
+are identified, ridge or not) and the stop test reads the differences only. A full
+step that does not bring the gradient down is halved until the penalised
+log-likelihood rises enough (Armijo), so a near-singular Hessian cannot throw the
+iteration off. See docs/intervals.md.
 """
 
 from collections.abc import Callable
@@ -66,7 +67,7 @@ class AgentEstimate:
     lower: float | None
     upper: float | None
     model_halfwidth: float | None  # battle-level sandwich, z critical value
-    robust_halfwidth: float | None  # cluster-robust, t(G − 1) critical value
+    robust_halfwidth: float | None  # cluster-robust, t(G* − 1) critical value (unfloored)
     rank_lower: int | None
     rank_upper: int | None
     unavailable: str | None
