@@ -85,9 +85,20 @@ class RefitStatusOutput(serializers.Serializer):
     )
     battles = serializers.IntegerField(help_text="Rated battles in the published snapshot.")
     robust_intervals = serializers.BooleanField(
-        help_text="Intervals are cluster-robust over judges (G ≥ m), else model-based."
+        help_text="Intervals are cluster-robust over judges (G ≥ m), else battle-level."
     )
     clusters = serializers.IntegerField(allow_null=True, help_text="G: distinct judges.")
+    interval = serializers.ChoiceField(
+        choices=["battle", "clustered"],
+        allow_null=True,
+        help_text="The published interval (docs/intervals.md); null while nothing is published.",
+    )
+    critical_value = serializers.FloatField(
+        allow_null=True, help_text="Its multiplier of the standard error: 1.96, or t(G* − 1)."
+    )
+    effective_clusters = serializers.FloatField(
+        allow_null=True, help_text="G*: the effective number of judges behind the t."
+    )
     bootstrap_replicates = serializers.IntegerField()
     converged = serializers.BooleanField(
         allow_null=True,

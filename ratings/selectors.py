@@ -87,6 +87,9 @@ def refit_status(*, arena_id: int, now: datetime | None = None) -> dict[str, Any
         "battles": snapshot.battles if snapshot else 0,
         "robust_intervals": snapshot.robust_published if snapshot else False,
         "clusters": snapshot.clusters if snapshot else None,
+        "interval": snapshot.interval if snapshot else None,
+        "critical_value": snapshot.critical_value if snapshot else None,
+        "effective_clusters": snapshot.effective_clusters if snapshot else None,
         "bootstrap_replicates": snapshot.bootstrap_replicates if snapshot else 0,
         # False: the fit stopped at its iteration cap, so the numbers may be off (shown
         # on the board). None while nothing is published.

@@ -368,3 +368,7 @@ def test_the_snapshot_records_which_interval_it_publishes(played):
     assert 1 < snapshot.effective_clusters <= 4
     assert snapshot.critical_value > 2.5  # t with about three degrees of freedom
     assert snapshot.converged
+    refit = Client().get("/api/leaderboard/").json()["refit"]
+    assert refit["interval"] == "clustered"
+    assert refit["critical_value"] == pytest.approx(snapshot.critical_value)
+    assert refit["effective_clusters"] == pytest.approx(snapshot.effective_clusters)
