@@ -1,5 +1,5 @@
 """Batch Bradley-Terry refit of SPEC §7.2 with the intervals of §7.3 and the
-identifiability labels of §7.4. Pure: numpy and scipy, no ORM.
+identifiability labels of §7.4. Pure: numpy (scipy's LAPACK imported when used), no ORM.
 
 Battles are counted into cells and pairs first (``ratings.cells``), so a Newton
 iteration costs O(pairs) plus one dense m × m solve. The fit covers the main strongly
@@ -21,7 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import linalg
 
 from ratings import cells as cells_module
 from ratings import connectivity, intervals
@@ -163,9 +162,11 @@ def start(i, j, total, wins, n_agents: int) -> np.ndarray:
 def spd_inverse(matrix: np.ndarray) -> np.ndarray:
     """The inverse of a symmetric positive definite matrix by its Cholesky factor
     (LAPACK potrf/potri: half the work of a general inverse)."""
-    factor, info = linalg.lapack.dpotrf(matrix, lower=False)
+    from scipy.linalg import lapack  # imported here: see intervals.t95
+
+    factor, info = lapack.dpotrf(matrix, lower=False)
     if info == 0:
-        inverse, info = linalg.lapack.dpotri(factor, lower=False)
+        inverse, info = lapack.dpotri(factor, lower=False)
     if info != 0:  # not numerically positive definite: the general inverse decides
         return np.linalg.inv(matrix)
     return np.triu(inverse) + np.triu(inverse, 1).T

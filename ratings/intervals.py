@@ -19,7 +19,6 @@ half-width ``critical · (400/ln 10) · sqrt(Σ_aa)``.
 import math
 
 import numpy as np
-from scipy import stats
 
 ELO_SCALE = 400.0 / math.log(10.0)
 Z95 = 1.96  # SPEC §7.3 (the normal quantile to two decimals)
@@ -32,7 +31,11 @@ def t95(clusters: float) -> float:
     fractional: an effective number of clusters)."""
     if clusters <= 1:
         raise ValueError("a clustered interval needs more than one cluster")
-    return float(stats.t.ppf(0.975, clusters - 1.0))
+    # imported here: scipy.special takes most of a second to import, and the web
+    # processes that import this module for the board never need a t quantile
+    from scipy.special import stdtrit
+
+    return float(stdtrit(clusters - 1.0, 0.975))
 
 
 def effective_clusters(mass: np.ndarray) -> float:
