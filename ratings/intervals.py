@@ -1,5 +1,5 @@
 """Uncertainty of the centred Bradley-Terry estimate (SPEC §7.3, as revised in
-docs/intervals.md). Pure: numpy and scipy, no ORM.
+docs/intervals.md). Pure: numpy (scipy.special for the t quantile), no ORM.
 
 Variances are on the natural (θ) scale, per agent (the diagonal only: that is all an
 interval needs, and it costs one m × m product instead of three), built from
@@ -8,12 +8,15 @@ centred quantity and exists at ridge 0. ``halfwidth`` turns a variance into a 95
 half-width ``critical · (400/ln 10) · sqrt(Σ_aa)``.
 
 - *battle*: the battle-level sandwich ``C A⁻¹ M A⁻¹ Cᵀ``, ``M = Σ_b w_b² (y_b − μ_b)² x_b
-  x_bᵀ`` scaled by B/(B − (m − 1)) (B battles, m − 1 free strengths), critical value
-  z = 1.96. A tie contributes what it varies (¼ − ¼ at parity: a tie at μ = ½ is no
-  surprise), a weight w enters the variance as w², and nothing assumes y is Bernoulli.
-- *clustered*: ``C A⁻¹ (G/(G−1) Σ_g s_g s_gᵀ) A⁻¹ Cᵀ``, s_g the cluster's score, critical
-  value t(G − 1) (a clustered variance from G clusters has about G − 1 degrees of
-  freedom; z over-states what 5 judges can tell).
+  x_bᵀ`` plus one imaginary Bernoulli battle per pair (``bradley_terry.battle_meat``),
+  scaled by B/(B − (m − 1)) (B battles, m − 1 free strengths), critical value z = 1.96.
+  A tie contributes what it varies (nothing at μ = ½: a tie at parity is no surprise), a
+  weight w enters the variance as w², and nothing assumes y is Bernoulli.
+- *clustered*: ``C A⁻¹ (G/(G−1) Σ_g s_g s_gᵀ) A⁻¹ Cᵀ``, s_g the cluster's score,
+  critical value t(G* − 1) with G* the effective number of clusters (a clustered
+  variance from G clusters has about G − 1 degrees of freedom, fewer when a few clusters
+  hold most of the evidence; z over-states what 5 judges can tell), never narrower than
+  the battle-level interval (``publish``).
 """
 
 import math
