@@ -24,7 +24,7 @@ import numpy as np
 
 from ratings import cells as cells_module
 from ratings import connectivity, intervals
-from ratings.cells import ClusterCells, PairSums, aggregate, orient  # noqa: F401 (API)
+from ratings.cells import ClusterCells, aggregate  # noqa: F401 (aggregate: the pair sums' door)
 
 RIDGE = 1e-3
 R0 = 1000.0

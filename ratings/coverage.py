@@ -175,9 +175,9 @@ def draw_arena(scenario: Scenario, rng: np.random.Generator):
     d = theta[a] - theta[b] + view[judge, a] - view[judge, b]
     mu = 1.0 / (1.0 + np.exp(-d))
     mu = np.where(rng.random(size) < flip, 0.5, mu)
-    tie = rng.random(size) < 4.0 * scenario.ties * mu * (1.0 - mu)
-    # won with probability (μ − P(tie)/2)/(1 − P(tie)) among the non-ties: E[y] = μ
     p_tie = 4.0 * scenario.ties * mu * (1.0 - mu)
+    tie = rng.random(size) < p_tie
+    # won with probability (μ − P(tie)/2)/(1 − P(tie)) among the non-ties: E[y] = μ
     won = rng.random(size) < (mu - p_tie / 2.0) / np.maximum(1.0 - p_tie, 1e-12)
     y = np.where(tie, 0.5, won.astype(float))
     w = rng.choice(np.array(scenario.weights), size) if scenario.weights else None

@@ -20,6 +20,7 @@ half-width ``critical · (400/ln 10) · sqrt(Σ_aa)``.
 """
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -117,19 +118,15 @@ def halfwidth(variance: np.ndarray, critical: float = Z95) -> np.ndarray:
     return critical * ELO_SCALE * np.sqrt(np.clip(variance, 0.0, None))
 
 
+@dataclass(frozen=True)
 class Choice:
     """The published interval: its kind, per-agent half-widths, critical value, and how
     many agents got the floor instead of their clustered half-width."""
 
-    __slots__ = ("critical", "floored", "halfwidth", "kind")
-
-    def __init__(self, kind: str, halfwidth: np.ndarray, critical: float, floored: int):
-        self.kind, self.halfwidth, self.critical, self.floored = (
-            kind,
-            halfwidth,
-            critical,
-            floored,
-        )
+    kind: str
+    halfwidth: np.ndarray
+    critical: float
+    floored: int
 
 
 def publish(
