@@ -18,7 +18,7 @@ iteration off. See docs/intervals.md.
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -57,7 +57,7 @@ class Fit:
     step: float = 0.0  # the last step's largest move of a difference (θ scale)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: a frozen init costs 5× and a refit makes one per agent
 class AgentEstimate:
     index: int
     battles: int
@@ -71,6 +71,9 @@ class AgentEstimate:
     rank_upper: int | None
     unavailable: str | None
     information_halfwidth: float | None = None  # C H⁻¹ Cᵀ: the textbook one, diagnostic
+
+
+_ESTIMATE_FIELDS = [f.name for f in fields(AgentEstimate)]
 
 
 @dataclass(frozen=True)
@@ -103,33 +106,42 @@ def gradient(
     wins: np.ndarray,
     theta: np.ndarray,
     ridge: float,
+    mu: np.ndarray | None = None,
 ) -> np.ndarray:
-    """g = Σ w (y − μ) x − rθ over pair sums."""
-    residual = wins - total * win_probability(theta, i, j)
+    """g = Σ w (y − μ) x − rθ over pair sums (``mu``: μ at θ when the caller has it)."""
+    if mu is None:
+        mu = win_probability(theta, i, j)
+    residual = wins - total * mu
     n = len(theta)
-    return (
-        np.bincount(i, residual, minlength=n)
-        - np.bincount(j, residual, minlength=n)
-        - (ridge * theta)
-    )
+    g = np.bincount(i, residual, minlength=n) - np.bincount(j, residual, minlength=n)
+    g -= ridge * theta
+    return g
 
 
 def laplacian(i: np.ndarray, j: np.ndarray, h: np.ndarray, n: int, diagonal: float = 0.0):
-    """Σ_pairs h (e_i − e_j)(e_i − e_j)ᵀ + diagonal · I, dense n × n."""
-    out = np.zeros((n, n))
-    out[i, j] = -h
-    out[j, i] = -h
-    out[np.diag_indices(n)] = np.bincount(i, h, minlength=n) + np.bincount(j, h, minlength=n)
-    out[np.diag_indices(n)] += diagonal
-    return out
+    """Σ_pairs h (e_i − e_j)(e_i − e_j)ᵀ + diagonal · I, dense n × n, pairs unique (one
+    compiled pass: ``ratings.kernels``)."""
+    from ratings import kernels
+
+    return kernels.laplacian(_i(i), _i(j), _f(h), int(n), float(diagonal))
 
 
 def neg_hessian(
     i: np.ndarray, j: np.ndarray, total: np.ndarray, theta: np.ndarray, ridge: float
 ) -> np.ndarray:
-    """H = Σ w μ(1 − μ) x xᵀ + rI, dense n × n (pairs are unique, so plain assignment)."""
+    """H = Σ w μ(1 − μ) x xᵀ + rI, dense n × n."""
     mu = win_probability(theta, i, j)
     return laplacian(i, j, total * mu * (1.0 - mu), len(theta), ridge)
+
+
+def _f(values) -> np.ndarray:
+    """A float64 array (no copy when it is one): the float type the kernels compile for."""
+    return np.asarray(values, dtype=np.float64)
+
+
+def _i(values) -> np.ndarray:
+    """An int64 array (no copy when it is one): the index type the kernels compile for."""
+    return np.asarray(values, dtype=np.int64)
 
 
 def objective(i, j, total, wins, theta, ridge) -> float:
@@ -169,7 +181,9 @@ def spd_inverse(matrix: np.ndarray) -> np.ndarray:
         inverse, info = lapack.dpotri(factor, lower=False)
     if info != 0:  # not numerically positive definite: the general inverse decides
         return np.linalg.inv(matrix)
-    return np.triu(inverse) + np.triu(inverse, 1).T
+    lower = np.tril_indices(len(inverse), -1)
+    inverse[lower] = inverse.T[lower]  # potri fills the upper triangle only
+    return inverse
 
 
 def newton(
@@ -195,19 +209,22 @@ def newton(
     theta = start(i, j, total, wins, n_agents) if theta0 is None else np.array(theta0, float)
     theta -= theta.mean()
 
-    def projected_gradient(at: np.ndarray) -> np.ndarray:
-        g = gradient(i, j, total, wins, at, ridge)
-        return g - g.mean()
+    def projected_gradient(at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(g − mean g, μ) at θ = ``at``: μ serves the Hessian at the same point."""
+        mu = win_probability(at, i, j)
+        g = gradient(i, j, total, wins, at, ridge, mu)
+        return g - g.mean(), mu
 
-    g = projected_gradient(theta)
+    g, mu = projected_gradient(theta)
     moved = previous = np.inf
     for iteration in range(1, max_iterations + 1):
+        hessian = laplacian(i, j, total * mu * (1.0 - mu), n_agents, ridge)
         # numpy's solve: the least overhead per call for the small systems of replicates
-        step = np.linalg.solve(shift_fixed(neg_hessian(i, j, total, theta, ridge)), g)
+        step = np.linalg.solve(shift_fixed(hessian), g)
         step -= step.mean()
         moved = float(np.max(np.abs(step)))
         trial = theta + step
-        g_trial = projected_gradient(trial)
+        g_trial, mu_trial = projected_gradient(trial)
         if moved > 1e-6 and g_trial @ g_trial > g @ g:
             # The full step did not bring the gradient down: step control, halving
             # until the penalised log-likelihood rises enough (Armijo).
@@ -218,9 +235,9 @@ def newton(
                 if t < 1e-12:  # no step along Newton's direction helps: stuck
                     return Fit(theta, iteration, False, moved)
                 trial = theta + t * step
-            g_trial = projected_gradient(trial)
+            g_trial, mu_trial = projected_gradient(trial)
             moved *= t
-        theta, g = trial, g_trial
+        theta, g, mu = trial, g_trial, mu_trial
         # Newton converges quadratically: once the next move, predicted from the last
         # two (κ · moved², κ = moved / previous²), is below the tolerance, the move
         # just made was the last one that mattered.
@@ -242,15 +259,6 @@ def _validate(a, b, y, w, cluster, reference, n_agents, count=None):
         raise ValueError("a and b must be integer agent indices")
     a = np.asarray(a, dtype=np.int64)  # no copy when they are int64 already
     b = np.asarray(b, dtype=np.int64)
-    if len(a) and (min(a.min(), b.min()) < 0 or max(a.max(), b.max()) >= n_agents):
-        raise ValueError(f"agent indices must lie in 0..{n_agents - 1}")
-    if np.any(a == b):
-        raise ValueError(f"battle {int(np.argmax(a == b))} pits an agent against itself")
-    twice = y * 2.0
-    with np.errstate(invalid="ignore"):  # NaN is refused just below
-        code = twice.astype(np.int64)  # 0, 1, 2: the outcome's slot in a cell key
-    if len(y) and not (np.array_equal(code, twice) and code.min() >= 0 and code.max() <= 2):
-        raise ValueError("outcomes y must be 1, 0.5 or 0")
     if w is not None:
         w = np.asarray(w, dtype=float)
         if w.shape != a.shape:
@@ -269,10 +277,41 @@ def _validate(a, b, y, w, cluster, reference, n_agents, count=None):
         count = np.asarray(count)
         if count.shape != a.shape:
             raise ValueError("count needs one multiplicity per row")
-        if len(count) and not (np.issubdtype(count.dtype, np.integer) and count.min() >= 1):
+        if len(count) and not np.issubdtype(count.dtype, np.integer):
             raise ValueError("counts must be positive integers")
         count = np.asarray(count, dtype=np.int64)
-    return a, b, y, w, cluster, reference, count, code
+    if cells_module.dense_uniform(w, n_agents):
+        # One compiled pass checks every battle and counts it (ratings.kernels).
+        from ratings import kernels
+
+        table, first = kernels.ordered_table(a, b, y, count, n_agents)
+        _refuse(first, n_agents)
+        return a, b, y, w, cluster, reference, count, table
+    if len(a) and (min(a.min(), b.min()) < 0 or max(a.max(), b.max()) >= n_agents):
+        raise ValueError(f"agent indices must lie in 0..{n_agents - 1}")
+    if np.any(a == b):
+        raise ValueError(f"battle {int(np.argmax(a == b))} pits an agent against itself")
+    twice = y * 2.0
+    if len(y) and not np.all((twice == 0.0) | (twice == 1.0) | (twice == 2.0)):
+        raise ValueError("outcomes y must be 1, 0.5 or 0")
+    if count is not None and len(count) and count.min() < 1:
+        raise ValueError("counts must be positive integers")
+    return a, b, y, w, cluster, reference, count, None
+
+
+def _refuse(first: np.ndarray, n_agents: int) -> None:
+    """The error for the first kind of fault ``kernels.ordered_table`` found, in the
+    order the numpy checks above report them."""
+    from ratings import kernels
+
+    if first[kernels.OUT_OF_RANGE] >= 0:
+        raise ValueError(f"agent indices must lie in 0..{n_agents - 1}")
+    if first[kernels.SELF] >= 0:
+        raise ValueError(f"battle {int(first[kernels.SELF])} pits an agent against itself")
+    if first[kernels.OUTCOME] >= 0:
+        raise ValueError("outcomes y must be 1, 0.5 or 0")
+    if first[kernels.COUNT] >= 0:
+        raise ValueError("counts must be positive integers")
 
 
 def rate(
@@ -316,10 +355,10 @@ def rate(
         raise ValueError("R0 must be finite")
     if bootstrap < 0 or seed < 0:
         raise ValueError("bootstrap replicates and the seed must be non-negative")
-    a, b, y, w, cluster, reference, count, code = _validate(
+    a, b, y, w, cluster, reference, count, table = _validate(
         a, b, y, w, cluster, reference, n_agents, count
     )
-    cells = cells_module.count_cells(a, b, y, w, n_agents=n_agents, count=count, code=code)
+    cells = cells_module.count_cells(a, b, y, w, n_agents=n_agents, count=count, table=table)
     pairs = cells.pairs
     battles = np.bincount(pairs.i, pairs.battles, minlength=n_agents) + np.bincount(
         pairs.j, pairs.battles, minlength=n_agents
@@ -334,16 +373,17 @@ def rate(
     members = np.flatnonzero(fitted)
     m = len(members)
 
-    def estimates(**columns) -> list[AgentEstimate]:
+    def estimates(**columns: list) -> list[AgentEstimate]:
+        """One estimate per agent from one list per remaining field."""
+        given = {
+            "index": range(n_agents),
+            "battles": battles.astype(np.int64).tolist(),
+            "weight": weight.tolist(),
+            "unavailable": diagnosis.labels,
+            **columns,
+        }
         return [
-            AgentEstimate(
-                index=agent,
-                battles=int(battles[agent]),
-                weight=float(weight[agent]),
-                unavailable=diagnosis.labels[agent],
-                **{name: values[agent] for name, values in columns.items()},
-            )
-            for agent in range(n_agents)
+            AgentEstimate(*row) for row in zip(*(given[f] for f in _ESTIMATE_FIELDS), strict=True)
         ]
 
     if m == 0:
@@ -436,10 +476,13 @@ def rate(
         )
 
     def spread(values) -> list:
+        if values is None:
+            return [None] * n_agents
+        if m == n_agents:  # every agent is fitted: members is 0..n − 1
+            return values.tolist()
         out: list = [None] * n_agents
-        if values is not None:
-            for agent, value in zip(members.tolist(), values.tolist(), strict=True):
-                out[agent] = value
+        for agent, value in zip(members.tolist(), values.tolist(), strict=True):
+            out[agent] = value
         return out
 
     rating = r0 + intervals.ELO_SCALE * theta_c
@@ -475,13 +518,11 @@ def battle_meat(kept: cells_module.Cells, mu: np.ndarray) -> np.ndarray:
     squared weight at full Bernoulli variance μ(1 − μ): the spread of a pair's outcomes
     is measured from its battles, and a pair seen a few times, all ties, does not claim
     certainty (one battle in the pair's count: negligible once it has a few dozen)."""
-    n_pairs = len(mu)
-    squared = kept.count * kept.w**2
-    spread = np.bincount(kept.pair, squared * (kept.y - mu[kept.pair]) ** 2, minlength=n_pairs)
-    mean_square = np.bincount(kept.pair, squared, minlength=n_pairs) / np.maximum(
-        kept.pairs.battles, 1
+    from ratings import kernels  # one compiled pass over the cells
+
+    return kernels.battle_meat(
+        kept.pair, kept.count, _f(kept.w), _f(kept.y), _f(mu), kept.pairs.battles
     )
-    return spread + mean_square * mu * (1.0 - mu)
 
 
 def _cluster_cells(a, b, y, w, count, cluster, clustered, n_agents) -> ClusterCells | None:

@@ -44,6 +44,8 @@ class Cells:
 
     def keep(self, pair_mask: np.ndarray) -> "Cells":
         """The cells of the pairs ``pair_mask`` selects, pairs renumbered in order."""
+        if pair_mask.all():
+            return self
         row = np.cumsum(pair_mask) - 1
         mine = pair_mask[self.pair]
         p = self.pairs
@@ -79,6 +81,13 @@ def orient(a: np.ndarray, b: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, ...
     return np.where(swap, b, a), np.where(swap, a, b), np.where(swap, 1.0 - y, y)
 
 
+def dense_uniform(w: np.ndarray | None, n_agents: int) -> bool:
+    """Whether cells are one count over the ordered key into a dense table: one weight
+    for every battle, and a table of at most ``DENSE_TABLE`` entries."""
+    uniform = w is None or not len(w) or bool(w.min() == w.max())
+    return uniform and 3 * n_agents * n_agents <= DENSE_TABLE
+
+
 def count_cells(
     a: np.ndarray,
     b: np.ndarray,
@@ -87,30 +96,35 @@ def count_cells(
     *,
     n_agents: int,
     count: np.ndarray | None = None,
-    code: np.ndarray | None = None,
+    table: np.ndarray | None = None,
 ) -> Cells:
     """The cells of battles (a, b, y from a's view, weight w; ``count`` identical
-    battles per row, one when None). ``w`` None means weight 1 for every battle;
-    ``code`` is 2y as int64 when the caller has it already."""
+    battles per row, one when None). ``w`` None means weight 1 for every battle.
+    ``table`` is the ordered-key count when the caller has it already (where
+    ``dense_uniform`` holds: ``kernels.ordered_table``)."""
     n = n_agents
-    uniform = w is None or (len(w) > 0 and w.min() == w.max())
     weight = 1.0 if w is None or not len(w) else float(w[0])
-    if uniform and 3 * n * n <= DENSE_TABLE:
-        if code is None:
-            code = (y * 2.0).astype(np.int64)
-        key = a * (3 * n)
-        key += b * 3
-        key += code
-        table = np.bincount(key, count, minlength=3 * n * n).reshape(n, n, 3)
-        if count is not None:
-            table = np.rint(table).astype(np.int64)
-        lo, hi = np.triu_indices(n, 1)
-        folded = table[lo, hi, :] + table[hi, lo, ::-1]  # outcome from lo's view
-        pair_row, outcome = np.nonzero(folded)
-        cell_count = folded[pair_row, outcome].astype(np.int64)
-        ci, cj = lo[pair_row], hi[pair_row]
-        cy = outcome * 0.5
+    if dense_uniform(w, n):
+        if table is None:
+            key = a * (3 * n)
+            key += b * 3
+            key += (y * 2.0).astype(np.int64)
+            table = np.bincount(key, count, minlength=3 * n * n)
+            if count is not None:
+                table = np.rint(table).astype(np.int64)
+        from ratings import kernels  # numba: imported where a fit runs (ratings.kernels)
+
+        ci, cj, code, cell_count, pair, pi, pj, battles, twice_wins = kernels.fold(table, n)
+        cy = code * 0.5
+        pairs = PairSums(
+            i=pi,
+            j=pj,
+            total=battles * weight,
+            wins=twice_wins * (0.5 * weight),
+            battles=battles,
+        )
         cw = np.full(len(ci), weight)
+        return Cells(i=ci, j=cj, y=cy, w=cw, count=cell_count, pair=pair, pairs=pairs)
     else:
         lo, hi, y_lo = orient(a, b, y)
         code = (y_lo * 2.0).astype(np.int64)

@@ -61,7 +61,16 @@ def diagnose(
     # one. Otherwise every component is needed (Tarjan) to find the largest.
     pivot = np.zeros(n_agents, dtype=bool)
     pivot[int(np.argmax(mass))] = True
-    fitted = reach(src, dst, pivot) & reach(dst, src, pivot)
+    if forward.all() and backward.all():
+        # Every pair won both ways (a mature arena): the strong components are the
+        # undirected ones, so one search finds the main one and nobody is ``separated``.
+        fitted = reach(src, dst, pivot)
+        if 2 * fitted.sum() > compared.sum():
+            for agent in np.flatnonzero(compared & ~fitted).tolist():
+                labels[agent] = DISCONNECTED
+            return Diagnosis(labels, fitted)
+    else:
+        fitted = reach(src, dst, pivot) & reach(dst, src, pivot)
     if 2 * fitted.sum() <= compared.sum():
         strong = strong_components(src, dst, n_agents)
         sizes = np.bincount(strong, minlength=n_agents)
@@ -77,8 +86,11 @@ def diagnose(
         fitted = strong == main
         pivot[:] = False
         pivot[first_member[main]] = True
+    outside = np.flatnonzero(compared & ~fitted).tolist()
+    if not outside:
+        return Diagnosis(labels, fitted)
     linked = reach(np.concatenate([src, dst]), np.concatenate([dst, src]), pivot)
-    for agent in np.flatnonzero(compared & ~fitted).tolist():
+    for agent in outside:
         labels[agent] = SEPARATED if linked[agent] else DISCONNECTED
     return Diagnosis(labels, fitted)
 

@@ -163,8 +163,9 @@ def test_components_match_scipy_on_random_graphs(seed):
     assert np.array_equal(connectivity.reach(src, dst, start), expected)
 
 
+@pytest.mark.parametrize("two_way", [False, True])
 @pytest.mark.parametrize("seed", range(30))
-def test_labels_match_a_scipy_reference_on_random_win_records(seed):
+def test_labels_match_a_scipy_reference_on_random_win_records(seed, two_way):
     from scipy.sparse import coo_array
     from scipy.sparse.csgraph import connected_components
 
@@ -177,6 +178,8 @@ def test_labels_match_a_scipy_reference_on_random_win_records(seed):
     b = (a + rng.integers(1, n, k)) % n
     y = rng.choice([0.0, 0.5, 1.0], k, p=[0.45, 0.1, 0.45])
     w = rng.choice([0.0, 1.0, 2.0], k, p=[0.1, 0.6, 0.3])
+    if two_way:  # every pair won both ways: the one-search path of ``diagnose``
+        y, w = np.full(k, 0.5), rng.choice([1.0, 2.0], k)
     result = rate(a, b, y, n_agents=n, w=w)
 
     win = np.concatenate([w * y, w * (1 - y)])

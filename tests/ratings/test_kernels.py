@@ -1,0 +1,129 @@
+"""The compiled loops (``ratings.kernels``) against plain numpy, and the compiled
+checks against every fault a battle can have, where it sits and with what it shares
+the file."""
+
+import math
+
+import numpy as np
+import pytest
+
+from ratings import bradley_terry, cells, kernels
+from ratings.bradley_terry import rate
+
+
+def random_battles(seed: int, n_agents: int = 9, n: int = 4000):
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, n_agents, n)
+    b = (a + rng.integers(1, n_agents, n)) % n_agents
+    y = rng.choice([0.0, 0.5, 1.0], n, p=[0.4, 0.25, 0.35])
+    return a, b, y
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_ordered_table_is_numpys_count_of_the_ordered_key(seed):
+    a, b, y = random_battles(seed)
+    count = np.random.default_rng(seed).integers(1, 5, len(a))
+    key = (a * 9 + b) * 3 + (2 * y).astype(np.int64)
+    for weights in (None, count):
+        table, first = kernels.ordered_table(a, b, y, weights, 9)
+        np.testing.assert_array_equal(table, np.bincount(key, weights, minlength=243))
+        assert first.tolist() == [-1, -1, -1, -1]
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_folded_cells_are_those_of_the_sorted_path(seed, monkeypatch):
+    # the dense table folded by the compiled loop and the sort over oriented keys (the
+    # path for unequal weights or big tables) are two ways to the same cells
+    a, b, y = random_battles(seed)
+    count = np.random.default_rng(seed).integers(1, 5, len(a))
+    table, _ = kernels.ordered_table(a, b, y, count, 9)
+    folded = cells.count_cells(a, b, y, None, n_agents=9, count=count, table=table)
+    unfolded = cells.count_cells(a, b, y, None, n_agents=9, count=count)
+    monkeypatch.setattr(cells, "DENSE_TABLE", 0)
+    sorted_ = cells.count_cells(a, b, y, None, n_agents=9, count=count)
+    for got in (folded, unfolded):
+        for field in ("i", "j", "y", "w", "count", "pair"):
+            np.testing.assert_array_equal(getattr(got, field), getattr(sorted_, field))
+        for field in ("i", "j", "total", "wins", "battles"):
+            np.testing.assert_allclose(getattr(got.pairs, field), getattr(sorted_.pairs, field))
+
+
+def test_the_laplacian_is_the_sum_of_its_outer_products():
+    rng = np.random.default_rng(6)
+    i, j = np.triu_indices(7, 1)
+    keep = rng.random(len(i)) < 0.6
+    i, j = i[keep], j[keep]
+    h = rng.random(len(i))
+    expected = 0.25 * np.eye(7)
+    for p, q, v in zip(i, j, h, strict=True):
+        x = np.zeros(7)
+        x[p], x[q] = 1.0, -1.0
+        expected += v * np.outer(x, x)
+    np.testing.assert_allclose(bradley_terry.laplacian(i, j, h, 7, 0.25), expected)
+
+
+def test_an_empty_file_counts_nothing():
+    empty = np.zeros(0, dtype=np.int64)
+    table, first = kernels.ordered_table(empty, empty, np.zeros(0), None, 4)
+    assert not table.any() and first.tolist() == [-1, -1, -1, -1]
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "y", "message"),
+    [
+        (3, 1, 1.0, r"0\.\.2"),
+        (-1, 1, 1.0, r"0\.\.2"),  # a negative index wraps past n in the unsigned test
+        (0, -3, 1.0, r"0\.\.2"),
+        (2, 2, 0.5, "battle 57 pits an agent against itself"),
+        (0, 1, 0.25, "1, 0.5 or 0"),
+        (0, 1, -0.5, "1, 0.5 or 0"),
+        (0, 1, 1.5, "1, 0.5 or 0"),
+        (0, 1, math.nan, "1, 0.5 or 0"),
+        (0, 1, math.inf, "1, 0.5 or 0"),
+    ],
+)
+def test_one_bad_battle_among_many_is_refused(a, b, y, message):
+    good_a, good_b, good_y = random_battles(7, n_agents=3, n=100)
+    good_a[57], good_b[57], good_y[57] = a, b, y
+    with pytest.raises(ValueError, match=message):
+        rate(good_a, good_b, good_y, n_agents=3)
+
+
+def test_faults_are_reported_in_the_order_of_their_kinds_not_of_the_battles():
+    # an out-of-range index is reported before an earlier self-battle or bad outcome,
+    # a self-battle before an earlier bad outcome, as the numpy checks report them
+    a, b, y = np.array([0, 1, 0, 2]), np.array([1, 1, 5, 0]), np.array([0.3, 1.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match=r"0\.\.2"):
+        rate(a, b, y, n_agents=3)
+    a, b = np.array([0, 1, 2]), np.array([1, 1, 0])
+    with pytest.raises(ValueError, match="battle 1 pits"):
+        rate(a, b, y[:3], n_agents=3)
+    with pytest.raises(ValueError, match="positive integers"):
+        rate(np.array([0, 1]), np.array([1, 2]), np.ones(2), n_agents=3, count=np.array([2, -1]))
+
+
+def test_the_sorted_path_refuses_the_same_faults(monkeypatch):
+    # the numpy checks (unequal weights, or too many agents for a dense table) say
+    # what the compiled ones say
+    monkeypatch.setattr(cells, "DENSE_TABLE", 0)
+    for a, b, y, message in [
+        ([0, 3], [1, 0], [1.0, 1.0], r"0\.\.2"),
+        ([0, 2], [1, 2], [1.0, 1.0], "battle 1 pits"),
+        ([0, 1], [1, 2], [1.0, math.nan], "1, 0.5 or 0"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            rate(np.array(a), np.array(b), np.array(y), n_agents=3)
+    with pytest.raises(ValueError, match="positive integers"):
+        rate(np.array([0]), np.array([1]), np.ones(1), n_agents=3, count=np.array([0]))
+
+
+def test_the_compiled_and_numpy_paths_give_the_same_board(monkeypatch):
+    a, b, y = random_battles(8)
+    compiled = rate(a, b, y, n_agents=9, bootstrap=30, seed=3)
+    monkeypatch.setattr(cells, "DENSE_TABLE", 0)
+    sorted_ = rate(a, b, y, n_agents=9, bootstrap=30, seed=3)
+    for x, z in zip(compiled.agents, sorted_.agents, strict=True):
+        assert x.battles == z.battles and x.rank_lower == z.rank_lower
+        assert x.rank_upper == z.rank_upper
+        assert x.rating == pytest.approx(z.rating, abs=1e-9)
+        assert x.lower == pytest.approx(z.lower, abs=1e-9)
