@@ -2,7 +2,7 @@
 
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -13,6 +13,9 @@ from agents.models import Agent, AgentStandingLogEntry, Arena
 from agents.policies import BUILTIN_POLICIES, BUILTIN_ROSTER, Policy
 from arena_site.exceptions import ApplicationError
 from sandboxes.netpolicy import Allowlist, OutboundPolicy, default_resolver
+
+if TYPE_CHECKING:
+    from agents.providers.base import ModelClient
 
 
 @transaction.atomic
@@ -142,6 +145,34 @@ class AgentFailure(Exception):
     retries, a protocol violation). The run ends with end reason "error"."""
 
 
+def model_client_for(agent: Agent, *, retries: int | None = None) -> "ModelClient":
+    """The model client of a scaffold agent: its team's key (else the arena's key
+    variable), the arena's timeouts, prices and address policy. ``retries`` overrides
+    the client's own retries (an evaluation retries in ``evals.calls`` instead, so it
+    passes 0). Raises ``AgentFailure`` naming what is missing."""
+    from agents.keys import KeyEncryptionError
+    from agents.providers.base import ProviderError
+    from agents.providers.registry import ProviderDefaults, client_for
+
+    params = dict(agent.params or {})
+    if retries is not None:
+        params["max_retries"] = retries
+    try:
+        arena = settings.ARENA
+        defaults = ProviderDefaults(
+            timeout_s=arena.provider_timeout_s,
+            max_retries=arena.provider_max_retries,
+            prices=arena.model_prices,
+            outbound=outbound_policy(),
+        )
+        return client_for(
+            agent.provider, agent.model_id, params=params, defaults=defaults,
+            team_key=_team_key(agent),
+        )  # fmt: skip
+    except (ProviderError, KeyEncryptionError) as exc:
+        raise AgentFailure(str(exc)) from exc
+
+
 def policy_for(
     agent: Agent,
     *,
@@ -158,25 +189,10 @@ def policy_for(
         return BUILTIN_POLICIES[agent.builtin_policy]()
     params = agent.params or {}
     if agent.kind == Agent.Kind.SCAFFOLD:
-        from agents.keys import KeyEncryptionError
         from agents.providers.base import ProviderError
-        from agents.providers.registry import ProviderDefaults, client_for
         from agents.scaffold import ScaffoldPolicy
 
-        try:
-            arena = settings.ARENA
-            defaults = ProviderDefaults(
-                timeout_s=arena.provider_timeout_s,
-                max_retries=arena.provider_max_retries,
-                prices=arena.model_prices,
-                outbound=outbound_policy(),
-            )
-            client = client_for(
-                agent.provider, agent.model_id, params=params, defaults=defaults,
-                team_key=_team_key(agent),
-            )  # fmt: skip
-        except (ProviderError, KeyEncryptionError) as exc:
-            raise AgentFailure(str(exc)) from exc
+        client = model_client_for(agent)
         return _Failing(
             ScaffoldPolicy(
                 client=client,
