@@ -162,6 +162,7 @@ INSTALLED_APPS = [
     "battles",
     "judging",
     "ratings",
+    "evals",
 ]
 
 MIDDLEWARE = [
@@ -313,7 +314,13 @@ CACHES = {
 }
 RQ_QUEUES = {
     name: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": timeout}
-    for name, timeout in (("battles", 3600), ("judging", 300), ("ratings", 300), ("default", 300))
+    for name, timeout in (
+        ("battles", 3600),
+        ("judging", 300),
+        ("ratings", 300),
+        ("default", 300),
+        ("evals", 86_400),  # an evaluation job runs a whole suite: hours for a big one
+    )
 }
 # Run jobs in-process only when explicitly asked (never in tests that claim a worker).
 RQ_ASYNC = env_bool("ARENA_RQ_ASYNC", True)

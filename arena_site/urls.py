@@ -22,6 +22,7 @@ from arena_site.api_docs import SwaggerDocs
 from arena_site.exceptions import error_body
 from arena_site.parsers import ID_MAX
 from battles.api import BattleDetailApi, BattleListApi, TaskDetailApi, TaskListCreateApi
+from evals.api import EvaluationCancelApi, EvaluationDetailApi, EvaluationListCreateApi
 from judging.api import JudgeNextApi, VoteCreateApi, VoteMineApi
 from ratings.api import LeaderboardApi
 from ratings.metrics_views import MetricsApi, metrics_page
@@ -67,6 +68,9 @@ api = [
     path("agents/", AgentListCreateApi.as_view(), name="agents"),
     path("agents/<id:pk>/", AgentDetailApi.as_view(), name="agent"),
     path("agents/<id:pk>/check/", AgentCheckApi.as_view(), name="agent-check"),
+    path("evaluations/", EvaluationListCreateApi.as_view(), name="evaluations"),
+    path("evaluations/<id:pk>/", EvaluationDetailApi.as_view(), name="evaluation"),
+    path("evaluations/<id:pk>/cancel/", EvaluationCancelApi.as_view(), name="evaluation-cancel"),
 ]
 
 urlpatterns = [

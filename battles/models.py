@@ -360,7 +360,25 @@ class Step(models.Model):
         return f"{self.run} step {self.index}"
 
 
-class Span(models.Model):
+class TimedCall(models.Model):
+    """What every span of the waterfall records of one timed call (a lane's here, an
+    evaluation's in ``evals.models.EvalSpan``)."""
+
+    name = models.CharField(max_length=200)
+    input = models.JSONField(default=dict, blank=True)
+    output = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField()
+    latency_ms = models.PositiveIntegerField()
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+
+    class Meta:
+        abstract = True
+
+
+class Span(TimedCall):
     """One timed operation of a run: a model call, a tool call or a remote exchange."""
 
     class Kind(models.TextChoices):
@@ -371,15 +389,6 @@ class Span(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="spans")
     step_index = models.PositiveIntegerField(null=True, blank=True)
     kind = models.CharField(max_length=10, choices=Kind.choices)
-    name = models.CharField(max_length=200)
-    input = models.JSONField(default=dict, blank=True)
-    output = models.JSONField(default=dict, blank=True)
-    error = models.TextField(blank=True)
-    started_at = models.DateTimeField()
-    latency_ms = models.PositiveIntegerField()
-    input_tokens = models.PositiveIntegerField(default=0)
-    output_tokens = models.PositiveIntegerField(default=0)
-    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
 
     class Meta:
         ordering = ["started_at", "pk"]

@@ -258,6 +258,9 @@ def main() -> None:
                 env,
             )
         )  # fmt: skip
+        # Offline evaluations (docs/evaluations.md): a worker of their own, since one
+        # evaluation job can run for hours and must not hold up judging or ratings.
+        children.append(start("evaluations worker", [PY, "manage.py", "rqworker", "evals"], env))
         # RQ's cron scheduler, kept going through a Redis restart (arena_site/worker.py).
         children.append(start("scheduler", [PY, "-m", "arena_site.worker", "arena_site.cron"], env))
         wait_for_web(children)

@@ -63,6 +63,9 @@ def test_the_walk_finds_every_api_route():
         "api/agents/",
         "api/agents/<id:pk>/",
         "api/agents/<id:pk>/check/",
+        "api/evaluations/",
+        "api/evaluations/<id:pk>/",
+        "api/evaluations/<id:pk>/cancel/",
     }
 
 
@@ -103,6 +106,9 @@ def test_the_tenant_views_are_the_battles_api():
         "agents.api.AgentListCreateApi",
         "agents.api.AgentDetailApi",
         "agents.api.AgentCheckApi",
+        "evals.api.EvaluationListCreateApi",
+        "evals.api.EvaluationDetailApi",
+        "evals.api.EvaluationCancelApi",
     }
 
 

@@ -1,0 +1,167 @@
+"""The evaluations API: create (the suite and rubric files' text in the body), list,
+read (with the run record), cancel. Tenant-scoped (``accounts.tenancy``): another
+team's evaluation is a 404, as if it did not exist."""
+
+from django.db import transaction
+from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema, extend_schema_view
+from rest_framework import generics, serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts.tenancy import TenantScopedApiMixin
+from arena_site.schema import StrictCharField, error_response
+from evals import selectors, services
+from evals.models import Evaluation
+from evals.suites import MAX_FILE_BYTES
+
+
+class FileInput(serializers.Serializer):
+    name = StrictCharField(max_length=200, help_text="The file's name, as the record cites it.")
+    content = StrictCharField(
+        trim_whitespace=False,
+        help_text="The file's text (UTF-8), YAML or JSON. Its SHA-256 is its identity.",
+    )
+
+
+class EvaluationCreateInput(serializers.Serializer):
+    suite = FileInput(help_text="The task suite (docs/evaluations.md has the format).")
+    rubric = FileInput(required=False, help_text="Criteria for the rubric judge.")
+    agents = serializers.ListField(
+        child=StrictCharField(max_length=64),
+        min_length=1,
+        max_length=16,
+        help_text="Slugs of the candidate agents, in order: your team's or the arena's.",
+    )
+    judge = StrictCharField(
+        max_length=64, required=False, help_text="Slug of the judge (rubric and pairwise)."
+    )
+    pairwise = serializers.BooleanField(default=False, help_text="Judge every pair of replies.")
+    max_tokens = serializers.IntegerField(
+        default=4096, min_value=1, max_value=200_000, help_text="Candidates' output budget."
+    )
+
+
+class EvaluationOutput(serializers.ModelSerializer):
+    suite = serializers.CharField(source="suite.name")
+    suite_sha256 = serializers.CharField(source="suite.sha256")
+    agents = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Evaluation
+        fields = [
+            "id",
+            "status",
+            "suite",
+            "suite_sha256",
+            "agents",
+            "pairwise",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+
+    def get_agents(self, evaluation) -> list[str]:
+        return [c.agent.slug for c in evaluation.candidates.all()]
+
+
+def _scoped(team_ids: list[int]) -> QuerySet:
+    return (
+        Evaluation.objects.filter(team_id__in=team_ids)
+        .select_related("suite")
+        .prefetch_related("candidates__agent")
+    )
+
+
+@extend_schema_view(
+    get=extend_schema(operation_id="evaluations_list", description="Your team's, newest first.")
+)
+class EvaluationListCreateApi(TenantScopedApiMixin, generics.ListAPIView):
+    serializer_class = EvaluationOutput
+
+    def scoped_queryset(self, team_ids: list[int]) -> QuerySet:
+        return _scoped(team_ids).order_by("-id")
+
+    @extend_schema(
+        operation_id="evaluations_create",
+        request=EvaluationCreateInput,
+        responses={
+            201: EvaluationOutput,
+            400: error_response(
+                400, "invalid_suite / invalid_rubric (the message names the file, the task and "
+                "the field), judge_is_candidate, no_judge, duplicate_agent, not_a_model, "
+                "unsupported_task_kind, too_few_agents."
+            ),
+            404: error_response(404, "unknown_agent: not your team's nor the arena's."),
+        },
+        description="Stores the suite (and rubric) and starts the evaluation on the evals "
+        "queue. The files arrive as text; bigger than the request limit, use "
+        "`manage.py eval run`.",
+    )  # fmt: skip
+    def post(self, request):
+        data = EvaluationCreateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        team = self.get_team()
+        for part in ("suite", "rubric"):
+            if part in v and len(v[part]["content"].encode()) > MAX_FILE_BYTES:
+                return Response(
+                    {"error": {"code": "file_too_large", "message": f"the {part} is too big"}},
+                    status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+                )
+        with transaction.atomic():
+            suite = services.suite_store(
+                team=team, name=v["suite"]["name"], data=v["suite"]["content"].encode()
+            )
+            rubric = (
+                services.rubric_store(
+                    team=team, name=v["rubric"]["name"], data=v["rubric"]["content"].encode()
+                )
+                if "rubric" in v
+                else None
+            )
+            evaluation = services.evaluation_create(
+                team=team,
+                suite=suite,
+                agent_slugs=v["agents"],
+                rubric=rubric,
+                judge_slug=v.get("judge"),
+                pairwise=v["pairwise"],
+                max_tokens=v["max_tokens"],
+                user=request.user,
+            )
+            services.evaluation_enqueue(evaluation.pk)
+        return Response(
+            EvaluationOutput(_scoped([team.pk]).get(pk=evaluation.pk)).data,
+            status=status.HTTP_201_CREATED,
+        )
+
+
+class EvaluationDetailApi(TenantScopedApiMixin, APIView):
+    def scoped_queryset(self, team_ids: list[int]) -> QuerySet:
+        return _scoped(team_ids)
+
+    @extend_schema(
+        operation_id="evaluations_retrieve",
+        responses={200: dict},
+        description="The evaluation's run record (evals/record.schema.json): provenance, "
+        "results, judgements and statistics so far.",
+    )
+    def get(self, request, pk: int):
+        return Response(selectors.evaluation_record(self.get_object()))
+
+
+class EvaluationCancelApi(TenantScopedApiMixin, APIView):
+    def scoped_queryset(self, team_ids: list[int]) -> QuerySet:
+        return _scoped(team_ids)
+
+    @extend_schema(
+        operation_id="evaluations_cancel",
+        request=None,
+        responses={200: EvaluationOutput},
+        description="Stops the evaluation before its next call; what is stored stays. A "
+        "finished evaluation is left as it is.",
+    )
+    def post(self, request, pk: int):
+        evaluation = services.evaluation_cancel(evaluation=self.get_object())
+        return Response(EvaluationOutput(evaluation).data)

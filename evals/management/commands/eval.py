@@ -1,0 +1,98 @@
+"""``manage.py eval run``: an offline evaluation of roster agents on a task suite, run
+here (sequentially, one call at a time), written as one JSON run record.
+
+    python manage.py eval run --team T --suite suite.yaml --agent a --agent b \\
+        [--rubric rubric.yaml] [--judge j] [--pairwise] [--output run.json] [--resume ID]
+
+The record goes to ``--output`` (stdout without it) even when something failed; the
+exit status is then 1. A bad flag or file exits 2 with one line saying what to fix.
+``--resume ID`` runs only what evaluation ID is missing (after an interruption)."""
+
+import json
+import sys
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
+
+from accounts.models import Team
+from arena_site.exceptions import ApplicationError
+from evals import selectors, services
+
+
+class Command(BaseCommand):
+    help = "Offline evaluations of task suites (run)."
+
+    def add_arguments(self, parser) -> None:
+        sub = parser.add_subparsers(dest="action", required=True)
+        run = sub.add_parser("run", help="run an evaluation and write its record")
+        run.add_argument("--team", required=True, help="the team the evaluation belongs to")
+        run.add_argument("--suite", help="suite file (YAML or JSON)")
+        run.add_argument("--agent", action="append", default=[], help="agent slug (repeat)")
+        run.add_argument("--rubric", help="rubric file (YAML or JSON)")
+        run.add_argument("--judge", help="judge agent slug (rubric and pairwise judging)")
+        run.add_argument("--pairwise", action="store_true", help="judge every pair of replies")
+        run.add_argument("--max-tokens", type=int, default=4096, help="candidate output budget")
+        run.add_argument("--output", help="where to write the record (stdout without it)")
+        run.add_argument("--resume", type=int, help="finish evaluation ID instead of a new one")
+
+    def handle(self, *args, action, **options) -> None:
+        try:
+            code = self._run(**options)
+        except ApplicationError as error:
+            raise CommandError(error.message, returncode=2) from None
+        if code:
+            sys.exit(code)
+
+    def _read(self, path: str) -> bytes:
+        try:
+            return Path(path).read_bytes()
+        except OSError as error:
+            raise CommandError(f"cannot read {path}: {error.strerror}", returncode=2) from None
+
+    def _run(self, *, team, suite, agent, rubric, judge, pairwise, max_tokens, output, resume, **_):
+        owner = Team.objects.filter(name=team).first()
+        if owner is None:
+            raise CommandError(f"no team named {team!r}", returncode=2)
+        if resume is not None:
+            evaluation = selectors.evaluation_for_team(team=owner, evaluation_id=resume)
+        else:
+            if not suite:
+                raise CommandError("--suite is required (or --resume ID)", returncode=2)
+            stored_suite = services.suite_store(team=owner, name=suite, data=self._read(suite))
+            stored_rubric = (
+                services.rubric_store(team=owner, name=rubric, data=self._read(rubric))
+                if rubric
+                else None
+            )
+            evaluation = services.evaluation_create(
+                team=owner,
+                suite=stored_suite,
+                agent_slugs=agent,
+                rubric=stored_rubric,
+                judge_slug=judge,
+                pairwise=pairwise,
+                max_tokens=max_tokens,
+            )
+        tasks = len(evaluation.suite.tasks)
+        agents = evaluation.candidates.count()
+        total = tasks * agents
+        if evaluation.rubric:
+            total += tasks * agents * len(evaluation.rubric.criteria)
+        if evaluation.pairwise:
+            total += tasks * agents * (agents - 1) // 2
+        with tqdm(
+            total=total, desc=f"evaluation {evaluation.pk}", unit="call", file=sys.stderr,
+            disable=not sys.stderr.isatty(),
+        ) as bar:  # fmt: skip
+            evaluation = services.evaluation_execute(
+                evaluation_id=evaluation.pk, progress=lambda label: bar.update(1)
+            )
+        record = selectors.evaluation_record(evaluation)
+        text = json.dumps(record, indent=2, ensure_ascii=False)
+        if output:
+            Path(output).write_text(text + "\n")
+            self.stderr.write(f"evaluation {evaluation.pk}: record written to {output}")
+        else:
+            self.stdout.write(text)
+        return 0 if record["run"]["complete"] else 1

@@ -1,0 +1,244 @@
+"""Offline evaluations: N roster agents × a task suite, scored by exact match, a rubric
+judge and/or a pairwise judge. Everything belongs to a team and is private to it.
+
+A suite and a rubric are stored with their file's bytes and SHA-256 (the identity the
+run record cites); an evaluation has one ``EvalRun`` per (task, agent), stored as it
+finishes, so that running an interrupted evaluation again does only what is missing.
+"""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from battles.models import TimedCall
+
+
+class StoredFile(models.Model):
+    """A team's file as it was loaded: its bytes, and their SHA-256 as its identity."""
+
+    team = models.ForeignKey("accounts.Team", on_delete=models.PROTECT, related_name="%(class)ss")
+    name = models.CharField(max_length=200, help_text="The file name it was loaded from.")
+    sha256 = models.CharField(max_length=64)
+    source = models.BinaryField(help_text="The file's bytes, as loaded.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        abstract = True
+        constraints = [
+            models.UniqueConstraint(fields=["team", "sha256"], name="%(class)s_unique_team_hash")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.sha256[:12]})"
+
+
+class Suite(StoredFile):
+    tasks = models.JSONField(help_text="The parsed tasks (evals.suites.SuiteTask fields).")
+
+    class Meta(StoredFile.Meta):
+        pass
+
+
+class Rubric(StoredFile):
+    criteria = models.JSONField(help_text="[{name, description, scale, weight}, ...]")
+
+    class Meta(StoredFile.Meta):
+        pass
+
+
+class Evaluation(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        DONE = "done"  # every run and judgement finished (some may have failed)
+        CANCELLED = "cancelled"
+
+    team = models.ForeignKey("accounts.Team", on_delete=models.PROTECT, related_name="evaluations")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    suite = models.ForeignKey(Suite, on_delete=models.PROTECT, related_name="evaluations")
+    rubric = models.ForeignKey(
+        Rubric, null=True, blank=True, on_delete=models.PROTECT, related_name="evaluations"
+    )
+    judge = models.ForeignKey(
+        "agents.Agent",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="The model that judges (rubric and pairwise); never one of the candidates.",
+    )
+    pairwise = models.BooleanField(default=False, help_text="Judge every pair of replies.")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    settings = models.JSONField(
+        default=dict, help_text="max_tokens, attempts, concurrency: what the record cites."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["team", "-created_at"], name="evaluation_team_recent")]
+
+    def __str__(self) -> str:
+        return f"Evaluation {self.pk}"
+
+
+class Candidate(models.Model):
+    """An agent of an evaluation, in the order given (the record keeps it)."""
+
+    evaluation = models.ForeignKey(Evaluation, on_delete=models.CASCADE, related_name="candidates")
+    agent = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="+")
+    position = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["evaluation", "agent"], name="candidate_unique"),
+            models.UniqueConstraint(
+                fields=["evaluation", "position"], name="candidate_unique_position"
+            ),
+        ]
+        ordering = ["position"]
+
+    def __str__(self) -> str:
+        return f"Evaluation {self.evaluation_id} candidate {self.position}"
+
+
+class EvalRun(models.Model):
+    """One agent on one task of the suite."""
+
+    class Status(models.TextChoices):
+        DONE = "done"
+        ERROR = "error"
+
+    evaluation = models.ForeignKey(Evaluation, on_delete=models.CASCADE, related_name="runs")
+    task_id = models.CharField(max_length=200)
+    agent = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="+")
+    status = models.CharField(max_length=10, choices=Status.choices)
+    output = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    exact_score = models.FloatField(null=True, blank=True, help_text="1.0 or 0.0; null: no check")
+    started_at = models.DateTimeField()
+    duration_ms = models.PositiveIntegerField()
+    attempts = models.PositiveIntegerField(default=1)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["evaluation", "task_id", "agent"], name="evalrun_unique_task_agent"
+            )
+        ]
+        ordering = ["pk"]
+
+    def __str__(self) -> str:
+        return f"Evaluation {self.evaluation_id} task {self.task_id} agent {self.agent_id}"
+
+
+class EvalSpan(TimedCall):
+    """One model call of an evaluation, for the waterfall: a candidate's or a rubric
+    judge's (``run`` set) or a pairwise judge's (``pair`` set)."""
+
+    class Role(models.TextChoices):
+        CANDIDATE = "candidate"
+        RUBRIC = "rubric"
+        PAIRWISE = "pairwise"
+
+    evaluation = models.ForeignKey(Evaluation, on_delete=models.CASCADE, related_name="spans")
+    run = models.ForeignKey(
+        EvalRun, null=True, blank=True, on_delete=models.CASCADE, related_name="spans"
+    )
+    pair = models.ForeignKey(
+        "PairJudgement", null=True, blank=True, on_delete=models.CASCADE, related_name="spans"
+    )
+    role = models.CharField(max_length=10, choices=Role.choices)
+
+    class Meta:
+        ordering = ["started_at", "pk"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(run__isnull=False, pair__isnull=True)
+                | Q(run__isnull=True, pair__isnull=False),
+                name="evalspan_of_a_run_or_a_pair",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.role} {self.name} ({self.latency_ms} ms)"
+
+
+class CriterionScore(models.Model):
+    """The rubric judge's score of one run on one criterion (000 §3)."""
+
+    class Status(models.TextChoices):
+        OK = "ok"
+        ERROR = "error"
+
+    run = models.ForeignKey(EvalRun, on_delete=models.CASCADE, related_name="criterion_scores")
+    criterion = models.CharField(max_length=200)
+    score = models.IntegerField(null=True, blank=True)
+    scale = models.PositiveIntegerField()
+    weight = models.FloatField()
+    justification = models.TextField(blank=True)
+    rubric_sha256 = models.CharField(max_length=64)
+    judge_model = models.CharField(max_length=200)
+    status = models.CharField(max_length=10, choices=Status.choices)
+    error = models.TextField(blank=True)
+    corrected = models.BooleanField(default=False)
+    raw = models.JSONField(default=list, help_text="The judge's raw replies, in order.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "criterion"], name="criterion_score_unique"),
+            models.CheckConstraint(
+                condition=Q(status="error", score__isnull=True)
+                | Q(status="ok", score__isnull=False, score__gte=0, score__lte=models.F("scale")),
+                name="criterion_score_in_scale",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Run {self.run_id} {self.criterion}: {self.score}"
+
+
+class PairJudgement(models.Model):
+    """The pairwise judge on one task and one pair of agents (003): both orientations,
+    the second mapped back to (A, B); resolved, or failed for good (never a draw)."""
+
+    class Winner(models.TextChoices):
+        A = "A"
+        B = "B"
+        TIE = "tie"
+
+    evaluation = models.ForeignKey(
+        Evaluation, on_delete=models.CASCADE, related_name="pair_judgements"
+    )
+    task_id = models.CharField(max_length=200)
+    agent_a = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="+")
+    agent_b = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="+")
+    winner = models.CharField(max_length=3, choices=Winner.choices, blank=True)
+    agreement = models.BooleanField(null=True)
+    ab_winner = models.CharField(max_length=3, blank=True)
+    ba_winner = models.CharField(max_length=3, blank=True, help_text="Mapped back to (A, B).")
+    ab_reason = models.TextField(blank=True)
+    ba_reason = models.TextField(blank=True)
+    ab_raw = models.JSONField(default=list)
+    ba_raw = models.JSONField(default=list)
+    failure = models.TextField(blank=True, help_text="Why the game failed; empty when resolved.")
+    judge_model = models.CharField(max_length=200)
+    duration_ms = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["evaluation", "task_id", "agent_a", "agent_b"], name="pair_judgement_unique"
+            ),
+            models.CheckConstraint(
+                condition=Q(winner="", failure__gt="") | (~Q(winner="") & Q(failure="")),
+                name="pair_judgement_resolved_or_failed",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        outcome = self.winner or "failed"
+        return f"Task {self.task_id}: {self.agent_a_id} vs {self.agent_b_id} → {outcome}"

@@ -1,0 +1,175 @@
+"""Reads of offline evaluations: a team's evaluation, and its run record — the one JSON
+document that says what ran, with what, and what came of it (never a key)."""
+
+from typing import Any
+
+from accounts.models import Team
+from agents.models import Agent
+from arena_site.exceptions import ApplicationError
+from evals import aggregates, provenance
+from evals.models import CriterionScore, EvalRun, Evaluation, PairJudgement
+
+RECORD_SCHEMA = "agent-arena/evaluation-record/1"
+
+
+def evaluation_for_team(*, team: Team, evaluation_id: int) -> Evaluation:
+    """The team's evaluation; another team's is 404, as if it did not exist."""
+    evaluation = Evaluation.objects.filter(team=team, pk=evaluation_id).first()
+    if evaluation is None:
+        raise ApplicationError("no such evaluation", code="not_found", status=404)
+    return evaluation
+
+
+def _agent(agent: Agent) -> dict[str, Any]:
+    params = agent.params or {}
+    return {
+        "slug": agent.slug,
+        "provider": agent.provider,
+        "model": agent.model_id,
+        # where its calls went: the agent's own base URL, else the provider's default or
+        # the operator's override (no key: keys are never in params)
+        "base_url": params.get("base_url") or "",
+    }
+
+
+def _iso(value) -> str | None:
+    return value.isoformat() if value else None
+
+
+def evaluation_record(evaluation: Evaluation) -> dict[str, Any]:
+    """The run record: provenance (``run``), the tasks, each (task, agent)'s result in
+    task-file and candidate order, the pairwise judgements and failures, and the
+    aggregates of 000 §4 (weighted scores, win rates, per-criterion means with 95 %
+    bootstrap intervals, seed 42)."""
+    candidates = [c.agent for c in evaluation.candidates.select_related("agent")]
+    tasks = evaluation.suite.tasks
+    runs = {(r.task_id, r.agent_id): r for r in EvalRun.objects.filter(evaluation=evaluation)}
+    scores: dict[int, list[CriterionScore]] = {}
+    for s in CriterionScore.objects.filter(run__evaluation=evaluation).order_by("pk"):
+        scores.setdefault(s.run_id, []).append(s)
+    order = {
+        c["name"]: i for i, c in enumerate(evaluation.rubric.criteria if evaluation.rubric else [])
+    }
+
+    results, per_task, criterion_rows = [], {}, []
+    for task in tasks:
+        for agent in candidates:
+            run = runs.get((task["id"], agent.pk))
+            if run is None:
+                results.append({"task_id": task["id"], "agent": agent.slug, "status": "missing"})
+                continue
+            judged = sorted(scores.get(run.pk, []), key=lambda s: order.get(s.criterion, 0))
+            ok = [s for s in judged if s.status == CriterionScore.Status.OK]
+            weighted = None
+            if evaluation.rubric and ok and len(ok) == len(evaluation.rubric.criteria):
+                weighted = aggregates.weighted_score([(s.score, s.scale, s.weight) for s in ok])
+                per_task.setdefault(task["id"], {})[agent.slug] = weighted
+            criterion_rows += [(agent.slug, s.criterion, float(s.score)) for s in ok]
+            results.append(
+                {
+                    "task_id": task["id"],
+                    "agent": agent.slug,
+                    "status": run.status,
+                    "output": run.output,
+                    "error": run.error,
+                    "exact_score": run.exact_score,
+                    "duration_ms": run.duration_ms,
+                    "attempts": run.attempts,
+                    "weighted_score": weighted,
+                    "criteria": [
+                        {
+                            "criterion": s.criterion,
+                            "score": s.score,
+                            "scale": s.scale,
+                            "weight": s.weight,
+                            "justification": s.justification,
+                            "status": s.status,
+                            "error": s.error,
+                            "corrected": s.corrected,
+                            "raw": s.raw,
+                        }
+                        for s in judged
+                    ],
+                }
+            )
+
+    judgments, failures = [], []
+    for p in (
+        PairJudgement.objects.filter(evaluation=evaluation)
+        .select_related("agent_a", "agent_b")
+        .order_by("pk")
+    ):
+        row = {
+            "task_id": p.task_id,
+            "a": p.agent_a.slug,
+            "b": p.agent_b.slug,
+            "ab": {"winner": p.ab_winner, "reason": p.ab_reason, "raw": p.ab_raw},
+            "ba": {"winner": p.ba_winner, "reason": p.ba_reason, "raw": p.ba_raw},
+            "duration_ms": p.duration_ms,
+            "judge_model": p.judge_model,
+        }
+        if p.winner:
+            judgments.append({**row, "winner": p.winner, "agreement": p.agreement})
+        else:
+            failures.append({**row, "failure": p.failure})
+
+    slugs = [a.slug for a in candidates]
+    exact = {}
+    for agent in candidates:
+        values = [
+            runs[(t["id"], agent.pk)].exact_score
+            for t in tasks
+            if (t["id"], agent.pk) in runs and runs[(t["id"], agent.pk)].exact_score is not None
+        ]
+        exact[agent.slug] = sum(values) / len(values) if values else None
+    failed_runs = sum(1 for r in results if r["status"] != EvalRun.Status.DONE)
+    failed_scores = sum(1 for r in results for c in r.get("criteria", []) if c["status"] != "ok")
+    judge = evaluation.judge
+    record: dict[str, Any] = {
+        "schema": RECORD_SCHEMA,
+        "run": {
+            "app_version": provenance.app_version(),
+            "evaluation_id": evaluation.pk,
+            "status": evaluation.status,
+            "created_at": _iso(evaluation.created_at),
+            "started_at": _iso(evaluation.started_at),
+            "finished_at": _iso(evaluation.finished_at),
+            "suite": {
+                "name": evaluation.suite.name,
+                "sha256": evaluation.suite.sha256,
+                "tasks": len(tasks),
+            },
+            "rubric": (
+                {"name": evaluation.rubric.name, "sha256": evaluation.rubric.sha256}
+                if evaluation.rubric
+                else None
+            ),
+            "agents": [_agent(a) for a in candidates],
+            "judge": _agent(judge) if judge else None,
+            "pairwise": evaluation.pairwise,
+            **evaluation.settings,
+            "failed_runs": failed_runs,
+            "failed_criterion_scores": failed_scores,
+            "failed_pair_judgements": len(failures),
+            "complete": failed_runs == 0 and failed_scores == 0 and not failures,
+        },
+        "tasks": tasks,
+        "results": results,
+        "statistics": {
+            "exact_match": exact,
+            "weighted_scores": per_task,
+            "win_rates": aggregates.win_rates(per_task, slugs) if evaluation.rubric else None,
+            "criterion_means": aggregates.criterion_means(criterion_rows),
+        },
+    }
+    if evaluation.pairwise:
+        agreeing = sum(1 for j in judgments if j["agreement"])
+        record["judgments"] = judgments
+        record["judgment_failures"] = failures
+        record["run"]["orientation_agreement"] = {
+            "resolved_pairs": len(judgments),
+            "orientation_agreeing_pairs": agreeing,
+            "orientation_disagreeing_pairs": len(judgments) - agreeing,
+            "agreement_rate": agreeing / len(judgments) if judgments else 0.0,
+        }
+    return record

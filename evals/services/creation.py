@@ -1,0 +1,121 @@
+"""Creating, starting and cancelling an evaluation.
+
+Which agents a team may evaluate: its own and the arena's (no team), approved and not
+retired — never another team's, whose calls would spend that team's key. The judge
+follows the same rule and must not be a candidate, nor the same model as one (003).
+"""
+
+from collections.abc import Sequence
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from accounts.models import Team
+from agents.models import Agent
+from arena_site.exceptions import ApplicationError
+from evals import calls
+from evals.models import Candidate, Evaluation, Rubric, Suite
+
+
+def _usable(team: Team, slug: str, *, role: str) -> Agent:
+    agent = (
+        Agent.objects.filter(Q(team=team) | Q(team__isnull=True), slug=slug, retired_at=None)
+        .filter(approval=Agent.Approval.APPROVED)
+        .first()
+    )
+    if agent is None:
+        raise ApplicationError(
+            f"no agent {slug!r} this team may evaluate ({role}): it must be the team's own "
+            "or the arena's, approved and not retired",
+            code="unknown_agent",
+            status=404,
+        )
+    if agent.kind != Agent.Kind.SCAFFOLD or not agent.model_id:
+        raise ApplicationError(
+            f"agent {slug!r} is not a model agent (kind {agent.kind}): chat tasks and judging "
+            "need a provider and a model",
+            code="not_a_model",
+        )
+    return agent
+
+
+@transaction.atomic
+def evaluation_create(
+    *,
+    team: Team,
+    suite: Suite,
+    agent_slugs: Sequence[str],
+    rubric: Rubric | None = None,
+    judge_slug: str | None = None,
+    pairwise: bool = False,
+    max_tokens: int = calls.MAX_TOKENS,
+    user=None,
+) -> Evaluation:
+    """An evaluation of these agents (in this order) on the team's suite."""
+    if suite.team_id != team.pk or (rubric is not None and rubric.team_id != team.pk):
+        raise ApplicationError("no such suite or rubric", code="not_found", status=404)
+    if not agent_slugs:
+        raise ApplicationError("name at least one agent", code="no_agents")
+    if len(set(agent_slugs)) != len(agent_slugs):
+        raise ApplicationError("each agent may be named once", code="duplicate_agent")
+    if not 1 <= max_tokens <= 200_000:
+        raise ApplicationError("max_tokens must lie in 1..200000", code="invalid_max_tokens")
+    if any(task["kind"] != "chat" for task in suite.tasks):
+        raise ApplicationError(
+            "this suite has desktop tasks; offline evaluations run chat tasks only so far",
+            code="unsupported_task_kind",
+        )
+    agents = [_usable(team, slug, role="candidate") for slug in agent_slugs]
+    judge = None
+    if rubric is not None or pairwise:
+        if not judge_slug:
+            raise ApplicationError("a rubric or pairwise judging needs --judge", code="no_judge")
+        judge = _usable(team, judge_slug, role="judge")
+        same = [a.slug for a in agents if a.pk == judge.pk or a.model_id == judge.model_id]
+        if same:
+            raise ApplicationError(
+                f"the judge must not be one of the candidates (it is, or shares the model of, "
+                f"{', '.join(same)})",
+                code="judge_is_candidate",
+            )
+    if pairwise and len(agents) < 2:
+        raise ApplicationError("pairwise judging needs two agents or more", code="too_few_agents")
+    evaluation = Evaluation.objects.create(
+        team=team,
+        created_by=user,
+        suite=suite,
+        rubric=rubric,
+        judge=judge,
+        pairwise=pairwise,
+        settings={
+            "candidate_max_tokens": max_tokens,
+            "attempts": calls.ATTEMPTS,
+            "backoff_s": [calls.BACKOFF.base_s, calls.BACKOFF.base_s * calls.BACKOFF.factor],
+            "judge_decoding": {**calls.JUDGE_DECODING, "max_tokens": calls.MAX_TOKENS},
+            "concurrency": 1,
+        },
+    )
+    Candidate.objects.bulk_create(
+        Candidate(evaluation=evaluation, agent=agent, position=i) for i, agent in enumerate(agents)
+    )
+    return evaluation
+
+
+def evaluation_enqueue(evaluation_id: int) -> None:
+    """The job that runs the evaluation, after the transaction that made it commits."""
+    from arena_site.redis import queue
+
+    transaction.on_commit(
+        lambda: queue("evals").enqueue("evals.jobs.evaluation_run", evaluation_id)
+    )
+
+
+def evaluation_cancel(*, evaluation: Evaluation) -> Evaluation:
+    """Stops the evaluation before its next call; what is stored stays. A finished one
+    is left as it is."""
+    Evaluation.objects.filter(
+        pk=evaluation.pk, status__in=[Evaluation.Status.PENDING, Evaluation.Status.RUNNING]
+    ).update(status=Evaluation.Status.CANCELLED, finished_at=timezone.now())
+    evaluation.refresh_from_db()
+    return evaluation

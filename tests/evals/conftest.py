@@ -1,0 +1,32 @@
+from contextlib import ExitStack
+
+import pytest
+
+from agents.models import Agent, Arena
+from tests.agents.conftest import _loopback_allowlisted  # noqa: F401 - the fakes are on loopback
+from tests.agents.fake_providers import FakeAnthropic, FakeOpenAI
+from tests.evals.scripted import KEY, candidate_policy, judge_policy
+
+
+@pytest.fixture
+def arena_agents(monkeypatch, alice):
+    """alpha and gamma on fake OpenAI servers, beta and the judge on fake Anthropic ones."""
+    monkeypatch.setenv("EVAL_TEST_API_KEY", KEY)
+    arena = Arena.objects.public()
+    with ExitStack() as stack:
+        fakes = {
+            "alpha": stack.enter_context(FakeOpenAI(api_key=KEY, policy=candidate_policy("alpha"))),
+            "beta": stack.enter_context(
+                FakeAnthropic(api_key=KEY, policy=candidate_policy("beta"))
+            ),
+            "gamma": stack.enter_context(FakeOpenAI(api_key=KEY, policy=candidate_policy("gamma"))),
+            "judge": stack.enter_context(FakeAnthropic(api_key=KEY, policy=judge_policy)),
+        }
+        for slug, fake in fakes.items():
+            Agent.objects.create(
+                arena=arena, slug=slug, display_name=slug.title(), kind="scaffold",
+                provider="openai" if isinstance(fake, FakeOpenAI) else "anthropic",
+                model_id=f"{slug}-model",
+                params={"base_url": fake.base_url, "api_key_env": "EVAL_TEST_API_KEY"},
+            )  # fmt: skip
+        yield fakes
