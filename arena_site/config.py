@@ -169,6 +169,9 @@ class ArenaConfig:
     # --- agents (providers): a call may take timeout × (1 + retries) plus backoff ----
     provider_timeout_s: float = knob(60.0, "ARENA_PROVIDER_TIMEOUT_S", lo=1.0)
     provider_max_retries: int = knob(2, "ARENA_PROVIDER_MAX_RETRIES", lo=0)
+    # Offline evaluations (docs/evaluations.md): calls in flight at once per provider
+    # endpoint within one evaluation job.
+    eval_provider_concurrency: int = knob(4, "ARENA_EVAL_PROVIDER_CONCURRENCY", lo=1, hi=64)
     # An agent whose lanes fail through its own fault this many times in a row (its
     # provider, its endpoint, a protocol violation; never the sandbox or the other side)
     # is paused automatically with the reason (docs/operations.md "When an agent fails").

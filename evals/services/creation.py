@@ -7,6 +7,7 @@ follows the same rule and must not be a candidate, nor the same model as one (00
 
 from collections.abc import Sequence
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -93,7 +94,7 @@ def evaluation_create(
             "attempts": calls.ATTEMPTS,
             "backoff_s": [calls.BACKOFF.base_s, calls.BACKOFF.base_s * calls.BACKOFF.factor],
             "judge_decoding": {**calls.JUDGE_DECODING, "max_tokens": calls.MAX_TOKENS},
-            "concurrency": 1,
+            "concurrency": settings.ARENA.eval_provider_concurrency,  # as executed, later
         },
     )
     Candidate.objects.bulk_create(

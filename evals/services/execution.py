@@ -1,20 +1,45 @@
 """Running an evaluation: what is missing of it, each result stored as it arrives (a
 run, a criterion score or a pair judgement already stored is never asked again), so an
 interrupted evaluation resumes where it stopped. A cancel takes effect before the next
-call."""
+call.
 
+Two phases: every candidate's answers, then the judges (rubric and pairwise), which
+need those answers. Within a phase the calls run on a thread pool, at most
+``concurrency`` (``ARENA_EVAL_PROVIDER_CONCURRENCY``) in flight per provider endpoint
+(provider and base URL): one slow or rate-limited provider neither stalls nor floods
+the others. With a concurrency of 1 the calls run in the caller's thread, one by one.
+"""
+
+import threading
 import time
+from collections import defaultdict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import combinations
 
-from django.db import IntegrityError, transaction
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from agents.models import Agent
 from agents.services import AgentFailure, model_client_for
 from evals import calls, scoring
 from evals.models import CriterionScore, EvalRun, EvalSpan, Evaluation, PairJudgement
+
+
+@dataclass(frozen=True)
+class Work:
+    """One call to make and store: ``endpoint`` names whose concurrency it counts against."""
+
+    endpoint: str
+    label: str
+    do: Callable[[], None]
+
+
+def endpoint_of(agent: Agent) -> str:
+    return f"{agent.provider} {(agent.params or {}).get('base_url', '')}".strip()
 
 
 def _spans(records, *, evaluation: Evaluation, role: str, run=None, pair=None) -> None:
@@ -47,15 +72,56 @@ def _store(build: Callable[[], object]) -> None:
         pass
 
 
+def _run_all(
+    work: list[Work],
+    *,
+    concurrency: int,
+    cancelled: Callable[[], bool],
+    tick: Callable[[str], None],
+) -> None:
+    """Do every item, at most ``concurrency`` at once per endpoint; none starts after a
+    cancel. The pool's threads close their database connections when done."""
+    if concurrency == 1:
+        for item in work:
+            if cancelled():
+                return
+            item.do()
+            tick(item.label)
+        return
+    gates: dict[str, threading.BoundedSemaphore] = defaultdict(
+        lambda: threading.BoundedSemaphore(concurrency)
+    )
+    for item in work:  # created up front: the defaultdict is not thread-safe
+        gates[item.endpoint]
+    lock = threading.Lock()
+
+    def one(item: Work) -> None:
+        try:
+            with gates[item.endpoint]:
+                if not cancelled():
+                    item.do()
+                    with lock:
+                        tick(item.label)
+        finally:
+            connection.close()  # this thread's; the next item opens its own
+
+    endpoints = len(gates)
+    with ThreadPoolExecutor(max_workers=min(len(work), concurrency * endpoints) or 1) as pool:
+        for future in [pool.submit(one, item) for item in work]:
+            future.result()  # re-raises a bug in a worker thread here
+
+
 def evaluation_execute(
     *,
     evaluation_id: int,
     sleep: Callable[[float], None] | None = None,
     progress: Callable[[str], None] | None = None,
+    concurrency: int | None = None,
 ) -> Evaluation:
     """Run what is missing of the evaluation: each (task, agent)'s answer, then the
-    rubric judge's score per criterion, then the pairwise games; each result is stored
-    as it arrives. ``progress`` is called with a short label after each step."""
+    rubric judge's score per criterion and the pairwise games; each result is stored as
+    it arrives. ``progress`` is called with a short label after each call;
+    ``concurrency`` defaults to ``ARENA_EVAL_PROVIDER_CONCURRENCY``."""
     evaluation = Evaluation.objects.select_related("suite", "rubric", "judge").get(pk=evaluation_id)
     if evaluation.status == Evaluation.Status.CANCELLED:
         return evaluation
@@ -63,85 +129,45 @@ def evaluation_execute(
     Evaluation.objects.filter(pk=evaluation.pk).exclude(status=Evaluation.Status.CANCELLED).update(
         status=Evaluation.Status.RUNNING
     )  # a cancel that came first stays
+    if concurrency is None:
+        concurrency = settings.ARENA.eval_provider_concurrency
+    if evaluation.settings.get("concurrency") != concurrency:  # the record cites it
+        evaluation.settings = {**evaluation.settings, "concurrency": concurrency}
+        evaluation.save(update_fields=["settings"])
     agents = [c.agent for c in evaluation.candidates.select_related("agent")]
     tasks = evaluation.suite.tasks
-    max_tokens = evaluation.settings.get("candidate_max_tokens", calls.MAX_TOKENS)
     clients: dict[int, object] = {}
-
-    def client(agent: Agent):
-        if agent.pk not in clients:
+    for agent in [*agents, *([evaluation.judge] if evaluation.judge else [])]:
+        try:
             clients[agent.pk] = model_client_for(agent, retries=0)
-        return clients[agent.pk]
-
-    def tick(label: str) -> None:
-        if progress:
-            progress(label)
+        except AgentFailure as failure:
+            clients[agent.pk] = failure  # every call of this agent fails with it
 
     def cancelled() -> bool:
         return Evaluation.objects.filter(
             pk=evaluation.pk, status=Evaluation.Status.CANCELLED
         ).exists()
 
-    for task in tasks:
-        for agent in agents:
-            if cancelled():
-                return _finish(evaluation)
-            if EvalRun.objects.filter(
-                evaluation=evaluation, task_id=task["id"], agent=agent
-            ).exists():
-                tick(f"{task['id']} · {agent.slug}")
-                continue
-            started = timezone.now()
-            t0 = time.monotonic()
-            try:
-                outcome = calls.candidate_answer(
-                    client(agent),
-                    prompt=task["prompt"],
-                    system=agent.system_prompt,
-                    params={
-                        k: agent.params[k]
-                        for k in ("temperature", "top_p")
-                        if k in (agent.params or {})
-                    },
-                    max_tokens=max_tokens,
-                    sleep=sleep,
-                )
-            except AgentFailure as failure:
-                outcome = calls.Outcome(error=str(failure))
+    def tick(label: str) -> None:
+        if progress:
+            progress(label)
 
-            def build(task=task, agent=agent, outcome=outcome, started=started, t0=t0):
-                run = EvalRun.objects.create(
-                    evaluation=evaluation,
-                    task_id=task["id"],
-                    agent=agent,
-                    status=EvalRun.Status.DONE
-                    if outcome.text is not None
-                    else EvalRun.Status.ERROR,
-                    output=outcome.text or "",
-                    error=outcome.error,
-                    exact_score=(
-                        scoring.exact_match(outcome.text, task["expected"])
-                        if outcome.text is not None and task.get("expected") is not None
-                        else None
-                    ),
-                    started_at=started,
-                    duration_ms=int((time.monotonic() - t0) * 1000),
-                    attempts=max(outcome.attempts, 1),
-                )
-                _spans(outcome.spans, evaluation=evaluation, role="candidate", run=run)
-
-            _store(build)
-            tick(f"{task['id']} · {agent.slug}")
-
+    run = dict(concurrency=concurrency, cancelled=cancelled, tick=tick)
+    _run_all(_candidate_work(evaluation, tasks, agents, clients, sleep), **run)
+    if cancelled():
+        return _finish(evaluation)
     runs = {
         (r.task_id, r.agent_id): r
         for r in EvalRun.objects.filter(evaluation=evaluation).select_related("agent")
     }
+    judging: list[Work] = []
     judge = evaluation.judge
-    if evaluation.rubric is not None and judge is not None and not cancelled():
-        _judge_rubric(evaluation, tasks, agents, runs, judge, client(judge), sleep, tick, cancelled)
-    if evaluation.pairwise and judge is not None and not cancelled():
-        _judge_pairs(evaluation, tasks, agents, runs, judge, client(judge), sleep, tick, cancelled)
+    if judge is not None and not isinstance(clients[judge.pk], AgentFailure):
+        if evaluation.rubric is not None:
+            judging += _rubric_work(evaluation, tasks, agents, runs, judge, clients, sleep)
+        if evaluation.pairwise:
+            judging += _pair_work(evaluation, tasks, agents, runs, judge, clients, sleep)
+    _run_all(judging, **run)
     Evaluation.objects.filter(pk=evaluation.pk, status=Evaluation.Status.RUNNING).update(
         status=Evaluation.Status.DONE, finished_at=timezone.now()
     )
@@ -153,103 +179,161 @@ def _finish(evaluation: Evaluation) -> Evaluation:
     return evaluation
 
 
-def _judge_rubric(
-    evaluation, tasks, agents, runs, judge, judge_client, sleep, tick, cancelled
-) -> None:
+def _candidate_work(evaluation, tasks, agents, clients, sleep) -> list[Work]:
+    done = set(EvalRun.objects.filter(evaluation=evaluation).values_list("task_id", "agent_id"))
+    max_tokens = evaluation.settings.get("candidate_max_tokens", calls.MAX_TOKENS)
+    work = []
+    for task in tasks:
+        for agent in agents:
+            if (task["id"], agent.pk) in done:
+                continue
+
+            def do(task=task, agent=agent) -> None:
+                started, t0 = timezone.now(), time.monotonic()
+                client = clients[agent.pk]
+                if isinstance(client, AgentFailure):
+                    outcome = calls.Outcome(error=str(client))
+                else:
+                    sampling = {
+                        k: v for k, v in (agent.params or {}).items() if k in calls.SAMPLING
+                    }
+                    outcome = calls.candidate_answer(
+                        client,
+                        prompt=task["prompt"],
+                        system=agent.system_prompt,
+                        params=sampling,
+                        max_tokens=max_tokens,
+                        sleep=sleep,
+                    )
+                expected = task.get("expected")
+
+                def build() -> None:
+                    run = EvalRun.objects.create(
+                        evaluation=evaluation,
+                        task_id=task["id"],
+                        agent=agent,
+                        status=EvalRun.Status.DONE
+                        if outcome.text is not None
+                        else EvalRun.Status.ERROR,
+                        output=outcome.text or "",
+                        error=outcome.error,
+                        exact_score=scoring.exact_match(outcome.text, expected)
+                        if outcome.text is not None and expected is not None
+                        else None,
+                        started_at=started,
+                        duration_ms=int((time.monotonic() - t0) * 1000),
+                        attempts=max(outcome.attempts, 1),
+                    )
+                    _spans(outcome.spans, evaluation=evaluation, role="candidate", run=run)
+
+                _store(build)
+
+            work.append(Work(endpoint_of(agent), f"{task['id']} · {agent.slug}", do))
+    return work
+
+
+def _rubric_work(evaluation, tasks, agents, runs, judge, clients, sleep) -> list[Work]:
     rubric = evaluation.rubric
+    done = set(
+        CriterionScore.objects.filter(run__evaluation=evaluation).values_list("run_id", "criterion")
+    )
+    work = []
     for task in tasks:
         for agent in agents:
             run = runs.get((task["id"], agent.pk))
             if run is None or run.status != EvalRun.Status.DONE:
                 continue  # a failed candidate has no reply to judge
-            done = set(run.criterion_scores.values_list("criterion", flat=True))
             for criterion in rubric.criteria:
-                if criterion["name"] in done:
+                if (run.pk, criterion["name"]) in done:
                     continue
-                if cancelled():
-                    return
-                judged = calls.rubric_criterion(
-                    judge_client,
-                    criterion=criterion["name"],
-                    description=criterion["description"],
-                    scale=criterion["scale"],
-                    task_input=task["prompt"],
-                    reference=task.get("reference"),
-                    output=run.output,
-                    sleep=sleep,
-                )
 
-                def build(run=run, criterion=criterion, judged=judged):
-                    CriterionScore.objects.create(
-                        run=run,
+                def do(task=task, run=run, criterion=criterion) -> None:
+                    judged = calls.rubric_criterion(
+                        clients[judge.pk],
                         criterion=criterion["name"],
-                        score=judged.score,
+                        description=criterion["description"],
                         scale=criterion["scale"],
-                        weight=criterion["weight"],
-                        justification=judged.justification,
-                        rubric_sha256=rubric.sha256,
-                        judge_model=judge.model_id,
-                        status=judged.status,
-                        error=judged.error,
-                        corrected=judged.corrected,
-                        raw=judged.outcome.raw,
+                        task_input=task["prompt"],
+                        reference=task.get("reference"),
+                        output=run.output,
+                        sleep=sleep,
                     )
-                    _spans(judged.outcome.spans, evaluation=evaluation, role="rubric", run=run)
 
-                _store(build)
-                tick(f"{task['id']} · {agent.slug} · {criterion['name']}")
+                    def build() -> None:
+                        CriterionScore.objects.create(
+                            run=run,
+                            criterion=criterion["name"],
+                            score=judged.score,
+                            scale=criterion["scale"],
+                            weight=criterion["weight"],
+                            justification=judged.justification,
+                            rubric_sha256=rubric.sha256,
+                            judge_model=judge.model_id,
+                            status=judged.status,
+                            error=judged.error,
+                            corrected=judged.corrected,
+                            raw=judged.outcome.raw,
+                        )
+                        _spans(judged.outcome.spans, evaluation=evaluation, role="rubric", run=run)
+
+                    _store(build)
+
+                label = f"{task['id']} · {agent.slug} · {criterion['name']}"
+                work.append(Work(endpoint_of(judge), label, do))
+    return work
 
 
-def _judge_pairs(
-    evaluation, tasks, agents, runs, judge, judge_client, sleep, tick, cancelled
-) -> None:
+def _pair_work(evaluation, tasks, agents, runs, judge, clients, sleep) -> list[Work]:
     done = set(
         PairJudgement.objects.filter(evaluation=evaluation).values_list(
             "task_id", "agent_a_id", "agent_b_id"
         )
     )
+    work = []
     for task in tasks:
         for a, b in combinations(agents, 2):
-            if (task["id"], a.pk, b.pk) in done:
-                continue
-            if cancelled():
-                return
             run_a, run_b = runs.get((task["id"], a.pk)), runs.get((task["id"], b.pk))
-            if not (run_a and run_b and run_a.status == run_b.status == EvalRun.Status.DONE):
+            if (task["id"], a.pk, b.pk) in done or not (
+                run_a and run_b and run_a.status == run_b.status == EvalRun.Status.DONE
+            ):
                 continue
-            game = calls.pairwise_game(
-                judge_client,
-                task_prompt=task["prompt"],
-                response_a=run_a.output,
-                response_b=run_b.output,
-                sleep=sleep,
-            )
 
-            def build(task=task, a=a, b=b, game=game):
+            def do(task=task, a=a, b=b, run_a=run_a, run_b=run_b) -> None:
+                game = calls.pairwise_game(
+                    clients[judge.pk],
+                    task_prompt=task["prompt"],
+                    response_a=run_a.output,
+                    response_b=run_b.output,
+                    sleep=sleep,
+                )
                 ab, ba = game.ab.verdict, game.ba.verdict
-                pair = PairJudgement.objects.create(
-                    evaluation=evaluation,
-                    task_id=task["id"],
-                    agent_a=a,
-                    agent_b=b,
-                    winner=game.resolved.winner if game.resolved else "",
-                    agreement=game.resolved.agreement if game.resolved else None,
-                    ab_winner=ab.winner if ab else "",
-                    ba_winner=ba.winner if ba else "",
-                    ab_reason=ab.reason if ab else "",
-                    ba_reason=ba.reason if ba else "",
-                    ab_raw=game.ab.outcome.raw,
-                    ba_raw=game.ba.outcome.raw,
-                    failure=game.failure,
-                    judge_model=judge.model_id,
-                    duration_ms=game.duration_ms,
-                )
-                _spans(
-                    game.ab.outcome.spans + game.ba.outcome.spans,
-                    evaluation=evaluation,
-                    role="pairwise",
-                    pair=pair,
-                )
 
-            _store(build)
-            tick(f"{task['id']} · {a.slug} vs {b.slug}")
+                def build() -> None:
+                    pair = PairJudgement.objects.create(
+                        evaluation=evaluation,
+                        task_id=task["id"],
+                        agent_a=a,
+                        agent_b=b,
+                        winner=game.resolved.winner if game.resolved else "",
+                        agreement=game.resolved.agreement if game.resolved else None,
+                        ab_winner=ab.winner if ab else "",
+                        ba_winner=ba.winner if ba else "",
+                        ab_reason=ab.reason if ab else "",
+                        ba_reason=ba.reason if ba else "",
+                        ab_raw=game.ab.outcome.raw,
+                        ba_raw=game.ba.outcome.raw,
+                        failure=game.failure,
+                        judge_model=judge.model_id,
+                        duration_ms=game.duration_ms,
+                    )
+                    _spans(
+                        game.ab.outcome.spans + game.ba.outcome.spans,
+                        evaluation=evaluation,
+                        role="pairwise",
+                        pair=pair,
+                    )
+
+                _store(build)
+
+            work.append(Work(endpoint_of(judge), f"{task['id']} · {a.slug} vs {b.slug}", do))
+    return work

@@ -30,3 +30,10 @@ def arena_agents(monkeypatch, alice):
                 params={"base_url": fake.base_url, "api_key_env": "EVAL_TEST_API_KEY"},
             )  # fmt: skip
         yield fakes
+
+
+@pytest.fixture(autouse=True)
+def _calls_in_the_test_thread(settings):
+    """One call at a time, in the test's own thread (and so its transaction); the
+    concurrency test asks for more, on committed data."""
+    settings.ARENA = settings.ARENA.replace(eval_provider_concurrency=1)
