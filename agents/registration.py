@@ -40,7 +40,7 @@ from arena_site.ratelimit import FixedWindow
 TEAM_KINDS = (Agent.Kind.REMOTE, Agent.Kind.SCAFFOLD)
 TEAM_KIND_CHOICES = [(kind.value, kind.label) for kind in TEAM_KINDS]
 # Providers that always need a key; openai_compatible servers may need none.
-KEYED_PROVIDERS = ("anthropic", "openai")
+KEYED_PROVIDERS = ("anthropic", "openai", "gemini", "openrouter")
 # Params a team may not set: the arena's environment is not the team's to name, and a
 # remote endpoint is its own field.
 FORBIDDEN_PARAMS = {

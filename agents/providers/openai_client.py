@@ -396,6 +396,37 @@ class OpenAIClient:
             started=started,
         )
 
+    def list_models(self) -> list[str]:
+        """The model ids the server offers (``GET /models``), retried like ``complete``:
+        what an evaluation's random selection draws from (003's ``--random``)."""
+
+        def attempt() -> list[str]:
+            try:
+                raw = self._sdk.models.with_raw_response.list()
+            except (openai.APIStatusError, openai.APIConnectionError) as error:
+                raise failure_from_sdk_error(
+                    error, errors=_SDK_ERRORS, secrets=self._secrets
+                ) from None
+            except OutboundRefused as refused:
+                raise refusal_error(refused, secrets=self._secrets) from None
+            body = read_json_object(raw.http_response, secrets=self._secrets)
+            data = body.get("data")
+            if not isinstance(data, list) or not all(
+                isinstance(m, dict) and isinstance(m.get("id"), str) for m in data
+            ):
+                raise RetryableFailure("the model list is not a list of {id} objects")
+            return sorted({m["id"] for m in data})
+
+        models, _ = call_with_retries(
+            attempt,
+            what=f"{self.provider} model list",
+            max_retries=self.max_retries,
+            backoff=self.backoff,
+            sleep=self._sleep,
+            rng=self._rng,
+        )
+        return models
+
 
 class OpenAICompatibleClient(OpenAIClient):
     """Chat Completions on any compatible server: ``base_url`` is required (with its
@@ -434,3 +465,19 @@ class OpenAICompatibleClient(OpenAIClient):
             rng=rng,
             outbound=outbound,
         )
+
+
+OPENROUTER_URL = "https://openrouter.ai/api/v1"
+
+
+class OpenRouterClient(OpenAIClient):
+    """OpenRouter's Chat Completions (OpenAI's wire format, ``max_tokens``), with its
+    own key variable (``OPENROUTER_API_KEY``) and URL (``OPENROUTER_URL`` unless the
+    operator's ``OPENROUTER_BASE_URL`` or the agent's ``base_url`` says otherwise).
+    Models are named ``vendor/model``; ``list_models`` lists them."""
+
+    provider = "openrouter"
+    max_tokens_field = "max_tokens"
+
+    def __init__(self, model: str, api_key: str, base_url: str | None = None, **options) -> None:
+        super().__init__(model, api_key, base_url or OPENROUTER_URL, **options)

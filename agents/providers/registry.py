@@ -8,9 +8,9 @@ built. Agent params are not trusted with keys they did not bring, so:
 - ``api_key_env`` must end in ``_API_KEY`` and not start ``ARENA_``: params cannot
   reach the arena's other secrets (``ARENA_SECRET_KEY``, ``DATABASE_URL``);
 - an agent that sets its own ``base_url`` must also name its own key variable, and not
-  one of the arena's provider key variables (``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``):
-  those keys go only to the provider or to the operator's ``ANTHROPIC_BASE_URL`` /
-  ``OPENAI_BASE_URL``, never to a URL an agent chose;
+  one of the arena's provider key variables (``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``,
+  ``GEMINI_API_KEY``, ``OPENROUTER_API_KEY``): those keys go only to the provider or to
+  the operator's ``<PROVIDER>_BASE_URL``, never to a URL an agent chose;
 - ``openai_compatible`` sends a key only when the agent names one.
 
 The arena's side comes in as ``ProviderDefaults`` (built from ``settings.ARENA``):
@@ -39,7 +39,7 @@ from agents.providers.anthropic_client import AnthropicClient
 from agents.providers.anthropic_computer import AnthropicComputerUseClient
 from agents.providers.base import ModelClient, ProviderError
 from agents.providers.common import Price
-from agents.providers.openai_client import OpenAIClient, OpenAICompatibleClient
+from agents.providers.openai_client import OpenAIClient, OpenAICompatibleClient, OpenRouterClient
 from agents.providers.openai_computer import OpenAIComputerUseClient
 from agents.providers.transport import describe_refusal, url_host
 from sandboxes.netpolicy import EgressRefused, OutboundPolicy
@@ -47,17 +47,28 @@ from sandboxes.netpolicy import EgressRefused, OutboundPolicy
 # The native computer-use adapters (agents.providers.anthropic_computer,
 # agents.providers.openai_computer) use their vendor's key and base URL variables.
 COMPUTER_USE_PROVIDERS = ("anthropic-computer-use", "openai-computer-use")
-PROVIDERS = ("anthropic", "openai", "openai_compatible", *COMPUTER_USE_PROVIDERS)
+PROVIDERS = (
+    "anthropic",
+    "openai",
+    "openai_compatible",
+    "gemini",
+    "openrouter",
+    *COMPUTER_USE_PROVIDERS,
+)
 
 DEFAULT_KEY_ENV = {
     "anthropic": "ANTHROPIC_API_KEY",
     "openai": "OPENAI_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY",
     "anthropic-computer-use": "ANTHROPIC_API_KEY",
     "openai-computer-use": "OPENAI_API_KEY",
 }
 BASE_URL_ENV = {
     "anthropic": "ANTHROPIC_BASE_URL",
     "openai": "OPENAI_BASE_URL",
+    "gemini": "GEMINI_BASE_URL",
+    "openrouter": "OPENROUTER_BASE_URL",
     "anthropic-computer-use": "ANTHROPIC_BASE_URL",
     "openai-computer-use": "OPENAI_BASE_URL",
 }
@@ -195,6 +206,12 @@ def client_for(
         return AnthropicClient(model, api_key or "", base_url, **common)
     if provider == "openai":
         return OpenAIClient(model, api_key or "", base_url, **common)
+    if provider == "openrouter":
+        return OpenRouterClient(model, api_key or "", base_url, **common)
+    if provider == "gemini":
+        from agents.providers.gemini_client import GeminiClient  # its SDK is big to import
+
+        return GeminiClient(model, api_key or "", base_url, **common)
     if provider == "anthropic-computer-use":
         return AnthropicComputerUseClient(
             model, api_key or "", base_url, params=dict(params), **common

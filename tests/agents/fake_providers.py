@@ -4,7 +4,9 @@ driving the real SDK clients (and the whole scaffold) without the network.
 ``FakeAnthropic`` answers ``POST /v1/messages`` (base URL ``http://127.0.0.1:<port>``,
 as the ``anthropic`` SDK expects); ``FakeOpenAI`` answers ``POST /v1/chat/completions``
 (base URL ``http://127.0.0.1:<port>/v1``, as the ``openai`` SDK and every compatible
-server expect). Both are context managers serving from a thread.
+server expect); ``FakeGemini`` answers ``POST /v1beta/models/{model}:generateContent``
+and ``GET /v1beta/models`` (base URL ``http://127.0.0.1:<port>``, as the ``google-genai``
+SDK expects; see its docstring). All are context managers serving from a thread.
 
 What they answer comes from a SCRIPT, consumed in order, one entry per request:
 
@@ -45,6 +47,7 @@ Helpers read requests back: ``FakeAnthropic.images(request)`` and
 
 import base64
 import json
+import re
 import secrets
 import threading
 import time
@@ -53,6 +56,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
+from urllib.parse import parse_qs, urlsplit
 
 # -- script entries ----------------------------------------------------------------
 
@@ -586,10 +590,33 @@ _OPENAI_ERRORS = {
 
 
 class FakeOpenAI(_FakeServer):
-    """``POST /v1/chat/completions`` as OpenAI (and compatible servers) answer it."""
+    """``POST /v1/chat/completions`` as OpenAI (and compatible servers) answer it, and
+    ``GET /v1/models`` listing ``models`` (the key checked as for completions)."""
 
     path = "/v1/chat/completions"
     provider = "openai"
+
+    def __init__(
+        self, script: Iterable[Entry] = (), *, models: Iterable[str] = ("gpt-test",), **kwargs
+    ) -> None:
+        super().__init__(script, **kwargs)
+        self.models = tuple(models)
+
+    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        if handler.command != "GET" or handler.path.split("?")[0] != "/v1/models":
+            super()._handle(handler)
+            return
+        headers = {k.lower(): v for k, v in handler.headers.items()}
+        ok = self.api_key is None or self.key_matches(headers)
+        with self._lock:
+            self.requests.append(
+                Recorded("GET", handler.path, headers, None, b"", "models" if ok else "401")
+            )
+        if not ok:
+            self._send_json(handler, 401, self.error_body(401, self.bad_key_message(headers)))
+            return
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]
+        self._send_json(handler, 200, {"object": "list", "data": data})
 
     @property
     def base_url(self) -> str:
@@ -755,3 +782,504 @@ class FakeOpenAI(_FakeServer):
             for m in request.get("messages", [])
             if m.get("role") == "tool"
         ]
+
+
+# -- Gemini ------------------------------------------------------------------------
+
+# google.rpc.Code names, as the Gemini API puts them in ``error.status``.
+_GEMINI_STATUSES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "ABORTED",
+    413: "INVALID_ARGUMENT",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    501: "NOT_IMPLEMENTED",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+_GEMINI_MESSAGES = {
+    429: "Resource has been exhausted (e.g. check quota).",
+    500: "An internal error has occurred. Please retry or report in "
+    "https://developers.generativeai.google/guide/troubleshooting",
+    503: "The model is overloaded. Please try again later.",
+}
+_GEMINI_ROUTE = re.compile(r"/v1beta/models/(?P<model>[^/:?]+):generateContent")
+_GEMINI_LISTING = "/v1beta/models"
+# Fields the fake knows, by message; the API's JSON parser (proto3) takes each under its
+# lowerCamel name or its proto name, so both spellings are accepted (the SDK sends some
+# in snake_case: ``mime_type``, ``parameters_json_schema``).
+_GEMINI_FIELDS = {
+    "request": {
+        "contents",
+        "systemInstruction",
+        "generationConfig",
+        "tools",
+        "toolConfig",
+        "safetySettings",
+        "cachedContent",
+    },
+    "content": {"role", "parts"},
+    "part": {
+        "text",
+        "inlineData",
+        "functionCall",
+        "functionResponse",
+        "fileData",
+        "thought",
+        "thoughtSignature",
+    },
+    "inlineData": {"mimeType", "data"},
+    "functionCall": {"id", "name", "args"},
+    "functionResponse": {"id", "name", "response", "willContinue", "parts"},
+    "generationConfig": {
+        "maxOutputTokens",
+        "temperature",
+        "topP",
+        "topK",
+        "stopSequences",
+        "candidateCount",
+        "seed",
+        "thinkingConfig",
+        "responseMimeType",
+    },
+    "tool": {"functionDeclarations", "codeExecution", "googleSearch"},
+    "functionDeclaration": {"name", "description", "parameters", "parametersJsonSchema"},
+}
+_GEMINI_PART_DATA = ("text", "inlineData", "functionCall", "functionResponse", "fileData")
+_GEMINI_FUNCTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:\-]{0,63}")
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(word[:1].upper() + word[1:] for word in rest)
+
+
+def _proto_fields(obj: Any, kind: str, where: str) -> tuple[dict[str, Any], str | None]:
+    """``obj``'s fields under their lowerCamel names, or the API's 400 for a field the
+    message does not have."""
+    if not isinstance(obj, dict):
+        return {}, f"Invalid value at '{where}': expected an object"
+    fields: dict[str, Any] = {}
+    for key, value in obj.items():
+        name = _camel(key)
+        if name not in _GEMINI_FIELDS[kind]:
+            return {}, (
+                f"Invalid JSON payload received. Unknown name \"{key}\" at '{where}': "
+                "Cannot find field."
+            )
+        fields[name] = value
+    return fields, None
+
+
+def _b64_any(data: object) -> bytes | None:
+    """Base64 in either alphabet (the API's JSON parser takes both; the SDK sends the
+    URL-safe one)."""
+    if not isinstance(data, str):
+        return None
+    try:
+        return base64.b64decode(data.replace("-", "+").replace("_", "/"), validate=True)
+    except ValueError:
+        return None
+
+
+class FakeGemini(_FakeServer):
+    """The Gemini API (``generativelanguage.googleapis.com``, version ``v1beta``) as
+    the ``google-genai`` SDK reaches it: base URL ``http://127.0.0.1:<port>``.
+
+    - ``POST /v1beta/models/{model}:generateContent`` answers from the script (see the
+      module doc). ``Reply`` becomes ``candidates[0].content.parts`` (text, then one
+      ``functionCall`` per ``ToolCall``, with an ``id`` only when the call has one, as
+      the API mostly sends none; a ``str`` ``arguments`` goes out verbatim as ``args``),
+      ``finishReason`` (``Reply.stop_reason``, default ``STOP``: Gemini says STOP for
+      function calls too), ``usageMetadata`` and ``modelVersion``. A model not in
+      ``models`` is the API's 404.
+    - ``GET /v1beta/models`` lists ``models`` as ``{"models": [{"name": "models/<id>",
+      …}], "nextPageToken": …}``, ``pageSize`` (capped at ``max_page_size``) at a time.
+      Its failures come from ``list_script`` (``HttpError``/``Malformed``/``RawJSON``,
+      consumed one per listing request), so a listing never eats a chat reply.
+
+    With ``api_key=``, the key must come in ``x-goog-api-key`` or ``?key=``: none is the
+    API's 403 ``PERMISSION_DENIED``, a wrong one its 400 ``INVALID_ARGUMENT`` (``API key
+    not valid``); neither echoes the key. Errors are ``{"error": {"code", "message",
+    "status"}}``. ``strict`` checks what the real API checks and the SDK's translation
+    could get wrong: unknown fields (either spelling), empty ``parts``, invalid base64,
+    a ``functionResponse`` not answering the ``functionCall`` turn right before it (by
+    count and names), function names the API refuses."""
+
+    provider = "gemini"
+    path = _GEMINI_LISTING
+
+    def __init__(
+        self,
+        script: Iterable[Entry] = (),
+        *,
+        models: Iterable[str] = ("gemini-test",),
+        list_script: Iterable[HttpError | Malformed | RawJSON] = (),
+        max_page_size: int = 1000,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(script, **kwargs)
+        self.models = tuple(models)
+        self.max_page_size = max_page_size
+        self._list_script: deque[HttpError | Malformed | RawJSON] = deque(list_script)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # requests
+
+    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        length = int(handler.headers.get("content-length") or 0)
+        body = handler.rfile.read(length) if length else b""
+        headers = {k.lower(): v for k, v in handler.headers.items()}
+        try:
+            payload = json.loads(body) if body else None
+        except ValueError:
+            payload = None
+        split = urlsplit(handler.path)
+        query = {k: v[-1] for k, v in parse_qs(split.query).items()}
+
+        def record(answered: str) -> None:
+            with self._lock:
+                self.requests.append(
+                    Recorded(handler.command, handler.path, headers, payload, body, answered)
+                )
+
+        def refuse(status: int, message: str, answered: str | None = None) -> None:
+            record(answered or str(status))
+            self._send_json(handler, status, self.error_body(status, message))
+
+        route = _GEMINI_ROUTE.fullmatch(split.path)
+        listing = split.path == _GEMINI_LISTING
+        if not (handler.command == "POST" and route) and not (handler.command == "GET" and listing):
+            refuse(404, f"Method not found: {handler.command} {split.path}")
+            return
+        if self.api_key is not None:
+            sent = headers.get("x-goog-api-key") or query.get("key")
+            if not sent:
+                refuse(
+                    403,
+                    "Method doesn't allow unregistered callers (callers without established "
+                    "identity). Please use API Key or other form of API consumer identity "
+                    "to call this API.",
+                )
+                return
+            if sent != self.api_key:
+                refuse(400, "API key not valid. Please pass a valid API key.")
+                return
+        if listing:
+            self._answer_listing(handler, query, record)
+            return
+        assert route is not None
+        model = route["model"]
+        if model not in self.models:
+            refuse(
+                404,
+                f"models/{model} is not found for API version v1beta, or is not supported "
+                "for generateContent. Call ListModels to see the list of available models "
+                "and their supported methods.",
+            )
+            return
+        if not isinstance(payload, dict):
+            refuse(400, "Invalid JSON payload received.", "400")
+            return
+        problem = self.validate(payload, headers) if self.strict else None
+        if problem:
+            refuse(400, problem, f"400: {problem}")
+            return
+        entry = self._next_entry(payload)
+        record(type(entry).__name__ if entry is not None else "exhausted")
+        self._answer(handler, entry, {**payload, "model": model})
+
+    def _answer_listing(
+        self,
+        handler: BaseHTTPRequestHandler,
+        query: dict[str, str],
+        record: Callable[[str], None],
+    ) -> None:
+        with self._lock:
+            failure = self._list_script.popleft() if self._list_script else None
+        if failure is not None:
+            record(type(failure).__name__)
+            self._answer(handler, failure, {})
+            return
+        try:
+            size = min(int(query.get("pageSize", "50")), self.max_page_size)
+            start = int(query.get("pageToken", "0"))
+        except ValueError:
+            record("400")
+            self._send_json(handler, 400, self.error_body(400, "Invalid page size or token"))
+            return
+        size = size if size > 0 else 50
+        page = self.models[start : start + size]
+        body: dict[str, Any] = {
+            "models": [
+                {
+                    "name": f"models/{model}",
+                    "version": "001",
+                    "displayName": model,
+                    "inputTokenLimit": 1048576,
+                    "outputTokenLimit": 65536,
+                    "supportedGenerationMethods": ["generateContent", "countTokens"],
+                }
+                for model in page
+            ]
+        }
+        if start + size < len(self.models):
+            body["nextPageToken"] = str(start + size)
+        record("listing")
+        self._send_json(handler, 200, body)
+
+    # answers
+
+    def response_headers(self) -> dict[str, str]:
+        return {"server": "scaffolding on HTTPServer2", "x-content-type-options": "nosniff"}
+
+    def error_body(self, status: int, message: str) -> dict[str, Any]:
+        return {
+            "error": {
+                "code": status,
+                "message": message or _GEMINI_MESSAGES.get(status, f"HTTP {status}"),
+                "status": _GEMINI_STATUSES.get(status, "UNKNOWN"),
+            }
+        }
+
+    def reply_body(
+        self, reply: Reply, request: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, str]]:
+        parts: list[dict[str, Any]] = []
+        if reply.text:
+            parts.append({"text": reply.text})
+        for call in reply.tool_calls:
+            function_call: dict[str, Any] = {"name": call.name, "args": call.arguments}
+            if call.id:
+                function_call["id"] = call.id
+            parts.append({"functionCall": function_call})
+        prompt, completion = reply.usage
+        body = {
+            "candidates": [
+                {
+                    "content": {"parts": parts, "role": "model"},
+                    "finishReason": reply.stop_reason or "STOP",
+                    "index": 0,
+                }
+            ],
+            "usageMetadata": {
+                "promptTokenCount": prompt,
+                "candidatesTokenCount": completion,
+                "totalTokenCount": prompt + completion,
+            },
+            "modelVersion": reply.model or request.get("model"),
+            "responseId": _hex(11),
+        }
+        return body, {}
+
+    # checks
+
+    def validate(self, request: dict[str, Any], headers: dict[str, str]) -> str | None:
+        """The checks of the real API that a client's translation could fail."""
+        fields, problem = _proto_fields(request, "request", "")
+        if problem:
+            return problem
+        contents = fields.get("contents")
+        if not isinstance(contents, list) or not contents:
+            return "* GenerateContentRequest.contents: contents is not specified"
+        system = fields.get("systemInstruction")
+        if system is not None:
+            problem = self._check_content(system, "system_instruction", system=True)
+            if problem:
+                return problem
+        problem = self._check_config(fields.get("generationConfig"))
+        if problem:
+            return problem
+        problem = self._check_tools(fields.get("tools"))
+        if problem:
+            return problem
+        calls: list[str] = []  # names the content after a function call turn must answer
+        for i, content in enumerate(contents):
+            where = f"contents[{i}]"
+            problem = self._check_content(content, where)
+            if problem:
+                return problem
+            role = _camel_get(content, "role")
+            parts = [_proto_fields(p, "part", where)[0] for p in _camel_get(content, "parts")]
+            here_calls = [
+                _camel_get(p["functionCall"], "name") for p in parts if "functionCall" in p
+            ]
+            answers = [
+                _camel_get(p["functionResponse"], "name") for p in parts if "functionResponse" in p
+            ]
+            if here_calls and role != "model":
+                return f"* GenerateContentRequest.{where}: function calls come from the model role"
+            if answers and role != "user":
+                return f"* GenerateContentRequest.{where}: function responses need the user role"
+            if calls and len(answers) != len(calls):
+                return (
+                    "Please ensure that the number of function response parts is equal to the "
+                    "number of function call parts of the function call turn."
+                )
+            if calls and sorted(answers) != sorted(calls):
+                return (
+                    f"* GenerateContentRequest.{where}: function response names "
+                    f"{sorted(answers)} do not match the function calls {sorted(calls)}"
+                )
+            if answers and not calls:
+                return (
+                    "Please ensure that function response turn comes immediately after a "
+                    "function call turn."
+                )
+            calls = here_calls
+        if calls:
+            return "* GenerateContentRequest.contents: the last function call turn is unanswered"
+        return None
+
+    def _check_content(self, content: Any, where: str, *, system: bool = False) -> str | None:
+        fields, problem = _proto_fields(content, "content", where)
+        if problem:
+            return problem
+        role = fields.get("role")
+        if role not in (("user", None) if system else ("user", "model")):
+            return f"* GenerateContentRequest.{where}.role: Please use a valid role: user, model."
+        parts = fields.get("parts")
+        if not isinstance(parts, list) or not parts:
+            return f"* GenerateContentRequest.{where}.parts: contents.parts must not be empty."
+        for j, part in enumerate(parts):
+            at = f"{where}.parts[{j}]"
+            part_fields, problem = _proto_fields(part, "part", at)
+            if problem:
+                return problem
+            data = [name for name in _GEMINI_PART_DATA if name in part_fields]
+            if len(data) != 1:
+                return (
+                    f"* GenerateContentRequest.{at}.data: required oneof field 'data' must "
+                    "have one initialized field"
+                )
+            if system and data != ["text"]:
+                return f"* GenerateContentRequest.{at}: system instructions take text only"
+            problem = self._check_part(data[0], part_fields[data[0]], at)
+            if problem:
+                return problem
+            if (
+                "thoughtSignature" in part_fields
+                and _b64_any(part_fields["thoughtSignature"]) is None
+            ):
+                return f"Invalid value at '{at}.thought_signature' (TYPE_BYTES), bad base64"
+        return None
+
+    @staticmethod
+    def _check_part(kind: str, value: Any, at: str) -> str | None:
+        if kind == "text":
+            if not isinstance(value, str) or not value:
+                return f"* GenerateContentRequest.{at}.text: must be a non-empty string"
+            return None
+        if kind == "fileData":
+            return None
+        fields, problem = _proto_fields(value, kind, f"{at}.{kind}")
+        if problem:
+            return problem
+        if kind == "inlineData":
+            if fields.get("mimeType") not in ("image/png", "image/jpeg", "image/webp"):
+                return f"* GenerateContentRequest.{at}.inline_data.mime_type: unsupported"
+            if _b64_any(fields.get("data")) is None:
+                return (
+                    f"Invalid value at '{at}.inline_data.data' (TYPE_BYTES), Base64 decoding failed"
+                )
+            return None
+        if not isinstance(fields.get("name"), str) or not fields["name"]:
+            return f"* GenerateContentRequest.{at}.{kind}.name: Name cannot be empty."
+        if kind == "functionCall" and not isinstance(fields.get("args", {}), dict):
+            return f"Invalid value at '{at}.function_call.args' (google.protobuf.Struct)"
+        if kind == "functionResponse" and not isinstance(fields.get("response"), dict):
+            return f"* GenerateContentRequest.{at}.function_response.response: must be an object"
+        return None
+
+    @staticmethod
+    def _check_config(config: Any) -> str | None:
+        if config is None:
+            return None
+        fields, problem = _proto_fields(config, "generationConfig", "generation_config")
+        if problem:
+            return problem
+        tokens = fields.get("maxOutputTokens")
+        if tokens is not None and (not isinstance(tokens, int) or tokens < 1):
+            return "* GenerateContentRequest.generation_config.max_output_tokens: must be positive"
+        temperature = fields.get("temperature")
+        if temperature is not None and not (
+            isinstance(temperature, (int, float)) and 0 <= temperature <= 2
+        ):
+            return "* GenerateContentRequest.generation_config.temperature: must be in [0, 2]"
+        stops = fields.get("stopSequences")
+        if stops is not None and (
+            not isinstance(stops, list)
+            or len(stops) > 5
+            or not all(isinstance(s, str) for s in stops)
+        ):
+            return "* GenerateContentRequest.generation_config.stop_sequences: at most 5 strings"
+        return None
+
+    @staticmethod
+    def _check_tools(tools: Any) -> str | None:
+        if tools is None:
+            return None
+        if not isinstance(tools, list):
+            return "Invalid value at 'tools': expected a list"
+        for i, tool in enumerate(tools):
+            fields, problem = _proto_fields(tool, "tool", f"tools[{i}]")
+            if problem:
+                return problem
+            for j, declaration in enumerate(fields.get("functionDeclarations") or []):
+                where = f"tools[{i}].function_declarations[{j}]"
+                decl, problem = _proto_fields(declaration, "functionDeclaration", where)
+                if problem:
+                    return problem
+                name = decl.get("name")
+                if not isinstance(name, str) or not _GEMINI_FUNCTION_NAME.fullmatch(name):
+                    return (
+                        f"* GenerateContentRequest.{where}.name: Invalid function name. Must "
+                        "start with a letter or an underscore. Must be alphameric (a-z, A-Z, "
+                        "0-9), underscores (_), dots (.), colons (:), or dashes (-), with a "
+                        "maximum length of 64."
+                    )
+                if "parameters" in decl and "parametersJsonSchema" in decl:
+                    return (
+                        f"* GenerateContentRequest.{where}: parameters and "
+                        "parameters_json_schema are mutually exclusive"
+                    )
+        return None
+
+    # reading requests back
+
+    @staticmethod
+    def images(request: dict[str, Any]) -> list[bytes]:
+        """Every inline image the request carries, in order."""
+        found: list[bytes] = []
+        for content in request.get("contents", []):
+            for part in _camel_get(content, "parts") or []:
+                inline = _camel_get(part, "inlineData")
+                if inline is not None:
+                    found.append(_b64_any(_camel_get(inline, "data")) or b"")
+        return found
+
+    @staticmethod
+    def function_responses(request: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every ``functionResponse``, in order, with lowerCamel keys."""
+        return [
+            {_camel(k): v for k, v in _camel_get(part, "functionResponse").items()}
+            for content in request.get("contents", [])
+            for part in _camel_get(content, "parts") or []
+            if _camel_get(part, "functionResponse") is not None
+        ]
+
+
+def _camel_get(obj: Any, name: str) -> Any:
+    """``obj[name]`` under its lowerCamel or snake_case spelling (None when absent)."""
+    if not isinstance(obj, dict):
+        return None
+    if name in obj:
+        return obj[name]
+    snake = re.sub(r"[A-Z]", lambda m: "_" + m.group().lower(), name)
+    return obj.get(snake)
