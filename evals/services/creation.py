@@ -5,7 +5,10 @@ retired — never another team's, whose calls would spend that team's key. The j
 follows the same rule and must not be a candidate, nor the same model as one (003).
 """
 
+import random
+import secrets
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
@@ -41,6 +44,52 @@ def _usable(team: Team, slug: str, *, role: str) -> Agent:
     return agent
 
 
+def _usable_all(team: Team) -> list[Agent]:
+    return list(
+        Agent.objects.filter(
+            Q(team=team) | Q(team__isnull=True),
+            retired_at=None,
+            approval=Agent.Approval.APPROVED,
+            kind=Agent.Kind.SCAFFOLD,
+        )
+        .exclude(model_id="")
+        .order_by("slug")
+    )
+
+
+@dataclass(frozen=True)
+class Selection:
+    agents: list[str]
+    judge: str | None
+    seed: int
+
+
+def random_selection(*, team: Team, candidates: int, judge: bool, seed: int | None) -> Selection:
+    """003's ``--random``: ``candidates`` agents (and a judge) drawn once, before the run,
+    from the model agents this team may evaluate, each of a different model; seeded by
+    ``seed`` (a fresh one when None), which the record keeps so the draw can be redone."""
+    if candidates < 1:
+        raise ApplicationError("draw at least one candidate", code="no_agents")
+    seed = secrets.randbelow(2**32) if seed is None else seed
+    if not 0 <= seed < 2**63:
+        raise ApplicationError("the selection seed must lie in 0..2^63-1", code="invalid_seed")
+    one_per_model: dict[str, Agent] = {}
+    for agent in _usable_all(team):  # by slug: the first agent of each model stands for it
+        one_per_model.setdefault(agent.model_id, agent)
+    pool = sorted(one_per_model.values(), key=lambda a: a.slug)
+    wanted = candidates + (1 if judge else 0)
+    if len(pool) < wanted:
+        raise ApplicationError(
+            f"only {len(pool)} models to draw from, {wanted} needed", code="too_few_agents"
+        )
+    drawn = random.Random(seed).sample(pool, wanted)  # noqa: S311 - reproducible, not secret
+    return Selection(
+        agents=[a.slug for a in drawn[:candidates]],
+        judge=drawn[-1].slug if judge else None,
+        seed=seed,
+    )
+
+
 @transaction.atomic
 def evaluation_create(
     *,
@@ -52,8 +101,10 @@ def evaluation_create(
     pairwise: bool = False,
     max_tokens: int = calls.MAX_TOKENS,
     user=None,
+    selection_seed: int | None = None,
 ) -> Evaluation:
-    """An evaluation of these agents (in this order) on the team's suite."""
+    """An evaluation of these agents (in this order) on the team's suite;
+    ``selection_seed`` when they were drawn (``random_selection``), for the record."""
     if suite.team_id != team.pk or (rubric is not None and rubric.team_id != team.pk):
         raise ApplicationError("no such suite or rubric", code="not_found", status=404)
     if not agent_slugs:
@@ -95,6 +146,7 @@ def evaluation_create(
             "backoff_s": [calls.BACKOFF.base_s, calls.BACKOFF.base_s * calls.BACKOFF.factor],
             "judge_decoding": {**calls.JUDGE_DECODING, "max_tokens": calls.MAX_TOKENS},
             "concurrency": settings.ARENA.eval_provider_concurrency,  # as executed, later
+            "selection_seed": selection_seed,
         },
     )
     Candidate.objects.bulk_create(

@@ -28,6 +28,8 @@ from agents.services import AgentFailure, model_client_for
 from evals import calls, scoring
 from evals.models import CriterionScore, EvalRun, EvalSpan, Evaluation, PairJudgement
 
+CANCEL_POLL_S = 0.5  # a cancel stops the evaluation within this long of its next call
+
 
 @dataclass(frozen=True)
 class Work:
@@ -143,10 +145,18 @@ def evaluation_execute(
         except AgentFailure as failure:
             clients[agent.pk] = failure  # every call of this agent fails with it
 
+    polled = {"at": -CANCEL_POLL_S, "cancelled": False}
+
     def cancelled() -> bool:
-        return Evaluation.objects.filter(
-            pk=evaluation.pk, status=Evaluation.Status.CANCELLED
-        ).exists()
+        """Whether a cancel came: asked of the database at most every CANCEL_POLL_S (a
+        query per call was a large part of the arena's overhead per call)."""
+        now = time.monotonic()
+        if not polled["cancelled"] and now - polled["at"] >= CANCEL_POLL_S:
+            polled["cancelled"] = Evaluation.objects.filter(
+                pk=evaluation.pk, status=Evaluation.Status.CANCELLED
+            ).exists()
+            polled["at"] = now
+        return polled["cancelled"]
 
     def tick(label: str) -> None:
         if progress:

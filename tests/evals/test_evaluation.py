@@ -6,6 +6,7 @@ win rates, intervals and failure records are the ones the scripts imply.
 The fakes stand where the remote LLM APIs cannot exist here; the database, the SDKs,
 the services and the command are real. Waits between attempts are recorded, not slept."""
 
+import contextlib
 import json
 import random
 from pathlib import Path
@@ -234,3 +235,29 @@ def test_the_command_writes_the_record_and_exits_1_when_something_failed(
     assert len(record["results"]) == 40 and waits == [1.0, 2.0]
     failed = [r for r in record["results"] if r["status"] == "error"]
     assert failed[0]["error"].count("gave up") == 1, failed[0]["error"]
+
+
+def test_a_random_draw_is_reproducible_from_its_persisted_seed(
+    alice, arena_agents, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(calls, "_sleep", [].append)
+    team = Team.objects.get(name="Acme")
+    fresh = services.random_selection(team=team, candidates=2, judge=True, seed=None)
+    again = services.random_selection(team=team, candidates=2, judge=True, seed=fresh.seed)
+    assert (again.agents, again.judge) == (fresh.agents, fresh.judge)
+    assert len({*fresh.agents, fresh.judge}) == 3  # one agent per model, judge apart
+    assert {*fresh.agents, fresh.judge} <= {"alpha", "beta", "gamma", "judge"}
+    with pytest.raises(ApplicationError, match="only 4 models to draw from, 5 needed"):
+        services.random_selection(team=team, candidates=4, judge=True, seed=1)
+
+    drawn = services.random_selection(team=team, candidates=2, judge=False, seed=7)
+    suite, out = tmp_path / "suite.yaml", tmp_path / "run.json"
+    suite.write_bytes(suite_bytes())
+    with contextlib.suppress(SystemExit):  # incomplete when gamma is drawn (its t05)
+        call_command(
+            "eval", "run", "--team", "Acme", "--suite", str(suite), "--random", "2",
+            "--selection-seed", "7", "--output", str(out),
+        )  # fmt: skip
+    record = json.loads(out.read_text())
+    assert record["run"]["selection_seed"] == 7
+    assert [a["slug"] for a in record["run"]["agents"]] == drawn.agents

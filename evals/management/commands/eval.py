@@ -35,6 +35,17 @@ class Command(BaseCommand):
         run.add_argument("--max-tokens", type=int, default=4096, help="candidate output budget")
         run.add_argument("--output", help="where to write the record (stdout without it)")
         run.add_argument("--resume", type=int, help="finish evaluation ID instead of a new one")
+        run.add_argument(
+            "--random",
+            dest="draw",
+            type=int,
+            metavar="K",
+            help="draw K candidates (and a judge, with --rubric or --pairwise) from the model "
+            "agents the team may evaluate, one per model; not with --agent or --judge",
+        )
+        run.add_argument(
+            "--selection-seed", type=int, help="seed of the --random draw (the record keeps it)"
+        )
 
     def handle(self, *args, action, **options) -> None:
         try:
@@ -50,7 +61,10 @@ class Command(BaseCommand):
         except OSError as error:
             raise CommandError(f"cannot read {path}: {error.strerror}", returncode=2) from None
 
-    def _run(self, *, team, suite, agent, rubric, judge, pairwise, max_tokens, output, resume, **_):
+    def _run(
+        self, *, team, suite, agent, rubric, judge, pairwise, max_tokens, output, resume,
+        draw, selection_seed, **_,
+    ):  # fmt: skip
         owner = Team.objects.filter(name=team).first()
         if owner is None:
             raise CommandError(f"no team named {team!r}", returncode=2)
@@ -65,6 +79,21 @@ class Command(BaseCommand):
                 if rubric
                 else None
             )
+            seed = None
+            if draw is not None:
+                if agent or judge:
+                    raise CommandError(
+                        "--random draws the agents: not with --agent or --judge", returncode=2
+                    )
+                drawn = services.random_selection(
+                    team=owner,
+                    candidates=draw,
+                    judge=bool(stored_rubric or pairwise),
+                    seed=selection_seed,
+                )
+                agent, judge, seed = drawn.agents, drawn.judge, drawn.seed
+            elif selection_seed is not None:
+                raise CommandError("--selection-seed goes with --random", returncode=2)
             evaluation = services.evaluation_create(
                 team=owner,
                 suite=stored_suite,
@@ -73,6 +102,7 @@ class Command(BaseCommand):
                 judge_slug=judge,
                 pairwise=pairwise,
                 max_tokens=max_tokens,
+                selection_seed=seed,
             )
         tasks = len(evaluation.suite.tasks)
         agents = evaluation.candidates.count()
