@@ -12,6 +12,9 @@ Prints one JSON document.
   overhead (the database rows, the spans, the retry wrapper, the scheduling, and the
   evaluation's own clients being built). A one-task evaluation and a reference call run
   first, untimed: the SDKs' first import and first call take seconds.
+- with provider latency: 100 tasks × 4 agents with fakes answering after 50 ms, at both
+  concurrencies (what the per-endpoint bound is for: real providers take seconds; at
+  zero latency on 2 cores, threads only contend with the in-process fakes).
 
 Run: DATABASE_URL=postgres://postgres@127.0.0.1:5432/arena \\
      .venv/bin/python tests/bench/bench_evals.py [tasks]
@@ -57,7 +60,12 @@ def suite(tasks: int) -> bytes:
     ).encode()
 
 
+LATENCY_S = {"now": 0.0}  # the fake providers' answer time, per scenario
+
+
 def answer(request: dict):
+    if LATENCY_S["now"]:
+        time.sleep(LATENCY_S["now"])  # the emulated provider's latency
     prompt = request["messages"][-1]["content"]
     prompt = prompt if isinstance(prompt, str) else prompt[0]["text"]
     n = int(prompt.split(" ")[1].split("+")[0])
@@ -153,6 +161,27 @@ def main() -> None:
                     "record_s": round(record_s, 3),
                     "record_bytes": len(json.dumps(record)),
                 }
+            # With a provider latency (50 ms per answer, 100 tasks): what the concurrency
+            # bound is for; at zero latency on 2 cores threads only contend.
+            LATENCY_S["now"] = 0.05
+            few = services.suite_store(team=team, name="latency.json", data=suite(100))
+            latency: dict = {"tasks": 100, "calls": 100 * AGENTS, "provider_latency_ms": 50}
+            for concurrency in (1, settings.ARENA.eval_provider_concurrency):
+                evaluation = services.evaluation_create(
+                    team=team, suite=few, agent_slugs=[f"agent-{i}" for i in range(AGENTS)]
+                )
+                started = time.perf_counter()
+                services.evaluation_execute(evaluation_id=evaluation.pk, concurrency=concurrency)
+                arena_s = time.perf_counter() - started
+                reference_s = reference(clients, [t["prompt"] for t in few.tasks], concurrency)
+                latency[f"concurrency_{concurrency}"] = {
+                    "arena_s": round(arena_s, 3),
+                    "arena_calls_per_s": round(400 / arena_s, 1),
+                    "reference_s": round(reference_s, 3),
+                    "arena_overhead_ms_per_call": round((arena_s - reference_s) / 400 * 1000, 3),
+                }
+            LATENCY_S["now"] = 0.0
+            report["with_provider_latency"] = latency
             requests = defaultdict(int)
             for i, fake in enumerate(fakes):
                 requests[f"agent-{i}"] = len(fake.requests)
