@@ -122,8 +122,30 @@ def evaluation_record(evaluation: Evaluation) -> dict[str, Any]:
             if (t["id"], agent.pk) in runs and runs[(t["id"], agent.pk)].exact_score is not None
         ]
         exact[agent.slug] = sum(values) / len(values) if values else None
+    # What was expected, against what is stored: a run never made (cancelled, or not yet)
+    # counts as failed; a done run's criterion never scored, or a pair of done runs never
+    # judged, counts as missing. ``complete`` only when nothing failed or is missing.
     failed_runs = sum(1 for r in results if r["status"] != EvalRun.Status.DONE)
     failed_scores = sum(1 for r in results for c in r.get("criteria", []) if c["status"] != "ok")
+    done = {(r["task_id"], r["agent"]) for r in results if r["status"] == EvalRun.Status.DONE}
+    missing_scores = 0
+    if evaluation.rubric:
+        criteria = {c["name"] for c in evaluation.rubric.criteria}
+        missing_scores = sum(
+            len(criteria - {c["criterion"] for c in r["criteria"]})
+            for r in results
+            if r["status"] == EvalRun.Status.DONE
+        )
+    expected_pairs = 0
+    if evaluation.pairwise:
+        slugs_in_order = [a.slug for a in candidates]
+        expected_pairs = sum(
+            1
+            for task in tasks
+            for i, a in enumerate(slugs_in_order)
+            for b in slugs_in_order[i + 1 :]
+            if (task["id"], a) in done and (task["id"], b) in done
+        )
     judge = evaluation.judge
     record: dict[str, Any] = {
         "schema": RECORD_SCHEMA,
@@ -151,7 +173,14 @@ def evaluation_record(evaluation: Evaluation) -> dict[str, Any]:
             "failed_runs": failed_runs,
             "failed_criterion_scores": failed_scores,
             "failed_pair_judgements": len(failures),
-            "complete": failed_runs == 0 and failed_scores == 0 and not failures,
+            "missing_criterion_scores": missing_scores,
+            "expected_pairs": expected_pairs,
+            "resolved_pairs": len(judgments),
+            "complete": failed_runs == 0
+            and failed_scores == 0
+            and missing_scores == 0
+            and not failures
+            and len(judgments) == expected_pairs,
         },
         "tasks": tasks,
         "results": results,

@@ -261,3 +261,35 @@ def test_a_random_draw_is_reproducible_from_its_persisted_seed(
     record = json.loads(out.read_text())
     assert record["run"]["selection_seed"] == 7
     assert [a["slug"] for a in record["run"]["agents"]] == drawn.agents
+
+
+def test_what_was_never_judged_makes_the_record_incomplete(alice, arena_agents):
+    # the record counts what was expected, not only what failed: a criterion score or a
+    # pair judgement that is missing (a cancel, an interruption) is not "complete"
+    team = Team.objects.get(name="Acme")
+    suite = services.suite_store(team=team, name="arith.yaml", data=suite_bytes())
+    rubric = services.rubric_store(team=team, name="rubric.yaml", data=RUBRIC)
+    evaluation = services.evaluation_create(
+        team=team, suite=suite, agent_slugs=["alpha", "beta"], rubric=rubric,
+        judge_slug="judge", pairwise=True,
+    )  # fmt: skip
+    evaluation = services.evaluation_execute(evaluation_id=evaluation.pk, sleep=[].append)
+    record = selectors.evaluation_record(evaluation)
+    run = record["run"]
+    assert (run["expected_pairs"], run["resolved_pairs"], run["missing_criterion_scores"]) == (
+        20, 19, 0,
+    )  # fmt: skip
+    assert run["complete"] is False  # the broken game of t10
+
+    PairJudgement.objects.filter(evaluation=evaluation, failure__gt="").delete()
+    assert selectors.evaluation_record(evaluation)["run"]["complete"] is False  # 19 of 20
+
+    CriterionScore.objects.filter(run__evaluation=evaluation, run__task_id="t01").delete()
+    run = selectors.evaluation_record(evaluation)["run"]
+    assert run["missing_criterion_scores"] == 4 and run["complete"] is False
+
+    # running again fills in what is missing; the judge still breaks t10's game
+    done = services.evaluation_execute(evaluation_id=evaluation.pk, sleep=[].append)
+    run = selectors.evaluation_record(done)["run"]
+    assert (run["missing_criterion_scores"], run["resolved_pairs"]) == (0, 19)
+    assert (run["failed_pair_judgements"], run["complete"]) == (1, False)
