@@ -227,7 +227,7 @@ def test_the_command_writes_the_record_and_exits_1_when_something_failed(
         call_command(
             "eval", "run", "--team", "Acme", "--suite", str(suite), "--agent", "alpha",
             "--agent", "gamma", "--rubric", str(rubric), "--judge", "judge",
-            "--output", str(out),
+            "--output", str(out), "--plots", str(tmp_path / "figures"),
         )  # fmt: skip
     assert exit_.value.code == 1
     record = json.loads(out.read_text())
@@ -235,6 +235,10 @@ def test_the_command_writes_the_record_and_exits_1_when_something_failed(
     assert len(record["results"]) == 40 and waits == [1.0, 2.0]
     failed = [r for r in record["results"] if r["status"] == "error"]
     assert failed[0]["error"].count("gave up") == 1, failed[0]["error"]
+    radar = (tmp_path / "figures" / "radar.svg").read_text()
+    matrix = (tmp_path / "figures" / "win_rates.svg").read_text()
+    assert radar.count('class="mean"') == 4 and "correctness (0–5)" in radar  # 2 × 2
+    assert "alpha vs gamma: win rate 1.000" in matrix
 
 
 def test_a_random_draw_is_reproducible_from_its_persisted_seed(

@@ -34,6 +34,11 @@ class Command(BaseCommand):
         run.add_argument("--pairwise", action="store_true", help="judge every pair of replies")
         run.add_argument("--max-tokens", type=int, default=4096, help="candidate output budget")
         run.add_argument("--output", help="where to write the record (stdout without it)")
+        run.add_argument(
+            "--plots",
+            metavar="DIR",
+            help="also write radar.svg and win_rates.svg into DIR (with a rubric)",
+        )
         run.add_argument("--resume", type=int, help="finish evaluation ID instead of a new one")
         run.add_argument(
             "--random",
@@ -63,7 +68,7 @@ class Command(BaseCommand):
 
     def _run(
         self, *, team, suite, agent, rubric, judge, pairwise, max_tokens, output, resume,
-        draw, selection_seed, **_,
+        draw, selection_seed, plots, **_,
     ):  # fmt: skip
         owner = Team.objects.filter(name=team).first()
         if owner is None:
@@ -125,4 +130,23 @@ class Command(BaseCommand):
             self.stderr.write(f"evaluation {evaluation.pk}: record written to {output}")
         else:
             self.stdout.write(text)
+        if plots:
+            self._plots(Path(plots), evaluation, record)
         return 0 if record["run"]["complete"] else 1
+
+    def _plots(self, where: Path, evaluation, record: dict) -> None:
+        """The record's figures as self-contained SVG files (evals.plots)."""
+        from evals import plots
+
+        where.mkdir(parents=True, exist_ok=True)
+        agents = [a["slug"] for a in record["run"]["agents"]]
+        stats = record["statistics"]
+        if evaluation.rubric:
+            criteria = [(c["name"], c["scale"]) for c in evaluation.rubric.criteria]
+            (where / "radar.svg").write_text(
+                plots.radar(stats["criterion_means"], criteria=criteria, agents=agents)
+            )
+            (where / "win_rates.svg").write_text(
+                plots.win_rate_matrix(stats["win_rates"], agents=agents)
+            )
+        self.stderr.write(f"figures written to {where}")
