@@ -3,7 +3,8 @@
 
 One retry policy for all of them (the references' "up to three attempts, 1 s then 2 s"):
 ``ATTEMPTS`` tries, waits of ``BACKOFF`` in between. The clients are built with
-``max_retries = 0`` (``client_params``) so that this is the only retry layer: a provider
+no retries of their own (``agents.services.model_client_for(agent, retries=0)``) so
+that this is the only retry layer: a provider
 error that may pass (429, 5xx, a connection failure, a malformed body) and a judge
 reply that does not parse share one budget. A 4xx other than 429 is final at once —
 a bad request or key does not get better by asking again.
@@ -34,11 +35,6 @@ _sleep = time.sleep
 # The client was built with no retries of its own: its "gave up after 1 attempts" is not
 # the final word, ours is.
 _CLIENT_GAVE_UP = re.compile(r" \(gave up after \d+ attempts?\)$")
-
-
-def client_params(params: dict[str, Any]) -> dict[str, Any]:
-    """An agent's params for a client whose retries this module does."""
-    return {**params, "max_retries": 0}
 
 
 @dataclass

@@ -22,12 +22,17 @@ from evals import calls
 from evals.models import Candidate, Evaluation, Rubric, Suite
 
 
-def _usable(team: Team, slug: str, *, role: str) -> Agent:
-    agent = (
-        Agent.objects.filter(Q(team=team) | Q(team__isnull=True), slug=slug, retired_at=None)
-        .filter(approval=Agent.Approval.APPROVED)
-        .first()
+def _evaluable(team: Team):
+    """The agents this team may evaluate: its own and the arena's, approved, not retired."""
+    return Agent.objects.filter(
+        Q(team=team) | Q(team__isnull=True),
+        retired_at=None,
+        approval=Agent.Approval.APPROVED,
     )
+
+
+def _usable(team: Team, slug: str, *, role: str) -> Agent:
+    agent = _evaluable(team).filter(slug=slug).first()
     if agent is None:
         raise ApplicationError(
             f"no agent {slug!r} this team may evaluate ({role}): it must be the team's own "
@@ -45,15 +50,9 @@ def _usable(team: Team, slug: str, *, role: str) -> Agent:
 
 
 def _usable_all(team: Team) -> list[Agent]:
+    """The model agents among them, by slug."""
     return list(
-        Agent.objects.filter(
-            Q(team=team) | Q(team__isnull=True),
-            retired_at=None,
-            approval=Agent.Approval.APPROVED,
-            kind=Agent.Kind.SCAFFOLD,
-        )
-        .exclude(model_id="")
-        .order_by("slug")
+        _evaluable(team).filter(kind=Agent.Kind.SCAFFOLD).exclude(model_id="").order_by("slug")
     )
 
 
