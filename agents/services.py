@@ -145,6 +145,17 @@ class AgentFailure(Exception):
     retries, a protocol violation). The run ends with end reason "error"."""
 
 
+# The agent params that a model call carries as they are (in a battle's scaffold and an
+# evaluation's candidate calls alike); everything else in ``params`` configures the client.
+SAMPLING = ("temperature", "top_p")
+
+
+def sampling_params(agent: Agent) -> dict:
+    """The agent's own sampling settings, nothing forced."""
+    params = agent.params or {}
+    return {k: params[k] for k in SAMPLING if k in params}
+
+
 def model_client_for(agent: Agent, *, retries: int | None = None) -> "ModelClient":
     """The model client of a scaffold agent: its team's key (else the arena's key
     variable), the arena's timeouts, prices and address policy. ``retries`` overrides
@@ -200,7 +211,7 @@ def policy_for(
                 tool_names=tools,
                 max_tokens=int(params.get("max_tokens", 1024)),
                 keep_screenshots=int(params.get("keep_screenshots", 3)),
-                params={k: params[k] for k in ("temperature", "top_p") if k in params},
+                params=sampling_params(agent),
             ),
             failures=(ProviderError,),
         )

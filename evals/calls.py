@@ -30,7 +30,6 @@ ATTEMPTS = 3
 BACKOFF = Backoff(base_s=1.0, factor=2.0, jitter=0.0)  # 1 s, then 2 s
 MAX_TOKENS = 4096
 JUDGE_DECODING = {"temperature": 0}
-SAMPLING = ("temperature", "top_p")  # the agent params a candidate call carries
 _sleep = time.sleep
 # The client was built with no retries of its own: its "gave up after 1 attempts" is not
 # the final word, ours is.

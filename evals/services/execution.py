@@ -6,8 +6,10 @@ call.
 Two phases: every candidate's answers, then the judges (rubric and pairwise), which
 need those answers. Within a phase the calls run on a thread pool, at most
 ``concurrency`` (``ARENA_EVAL_PROVIDER_CONCURRENCY``) in flight per provider endpoint
-(provider and base URL): one slow or rate-limited provider neither stalls nor floods
-the others. With a concurrency of 1 the calls run in the caller's thread, one by one.
+(provider and base URL) across every evaluation worker of the arena (``evals.gates``):
+one slow or rate-limited provider neither stalls nor floods the others, and two
+evaluations running at once share the bound. With a concurrency of 1 the calls run in
+the caller's thread, one by one.
 """
 
 import threading
@@ -24,8 +26,9 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from agents.models import Agent
-from agents.services import AgentFailure, model_client_for
+from agents.services import AgentFailure, model_client_for, sampling_params
 from evals import calls, scoring
+from evals.gates import gates
 from evals.models import CriterionScore, EvalRun, EvalSpan, Evaluation, PairJudgement
 
 CANCEL_POLL_S = 0.5  # a cancel stops the evaluation within this long of its next call
@@ -83,31 +86,38 @@ def _run_all(
 ) -> None:
     """Do every item, at most ``concurrency`` at once per endpoint; none starts after a
     cancel. The pool's threads close their database connections when done."""
+    shared = gates()
     if concurrency == 1:
         for item in work:
-            if cancelled():
-                return
-            item.do()
+            with shared.hold(item.endpoint, limit=1, cancelled=cancelled) as held:
+                if not held or cancelled():
+                    return
+                item.do()
             tick(item.label)
         return
-    gates: dict[str, threading.BoundedSemaphore] = defaultdict(
+    # This job's own bound as well: its threads never poll Redis for more places than
+    # they could hold.
+    local: dict[str, threading.BoundedSemaphore] = defaultdict(
         lambda: threading.BoundedSemaphore(concurrency)
     )
     for item in work:  # created up front: the defaultdict is not thread-safe
-        gates[item.endpoint]
+        local[item.endpoint]
     lock = threading.Lock()
 
     def one(item: Work) -> None:
         try:
-            with gates[item.endpoint]:
-                if not cancelled():
+            with (
+                local[item.endpoint],
+                shared.hold(item.endpoint, limit=concurrency, cancelled=cancelled) as held,
+            ):
+                if held and not cancelled():
                     item.do()
                     with lock:
                         tick(item.label)
         finally:
             connection.close()  # this thread's; the next item opens its own
 
-    endpoints = len(gates)
+    endpoints = len(local)
     with ThreadPoolExecutor(max_workers=min(len(work), concurrency * endpoints) or 1) as pool:
         for future in [pool.submit(one, item) for item in work]:
             future.result()  # re-raises a bug in a worker thread here
@@ -204,14 +214,11 @@ def _candidate_work(evaluation, tasks, agents, clients, sleep) -> list[Work]:
                 if isinstance(client, AgentFailure):
                     outcome = calls.Outcome(error=str(client))
                 else:
-                    sampling = {
-                        k: v for k, v in (agent.params or {}).items() if k in calls.SAMPLING
-                    }
                     outcome = calls.candidate_answer(
                         client,
                         prompt=task["prompt"],
                         system=agent.system_prompt,
-                        params=sampling,
+                        params=sampling_params(agent),
                         max_tokens=max_tokens,
                         sleep=sleep,
                     )

@@ -6,6 +6,7 @@ import threading
 import time
 
 import pytest
+from django.db import connection
 
 from accounts.models import Team
 from agents.models import Agent, Arena
@@ -61,3 +62,44 @@ def test_calls_are_concurrent_and_bounded_per_endpoint(alice, monkeypatch, setti
     assert EvalSpan.objects.count() == 40
     # each endpoint had three requests in flight at once, never more
     assert policies["fast"].most == 3 and policies["slow"].most == 3
+
+
+def test_two_evaluations_at_once_share_the_bound_per_endpoint(alice, monkeypatch, settings):
+    """Two evaluation jobs running at the same time (as on two workers) against one
+    endpoint hold at most the bound between them, not the bound each."""
+    settings.ARENA = settings.ARENA.replace(eval_provider_concurrency=2)
+    monkeypatch.setenv("EVAL_TEST_API_KEY", KEY)
+    policy = InFlight("2")
+    with FakeOpenAI(api_key=KEY, policy=policy) as fake:
+        arena = Arena.objects.public()
+        for slug in ("one", "two"):  # two agents, one endpoint
+            Agent.objects.create(
+                arena=arena, slug=slug, display_name=slug, kind="scaffold", provider="openai",
+                model_id=f"{slug}-model",
+                params={"base_url": fake.base_url, "api_key_env": "EVAL_TEST_API_KEY"},
+            )  # fmt: skip
+        team = Team.objects.get(name="Acme")
+        suite = services.suite_store(team=team, name="arith.yaml", data=suite_bytes())
+        evaluations = [
+            services.evaluation_create(team=team, suite=suite, agent_slugs=[slug])
+            for slug in ("one", "two")
+        ]
+        errors: list[BaseException] = []
+
+        def execute(pk: int) -> None:
+            try:
+                services.evaluation_execute(evaluation_id=pk)
+            except BaseException as exc:  # reported in the test's thread
+                errors.append(exc)
+            finally:
+                connection.close()  # this thread's own
+
+        threads = [threading.Thread(target=execute, args=(e.pk,)) for e in evaluations]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    assert errors == []
+    assert EvalRun.objects.filter(status="done").count() == 40
+    assert policy.most == 2  # two jobs × a bound of 2 each would have reached 4
