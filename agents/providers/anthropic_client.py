@@ -7,9 +7,7 @@ SDK's models, which (outside their private strict mode) accept any shape without
 complaint: a reply we cannot use is "malformed" and retried.
 """
 
-import random
 import time
-from collections.abc import Callable
 from typing import Any
 
 import anthropic
@@ -17,7 +15,6 @@ import anthropic
 from agents.providers.base import (
     Image,
     ModelReply,
-    ProviderError,
     Text,
     ToolResult,
     ToolSpec,
@@ -28,7 +25,7 @@ from agents.providers.base import (
 from agents.providers.common import (
     CloseOnCollect,
     ParsedReply,
-    Price,
+    ProviderClient,
     SdkErrors,
     failure_from_sdk_error,
     model_reply,
@@ -39,10 +36,8 @@ from agents.providers.common import (
     shared_tls_context,
     token_count,
 )
-from agents.providers.redaction import register_secret
-from agents.providers.retry import Backoff, RetryableFailure, call_with_retries
+from agents.providers.retry import RetryableFailure, call_with_retries
 from agents.providers.transport import OutboundRefused, checked_http_client
-from sandboxes.netpolicy import OutboundPolicy
 
 
 class _HttpClient(CloseOnCollect, anthropic.DefaultHttpxClient):
@@ -173,7 +168,7 @@ def parse_message(body: dict[str, Any]) -> ParsedReply:
     )
 
 
-class AnthropicClient:
+class AnthropicClient(ProviderClient):
     """A :class:`~agents.providers.base.ModelClient` on the Messages API.
 
     ``price`` is (USD per million input tokens, USD per million output tokens); None
@@ -186,46 +181,17 @@ class AnthropicClient:
 
     provider = "anthropic"
 
-    def __init__(
-        self,
-        model: str,
-        api_key: str,
-        base_url: str | None = None,
-        *,
-        timeout_s: float = 60.0,
-        max_retries: int = 4,
-        backoff: Backoff | None = None,
-        price: Price | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        rng: random.Random | None = None,
-        outbound: OutboundPolicy | None = None,
-    ) -> None:
-        if not api_key:
-            raise ProviderError("anthropic: no API key given")
-        register_secret(api_key)
-        self.model = model
-        self.base_url = base_url
-        self.timeout_s = timeout_s
-        self.max_retries = max_retries
-        self.backoff = backoff or Backoff()
-        self.price = price
-        self._sleep = sleep
-        self._rng = rng
-        # Every connection the SDK makes is checked against the address policy (the
-        # strict one, with the host's DNS, unless the caller brings the arena's).
-        outbound = OutboundPolicy() if outbound is None else outbound
-        # Kept for redacting error texts; never put into messages, logs or repr.
-        self._secrets = (api_key,)
+    def __init__(self, model: str, api_key: str, base_url: str | None = None, **options) -> None:
+        super().__init__(model, api_key, base_url, **options)
         self._sdk = anthropic.Anthropic(
             api_key=api_key,
             base_url=base_url,
-            timeout=timeout_s,
+            timeout=self.timeout_s,
             max_retries=0,
-            http_client=checked_http_client(_HttpClient, outbound, verify=shared_tls_context()),
+            http_client=checked_http_client(
+                _HttpClient, self.outbound, verify=shared_tls_context()
+            ),
         )
-
-    def __repr__(self) -> str:
-        return f"AnthropicClient(model={self.model!r}, base_url={self.base_url!r})"
 
     def close(self) -> None:
         """Release the SDK client's connection pool (not part of ``ModelClient``;

@@ -30,7 +30,6 @@ import base64
 import binascii
 import itertools
 import json
-import random
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -56,23 +55,21 @@ from agents.providers.base import (
 from agents.providers.common import (
     CloseOnCollect,
     ParsedReply,
-    Price,
+    ProviderClient,
     model_reply,
     optional_str,
     refusal_error,
     shared_tls_context,
     token_count,
 )
-from agents.providers.redaction import redact, register_secret
+from agents.providers.redaction import redact
 from agents.providers.retry import (
-    Backoff,
     RetryableFailure,
     call_with_retries,
     is_retryable_status,
     retry_after_seconds,
 )
 from agents.providers.transport import OutboundRefused, checked_http_client
-from sandboxes.netpolicy import OutboundPolicy
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/"
 API_VERSION = "v1beta"
@@ -347,7 +344,7 @@ def _read_body(raw: str | None, *, secrets: Sequence[str]) -> dict[str, Any]:
     return body
 
 
-class GeminiClient:
+class GeminiClient(ProviderClient):
     """A :class:`~agents.providers.base.ModelClient` on the Gemini API.
 
     ``price`` is (USD per million input tokens, USD per million output tokens; output
@@ -360,37 +357,12 @@ class GeminiClient:
 
     provider = "gemini"
 
-    def __init__(
-        self,
-        model: str,
-        api_key: str,
-        base_url: str | None = None,
-        *,
-        timeout_s: float = 60.0,
-        max_retries: int = 4,
-        backoff: Backoff | None = None,
-        price: Price | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        rng: random.Random | None = None,
-        outbound: OutboundPolicy | None = None,
-    ) -> None:
-        if not api_key:
-            raise ProviderError("gemini: no API key given")
-        register_secret(api_key)
-        self.model = model
-        self.base_url = base_url
-        self.timeout_s = timeout_s
-        self.max_retries = max_retries
-        self.backoff = backoff or Backoff()
-        self.price = price
-        self._sleep = sleep
-        self._rng = rng
-        self._secrets = (api_key,)  # for redacting error texts only
+    def __init__(self, model: str, api_key: str, base_url: str | None = None, **options) -> None:
+        super().__init__(model, api_key, base_url, **options)
         self._ids = itertools.count(1)
         self._signatures: dict[str, bytes] = {}
         self._closed = False
-        outbound = OutboundPolicy() if outbound is None else outbound
-        self._http = checked_http_client(_HttpClient, outbound, verify=shared_tls_context())
+        self._http = checked_http_client(_HttpClient, self.outbound, verify=shared_tls_context())
         self._sdk = genai.Client(
             # Explicit, so GOOGLE_GENAI_USE_VERTEXAI and friends cannot switch backends.
             vertexai=False,
@@ -399,7 +371,7 @@ class GeminiClient:
                 # Explicit too: GOOGLE_GEMINI_BASE_URL must not bypass the registry.
                 base_url=base_url or DEFAULT_BASE_URL,
                 api_version=API_VERSION,
-                timeout=max(1, round(timeout_s * 1000)),  # milliseconds
+                timeout=max(1, round(self.timeout_s * 1000)),  # milliseconds
                 retry_options=types.HttpRetryOptions(attempts=1),
                 httpx_client=self._http,
                 httpx_async_client=httpx2.AsyncClient(transport=_SyncOnlyTransport()),
@@ -408,9 +380,6 @@ class GeminiClient:
                 async_client_args={"ssl": shared_tls_context()},
             ),
         )
-
-    def __repr__(self) -> str:
-        return f"GeminiClient(model={self.model!r}, base_url={self.base_url!r})"
 
     def close(self) -> None:
         """Release the connection pool (the SDK leaves a client it was given open).

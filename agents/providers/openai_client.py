@@ -26,9 +26,7 @@ retried.
 """
 
 import json
-import random
 import time
-from collections.abc import Callable
 from typing import Any
 
 import openai
@@ -47,7 +45,7 @@ from agents.providers.base import (
 from agents.providers.common import (
     CloseOnCollect,
     ParsedReply,
-    Price,
+    ProviderClient,
     SdkErrors,
     failure_from_sdk_error,
     model_reply,
@@ -58,10 +56,8 @@ from agents.providers.common import (
     shared_tls_context,
     token_count,
 )
-from agents.providers.redaction import register_secret
-from agents.providers.retry import Backoff, RetryableFailure, call_with_retries
+from agents.providers.retry import RetryableFailure, call_with_retries
 from agents.providers.transport import OutboundRefused, checked_http_client
-from sandboxes.netpolicy import OutboundPolicy
 
 
 class _HttpClient(CloseOnCollect, openai.DefaultHttpxClient):
@@ -276,7 +272,7 @@ def parse_completion(body: dict[str, Any]) -> ParsedReply:
     )
 
 
-class OpenAIClient:
+class OpenAIClient(ProviderClient):
     """A :class:`~agents.providers.base.ModelClient` on OpenAI Chat Completions.
 
     ``base_url`` includes the version path (``https://api.openai.com/v1``); None lets
@@ -288,49 +284,21 @@ class OpenAIClient:
     # OpenAI's current models refuse ``max_tokens``; compatible servers know only it.
     max_tokens_field = "max_completion_tokens"
 
-    def __init__(
-        self,
-        model: str,
-        api_key: str,
-        base_url: str | None = None,
-        *,
-        timeout_s: float = 60.0,
-        max_retries: int = 4,
-        backoff: Backoff | None = None,
-        price: Price | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        rng: random.Random | None = None,
-        outbound: OutboundPolicy | None = None,
-    ) -> None:
-        if not api_key:
-            raise ProviderError(f"{self.provider}: no API key given")
-        # The placeholder is no secret (and redacting it would only blank the word).
-        secrets = () if api_key == NO_KEY else (api_key,)
-        for secret in secrets:
-            register_secret(secret)
-        self.model = model
-        self.base_url = base_url
-        self.timeout_s = timeout_s
-        self.max_retries = max_retries
-        self.backoff = backoff or Backoff()
-        self.price = price
-        self._sleep = sleep
-        self._rng = rng
-        # Every connection the SDK makes is checked against the address policy (the
-        # strict one, with the host's DNS, unless the caller brings the arena's).
-        outbound = OutboundPolicy() if outbound is None else outbound
-        # Kept for redacting error texts; never put into messages, logs or repr.
-        self._secrets = secrets
+    def __init__(self, model: str, api_key: str, base_url: str | None = None, **options) -> None:
+        super().__init__(model, api_key, base_url, **options)
         self._sdk = openai.OpenAI(
             api_key=api_key,
             base_url=base_url,
-            timeout=timeout_s,
+            timeout=self.timeout_s,
             max_retries=0,
-            http_client=checked_http_client(_HttpClient, outbound, verify=shared_tls_context()),
+            http_client=checked_http_client(
+                _HttpClient, self.outbound, verify=shared_tls_context()
+            ),
         )
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+    def _secrets_of(self, api_key: str) -> tuple[str, ...]:
+        # The placeholder is no secret (and redacting it would only blank the word).
+        return () if api_key == NO_KEY else (api_key,)
 
     def close(self) -> None:
         """Release the SDK client's connection pool (not part of ``ModelClient``;
@@ -438,33 +406,11 @@ class OpenAICompatibleClient(OpenAIClient):
     max_tokens_field = "max_tokens"
 
     def __init__(
-        self,
-        model: str,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        *,
-        timeout_s: float = 60.0,
-        max_retries: int = 4,
-        backoff: Backoff | None = None,
-        price: Price | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        rng: random.Random | None = None,
-        outbound: OutboundPolicy | None = None,
+        self, model: str, api_key: str | None = None, base_url: str | None = None, **options
     ) -> None:
         if not base_url:
             raise ProviderError("openai_compatible: a base_url is required")
-        super().__init__(
-            model,
-            api_key or NO_KEY,
-            base_url,
-            timeout_s=timeout_s,
-            max_retries=max_retries,
-            backoff=backoff,
-            price=price,
-            sleep=sleep,
-            rng=rng,
-            outbound=outbound,
-        )
+        super().__init__(model, api_key or NO_KEY, base_url, **options)
 
 
 OPENROUTER_URL = "https://openrouter.ai/api/v1"
