@@ -23,6 +23,33 @@ class Arena(models.Model):
     # Team-private arenas come later; null means public.
     team = models.ForeignKey("accounts.Team", null=True, blank=True, on_delete=models.PROTECT)
     created_at = models.DateTimeField(auto_now_add=True)
+    # The machine judge of live battles (docs/evaluations.md, "Machine judges on live
+    # battles"): a roster model that judges every battle opened for judging, its verdict
+    # stored beside the votes (judging.models.MachineVerdict), never deciding the battle.
+    machine_judge = models.ForeignKey(
+        "Agent",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="The roster model that judges live battles; empty: no machine judge.",
+    )
+    machine_judge_pairwise = models.BooleanField(
+        default=True,
+        help_text="The machine judge compares the two sides (both orders, 003's pairwise judge).",
+    )
+    machine_judge_rubric = models.JSONField(
+        null=True,
+        blank=True,
+        help_text='Rubric criteria for the machine judge, [{"name", "description", "scale", '
+        '"weight"}, ...]; empty: no rubric judging.',
+    )
+    machine_judge_rubric_sha256 = models.CharField(
+        max_length=64,
+        blank=True,
+        editable=False,
+        help_text="SHA-256 of the rubric's canonical JSON (what each rubric verdict cites).",
+    )
 
     objects = ArenaQuerySet.as_manager()
 

@@ -24,6 +24,7 @@ from arena_site.parsers import ID_MAX
 from battles.api import BattleDetailApi, BattleListApi, TaskDetailApi, TaskListCreateApi
 from evals.api import EvaluationCancelApi, EvaluationDetailApi, EvaluationListCreateApi
 from judging.api import JudgeNextApi, VoteCreateApi, VoteMineApi
+from judging.machine_api import BattleMachineVerdictsApi, MachineAgreementApi, MachineBoardApi
 from ratings.api import LeaderboardApi
 from ratings.metrics_views import MetricsApi, metrics_page
 
@@ -53,6 +54,14 @@ api = [
     path("battles/<id:pk>/", BattleDetailApi.as_view(), name="battle"),
     path("battles/<id:pk>/votes/", VoteCreateApi.as_view(), name="votes"),
     path("battles/<id:pk>/votes/mine/", VoteMineApi.as_view(), name="vote-mine"),
+    # issue 16 point 6: machine judges on live battles (docs/evaluations.md)
+    path(
+        "battles/<id:pk>/machine-verdicts/",
+        BattleMachineVerdictsApi.as_view(),
+        name="battle-machine-verdicts",
+    ),
+    path("machine-board/", MachineBoardApi.as_view(), name="machine-board"),
+    path("machine-agreement/", MachineAgreementApi.as_view(), name="machine-agreement"),
     path("judge/next/", JudgeNextApi.as_view(), name="judge-next"),
     path("leaderboard/", LeaderboardApi.as_view(), name="leaderboard"),
     path("metrics/", MetricsApi.as_view(), name="metrics"),

@@ -10,12 +10,27 @@ from django.core.exceptions import ValidationError
 from django.shortcuts import redirect
 from django.urls import reverse
 
+from agents.admin import ArenaAdmin
+from agents.models import Agent, Arena
 from arena_site.admin import ReadOnlyAdmin
 from arena_site.exceptions import ApplicationError
 from battles.models import Battle
-from judging.models import Assignment, ExclusionLogEntry, JudgeProfile, JudgeTrustLogEntry, Vote
+from evals.suites import SuiteError
+from judging.models import (
+    Assignment,
+    ExclusionLogEntry,
+    JudgeProfile,
+    JudgeTrustLogEntry,
+    MachineVerdict,
+    Vote,
+)
 from judging.services import battle_exclude, battle_readmit, judge_standing_set, judge_trust_set
 from judging.services.exclusions import battle_exclusion_check
+from judging.services.machine import (
+    arena_machine_judge_configure,
+    machine_judge_problem,
+    machine_rubric_parse,
+)
 
 StandingAction = JudgeTrustLogEntry.Action
 
@@ -208,3 +223,85 @@ class JudgeTrustLogEntryAdmin(admin.ModelAdmin):
             )
         obj.pk = entry.pk
         obj.at, obj.actor = entry.at, entry.actor
+
+
+# --- the machine judge of live battles -----------------------------------------------
+
+
+class ArenaMachineJudgeForm(forms.ModelForm):
+    """The arena with its machine judge: the judge must be one of the arena's own
+    models, at least one method on, the rubric criteria as an offline rubric file's
+    (``evals.suites``); every refusal names what to change."""
+
+    class Meta:
+        model = Arena
+        fields = ["slug", "name", "team", "machine_judge", "machine_judge_pairwise",
+                  "machine_judge_rubric"]  # fmt: skip
+        help_texts = {
+            "machine_judge_rubric": 'A JSON list, e.g. [{"name": "correctness", '
+            '"description": "Does it do what the task asks?", "scale": 5, "weight": 2}]. '
+            "Empty: no rubric judging.",
+        }
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["machine_judge"].queryset = Agent.objects.filter(
+            kind=Agent.Kind.SCAFFOLD, team=None, retired_at=None
+        ).exclude(model_id="")
+
+    def clean_machine_judge_rubric(self):
+        rubric = self.cleaned_data.get("machine_judge_rubric")
+        if rubric in (None, "", [], {}):
+            return None
+        try:
+            machine_rubric_parse(rubric, arena_slug=self.cleaned_data.get("slug") or "arena")
+        except SuiteError as exc:
+            raise ValidationError(str(exc)) from None
+        return rubric
+
+    def clean(self):
+        data = super().clean()
+        judge = data.get("machine_judge")
+        if judge is not None:
+            problem = machine_judge_problem(judge)
+            if problem:
+                self.add_error("machine_judge", problem)
+            elif not (
+                data.get("machine_judge_pairwise")
+                or data.get("machine_judge_rubric")
+                or "machine_judge_rubric" in self.errors  # that error says it already
+            ):
+                self.add_error(
+                    "machine_judge_pairwise",
+                    "A machine judge needs a method: tick pairwise judging or give rubric "
+                    "criteria.",
+                )
+        return data
+
+
+admin.site.unregister(Arena)
+
+
+@admin.register(Arena)
+class ArenaWithMachineJudgeAdmin(ArenaAdmin):
+    form = ArenaMachineJudgeForm
+    list_display = [*ArenaAdmin.list_display, "machine_judge"]
+    readonly_fields = ["machine_judge_rubric_sha256"]
+
+    def save_model(self, request, obj, form, change) -> None:
+        super().save_model(request, obj, form, change)
+        data = form.cleaned_data
+        arena_machine_judge_configure(
+            arena=obj,
+            judge=data.get("machine_judge"),
+            pairwise=bool(data.get("machine_judge_pairwise")),
+            rubric=data.get("machine_judge_rubric"),
+        )
+
+
+@admin.register(MachineVerdict)
+class MachineVerdictAdmin(ReadOnlyAdmin):
+    list_display = ["battle", "judge_model", "method", "status", "outcome", "agreement",
+                    "created_at"]  # fmt: skip
+    list_filter = ["method", "status", "judge_model"]
+    search_fields = ["battle__id", "judge_model"]

@@ -84,3 +84,26 @@ def agreement_with_consensus(
         tally[judge][1] += 1
         tally[judge][0] += int(choice == outcome)
     return {judge: (agreed, seen) for judge, (agreed, seen) in tally.items()}
+
+
+def cohen_kappa(confusion: Sequence[Sequence[int]]) -> float | None:
+    """Cohen's κ (Cohen 1960) of two raters from their square confusion table
+    (``confusion[i][j]``: items rater one put in category i and rater two in j):
+    κ = (pₒ − pₑ) / (1 − pₑ), pₒ = Σᵢ nᵢᵢ / N, pₑ = Σᵢ (rowᵢ / N)(colᵢ / N). None when
+    it is undefined: no item, or chance agreement pₑ = 1 (both raters put every item in
+    one and the same category)."""
+    size = len(confusion)
+    if any(len(row) != size for row in confusion):
+        raise ValueError("the confusion table must be square")
+    if any(n < 0 for row in confusion for n in row):
+        raise ValueError("counts must be non-negative")
+    total = sum(sum(row) for row in confusion)
+    if total == 0:
+        return None
+    observed = sum(confusion[i][i] for i in range(size)) / total
+    rows = [sum(row) / total for row in confusion]
+    columns = [sum(row[j] for row in confusion) / total for j in range(size)]
+    chance = sum(r * c for r, c in zip(rows, columns, strict=True))
+    if chance >= 1.0:
+        return None
+    return (observed - chance) / (1.0 - chance)

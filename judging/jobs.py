@@ -3,6 +3,7 @@
 from judging.services import battle_resolve as _battle_resolve
 from judging.services import battle_screen as _battle_screen
 from judging.services import battles_resolve_pending as _battles_resolve_pending
+from judging.services.machine import battle_machine_judge as _battle_machine_judge
 from judging.services.screening import battles_screen_pending
 
 
@@ -20,3 +21,9 @@ def battles_resolve_pending() -> None:
     and screenings whose job was lost."""
     battles_screen_pending()
     _battles_resolve_pending()
+
+
+def battle_machine_judge(battle_id: int) -> None:
+    """Enqueued on the ``evals`` queue when a battle opens for judging and its arena has
+    a machine judge: the verdicts it lacks. Idempotent."""
+    _battle_machine_judge(battle_id=battle_id)

@@ -197,3 +197,90 @@ class JudgeTrustLogEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.judge}"
+
+
+class MachineVerdict(models.Model):
+    """A machine judge's verdict on a live battle (docs/evaluations.md, "Machine judges
+    on live battles"): stored beside the human votes, never deciding the battle, never
+    entering the human board, never shown before the battle is decided or excluded.
+    One row per battle, judge model and method (``judging.services.machine``)."""
+
+    class Method(models.TextChoices):
+        PAIRWISE = "pairwise", "pairwise (both orders)"
+        RUBRIC = "rubric", "rubric (weighted score per side)"
+
+    class Status(models.TextChoices):
+        RESOLVED = "resolved", "a verdict"
+        FAILED = "failed", "failed for good (never a tie)"
+        SKIPPED = "skipped", "refused (the judge's model plays in the battle)"
+
+    class Outcome(models.TextChoices):
+        A = "A"
+        B = "B"
+        TIE = "tie"
+
+    battle = models.ForeignKey(
+        "battles.Battle", on_delete=models.CASCADE, related_name="machine_verdicts"
+    )
+    judge = models.ForeignKey(
+        "agents.Agent",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The roster agent that judged; its model is judge_model.",
+    )
+    judge_model = models.CharField(max_length=200)
+    method = models.CharField(max_length=10, choices=Method.choices)
+    status = models.CharField(max_length=10, choices=Status.choices)
+    outcome = models.CharField(
+        max_length=3, choices=Outcome.choices, blank=True, help_text="Empty unless resolved."
+    )
+    reason = models.TextField(
+        blank=True, help_text="Why it was skipped or failed; empty for a verdict."
+    )
+    # pairwise: both orientations, the second mapped back to (A, B)
+    agreement = models.BooleanField(
+        null=True, blank=True, help_text="Pairwise: both orders agreed (else a draw)."
+    )
+    ab_winner = models.CharField(max_length=3, blank=True)
+    ba_winner = models.CharField(max_length=3, blank=True, help_text="Mapped back to (A, B).")
+    ab_reason = models.TextField(blank=True)
+    ba_reason = models.TextField(blank=True)
+    ab_raw = models.JSONField(default=list, blank=True, help_text="Raw completions, in order.")
+    ba_raw = models.JSONField(default=list, blank=True)
+    # rubric: one judgement per criterion per side, and the weighted score per side
+    rubric_sha256 = models.CharField(max_length=64, blank=True)
+    criteria = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Rubric: {"A": [{criterion, score, scale, weight, justification, status, '
+        'error, corrected, raw}, ...], "B": [...]}.',
+    )
+    score_a = models.FloatField(
+        null=True, blank=True, help_text="Rubric: weighted score in [0, 1]."
+    )
+    score_b = models.FloatField(null=True, blank=True)
+    calls = models.PositiveIntegerField(default=0, help_text="Model calls made (attempts).")
+    duration_ms = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["battle", "judge_model", "method"], name="machine_verdict_unique"
+            ),
+            models.CheckConstraint(
+                condition=Q(status="resolved", outcome__in=["A", "B", "tie"])
+                | (~Q(status="resolved") & Q(outcome="") & ~Q(reason="")),
+                name="machine_verdict_resolved_or_says_why",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["judge_model", "method", "status"], name="machine_verdict_board")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.judge_model} on battle {self.battle_id}: " + (
+            self.outcome or self.status
+        )

@@ -20,4 +20,6 @@ urlpatterns = [
         name="file",
     ),
     path("judging/quality/", views.quality_page, name="quality"),
+    path("machine-board/", views.machine_board_page, name="machine-board"),
+    path("judging/machine-agreement/", views.machine_agreement_page, name="machine-agreement"),
 ]

@@ -3,6 +3,7 @@ window and then its status (with the reveal once the battle is decided), the bli
 screenshot and file routes, and the staff judging-quality page."""
 
 from pathlib import PurePosixPath
+from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
@@ -18,6 +19,8 @@ from battles.models import Battle
 from battles.presenters import Redactor, battle_payload, battle_reveal, blind_file_name
 from battles.selectors import access_battle
 from battles.views import _private_download, screenshot_response
+from judging.machine_board import machine_board_document
+from judging.machine_reads import battle_machine_verdicts, machine_agreement, machine_verdict_counts
 from judging.models import Assignment, Vote
 from judging.presenters import replay_sides
 from judging.selectors import judging_quality
@@ -67,6 +70,8 @@ def _status_response(request: HttpRequest, battle_id: int, status: int = 200) ->
         "state": state,
         "vote": vote,
         "reveal": battle_reveal(vote.battle) if state.reveal else None,
+        # None while the battle is open (battle_machine_verdicts gates on its status too)
+        "machine_verdicts": battle_machine_verdicts(vote.battle) if state.reveal else None,
         "undo_left_s": max(0, int(left + 0.999)),
         "poll_s": max(1, int(left + 1)) if not state.final else 10,
         "min_read_s": reading_time_s(vote.battle),
@@ -149,3 +154,35 @@ def quality_page(request: HttpRequest) -> HttpResponse:
     if not request.user.is_staff:
         raise Http404("No such page.")
     return render(request, "judging/quality.html", judging_quality(Arena.objects.public()))
+
+
+@require_GET
+def machine_board_page(request: HttpRequest) -> HttpResponse:
+    """The "machine-judged" board of the public arena (``?judge_model=&method=`` picks
+    one of its boards): public, like the leaderboard, and never mixed into it."""
+    arena = Arena.objects.public()
+    try:
+        board = machine_board_document(
+            arena, request.GET.get("judge_model"), request.GET.get("method")
+        )
+    except ApplicationError as exc:
+        return _error(request, exc, "judging/machine_board.html", {"arena": arena})
+    for choice in board["boards"]:
+        choice["url"] = "?" + urlencode({"judge_model": choice["judge_model"],
+                                         "method": choice["method"]})  # fmt: skip
+        choice["current"] = (choice["judge_model"], choice["method"]) == (
+            board["judge_model"], board["method"])  # fmt: skip
+    return render(request, "judging/machine_board.html", {"arena": arena, "board": board})
+
+
+@require_GET
+def machine_agreement_page(request: HttpRequest) -> HttpResponse:
+    """How often the machine judge agrees with the humans on decided battles: public
+    figures (decided battles only), per judge model, method and task category."""
+    arena = Arena.objects.public()
+    context = {
+        "arena": arena,
+        **machine_agreement(arena_id=arena.pk),
+        "counts": machine_verdict_counts(arena_id=arena.pk),
+    }
+    return render(request, "judging/machine_agreement.html", context)

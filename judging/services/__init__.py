@@ -4,7 +4,8 @@
 - ``voting``: casting a vote, undoing it within its window, what a judge is told;
 - ``resolution``: votes → the decision rule (``judging.decision``) → a verdict;
 - ``decisions``: ``battle_decide``, the one door through which every battle is decided
-  (crowd, submitting team, import, later machine verdicts), and taking a decision back;
+  (crowd, submitting team, import, later test-graded battles), and taking a decision
+  back (a machine judge's verdict on a live battle is no decision: ``machine``);
 - ``screening``: exclusion rules 1–5 before a battle is served (the identity-leak scan);
 - ``exclusions``: excluding and re-admitting battles;
 - ``trust``: agreement on redundancy battles, ω and probation;

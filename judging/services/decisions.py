@@ -1,6 +1,9 @@
 """The one door through which a battle is decided: ``battle_decide``. Human votes (the
 crowd's or, past the judging window, the submitting team's), imported judgments and,
-later, automated verdicts all come through it; nothing else sets an outcome.
+later, automated verdicts that decide (a coding battle's tests) all come through it;
+nothing else sets an outcome. A machine judge's verdict on a live battle is not a
+decision: it is stored beside the votes and rated on a board of its own
+(``judging.services.machine``).
 
 A decision is final and public when it is made. In the same transaction it moves the
 streaming ratings, marks the votes that produced it, freezes votes still inside their

@@ -20,6 +20,7 @@ from battles.models import Battle, Run
 from battles.services.live import battle_publish
 from judging import ocr
 from judging.services.exclusions import battle_exclude_locked
+from judging.services.machine import battle_machine_judge_enqueue
 from judging.visible import delivered_file_texts, judge_visible_texts
 
 Reason = Battle.ExclusionReason
@@ -225,6 +226,8 @@ def battle_screen(*, battle_id: int) -> str:
         battle.save(update_fields=["status"])
         if reason:
             battle_exclude_locked(battle, reason=reason, note=note, actor=None)
+        else:  # open for judging: the arena's machine judge reads it too (after commit)
+            battle_machine_judge_enqueue(battle=battle)
         battle_publish(battle_id=battle_id)  # the live page: "judging" or "excluded"
     return reason
 
