@@ -1,4 +1,4 @@
-"""The scripted machine judge of the live-battle tests (and tests/bench/machine_agreement.py):
+"""The scripted machine judge of the live-battle tests (and tests/bench/bench_machine_agreement.py):
 a fake Anthropic server whose policy reads the judge prompt the arena sent and answers
 as the script says, through the real SDK client.
 

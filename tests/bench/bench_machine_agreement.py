@@ -12,7 +12,7 @@ which decides each battle. Prints the verdict counts, the judge's calls and time
 table per judge model × task category. Seeded: the same numbers on every run.
 
 Run: DATABASE_URL=postgres://postgres@127.0.0.1:5432/arena \\
-     .venv/bin/python tests/bench/machine_agreement.py [battles]
+     .venv/bin/python tests/bench/bench_machine_agreement.py [battles]
 """
 
 import json
