@@ -35,6 +35,13 @@ UNSCOPED_API_VIEWS: dict[str, str] = {
     "judging.api.JudgeNextApi": "crowd judging: the next battle assigned to this judge",
     "judging.api.VoteCreateApi": "crowd judging: a vote on a battle served to this judge",
     "judging.api.VoteMineApi": "crowd judging: this judge's own vote on a battle",
+    # Public: the machine judge's board and its agreement with people, over decided
+    # battles of the public arena only (docs/evaluations.md, "Machine judges").
+    "judging.machine_api.MachineBoardApi": "public: the machine-judged board",
+    "judging.machine_api.MachineAgreementApi": "public: human-machine agreement, decided battles",
+    # Cross-tenant by design, as a battle's page is: its team, the judges it was served
+    # to and staff (battles.selectors.access_battle, 404 for anyone else), once decided.
+    "judging.machine_api.BattleMachineVerdictsApi": "a battle's machine verdicts, once decided",
     # Joining a team: the user is not a member yet; the invite's token is the authority
     # (accounts.services.team_invite_accept checks it, one use per person).
     "accounts.api.InviteAcceptApi": "joining a team through an invite link's token",

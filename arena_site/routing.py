@@ -1,6 +1,7 @@
 from django.urls import path
 
 from battles.consumers import BattleConsumer
+from evals.consumers import EvaluationConsumer
 from judging.consumers import JudgeConsumer
 from ratings.consumers import LeaderboardConsumer
 
@@ -8,4 +9,5 @@ websocket_urlpatterns = [
     path("ws/battles/<int:battle_id>/", BattleConsumer.as_asgi()),
     path("ws/leaderboard/", LeaderboardConsumer.as_asgi()),
     path("ws/judge/", JudgeConsumer.as_asgi()),
+    path("ws/evaluations/<int:evaluation_id>/", EvaluationConsumer.as_asgi()),
 ]

@@ -90,6 +90,7 @@ urlpatterns = [
     path("", include("battles.urls")),
     path("", include("judging.urls")),
     path("", include("ratings.urls")),
+    path("", include("evals.urls")),
 ]
 
 

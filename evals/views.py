@@ -1,0 +1,147 @@
+"""Pages of offline evaluations, private to the team: the list with the "New
+evaluation" form, the run page (live progress over ``ws/evaluations/<id>/``, the
+results so far), its HTTP partial for re-syncing, cancel, the run record as a download
+and one run's page with its waterfall. Another team's evaluation is a 404."""
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.db import transaction
+from django.db.models import Prefetch
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from accounts.models import Team
+from accounts.selectors import user_primary_team
+from accounts.views import consent_required
+from arena_site.exceptions import ApplicationError
+from evals import services
+from evals.forms import EvaluationForm
+from evals.jobs import evaluation_publish
+from evals.models import Candidate, Evaluation
+from evals.presenters import access_evaluation, progress_of, results_view, run_view
+from evals.selectors import evaluation_record
+from evals.services.creation import _usable_all as evaluable_model_agents
+
+EVALUATIONS_PER_PAGE = 20
+
+
+def _create(request: HttpRequest, team: Team, form: EvaluationForm) -> Evaluation:
+    """Stores the files and creates the evaluation in one transaction (a refused one
+    leaves nothing behind), then starts it once that commits."""
+    data = form.cleaned_data
+    with transaction.atomic():
+        suite = services.suite_store(team=team, name=data["suite"].name, data=data["suite"].read())
+        rubric = None
+        if data.get("rubric"):
+            rubric = services.rubric_store(
+                team=team, name=data["rubric"].name, data=data["rubric"].read()
+            )
+        evaluation = services.evaluation_create(
+            team=team,
+            suite=suite,
+            agent_slugs=data["agents"],
+            rubric=rubric,
+            judge_slug=data.get("judge") or None,
+            pairwise=data["pairwise"],
+            max_tokens=data["max_tokens"],
+            user=request.user,
+        )
+        services.evaluation_enqueue(evaluation.pk)
+    return evaluation
+
+
+@consent_required
+@require_http_methods(["GET", "POST"])
+def evaluation_list(request: HttpRequest) -> HttpResponse:
+    team = user_primary_team(request.user)
+    agents = evaluable_model_agents(team) if team is not None else []
+    form = EvaluationForm(agents=agents)
+    refused, status = None, 200
+    if request.method == "POST":
+        form = EvaluationForm(request.POST, request.FILES, agents=agents)
+        if team is None:
+            refused, status = "Your account belongs to no team; ask a team owner to add you.", 403
+        elif not form.is_valid():
+            refused, status = "The evaluation was not created: see the fields marked below.", 400
+        else:
+            try:
+                evaluation = _create(request, team, form)
+            except ApplicationError as exc:
+                refused, status = exc.message, 400
+            else:
+                return redirect("evals:detail", evaluation_id=evaluation.pk)
+    evaluations = (
+        Evaluation.objects.filter(team__in=Team.objects.filter(memberships__user=request.user))
+        .select_related("suite", "rubric")
+        .defer("suite__source", "rubric__source")
+        .prefetch_related(
+            Prefetch("candidates", queryset=Candidate.objects.select_related("agent"))
+        )
+        .order_by("-created_at", "-id")
+    )
+    page = Paginator(evaluations, EVALUATIONS_PER_PAGE).get_page(request.GET.get("page"))
+    progress = progress_of(page.object_list)
+    rows = [{"evaluation": e, "progress": progress[e.pk]} for e in page.object_list]
+    context = {"page": page, "rows": rows, "form": form, "refused": refused, "team": team}
+    return render(request, "evals/list.html", context, status=status)
+
+
+def _live_context(request: HttpRequest, evaluation: Evaluation) -> dict:
+    record = evaluation_record(evaluation)
+    return {
+        "evaluation": evaluation,
+        "progress": progress_of([evaluation])[evaluation.pk],
+        "results": results_view(evaluation, record, page=request.GET.get("page")),
+    }
+
+
+@consent_required
+@require_GET
+def evaluation_page(request: HttpRequest, evaluation_id: int) -> HttpResponse:
+    evaluation = access_evaluation(request.user, evaluation_id)
+    context = _live_context(request, evaluation)
+    context["agents"] = [c.agent for c in evaluation.candidates.select_related("agent")]
+    return render(request, "evals/detail.html", context)
+
+
+@consent_required
+@require_GET
+def evaluation_live(request: HttpRequest, evaluation_id: int) -> HttpResponse:
+    """The live part of the run page over HTTP (progress, cancel, results): what the
+    page re-reads when a frame arrives and when its socket reconnects."""
+    evaluation = access_evaluation(request.user, evaluation_id)
+    return render(request, "evals/_live.html", _live_context(request, evaluation))
+
+
+@consent_required
+@require_POST
+def evaluation_cancel(request: HttpRequest, evaluation_id: int) -> HttpResponse:
+    evaluation = services.evaluation_cancel(
+        evaluation=access_evaluation(request.user, evaluation_id)
+    )
+    evaluation_publish(evaluation.pk)
+    if evaluation.status == Evaluation.Status.CANCELLED:
+        messages.info(request, "Cancelled: nothing more is asked; what is stored stays.")
+    else:
+        messages.info(request, f"The evaluation had already finished ({evaluation.status}).")
+    return redirect("evals:detail", evaluation_id=evaluation.pk)
+
+
+@consent_required
+@require_GET
+def evaluation_record_download(request: HttpRequest, evaluation_id: int) -> HttpResponse:
+    """The run record (evals/record.schema.json), as a file."""
+    evaluation = access_evaluation(request.user, evaluation_id)
+    response = JsonResponse(evaluation_record(evaluation), json_dumps_params={"indent": 2})
+    response["Content-Disposition"] = f'attachment; filename="evaluation-{evaluation.pk}.json"'
+    response["Cache-Control"] = "private, no-store"
+    return response
+
+
+@consent_required
+@require_GET
+def evaluation_run_page(request: HttpRequest, evaluation_id: int, run_id: int) -> HttpResponse:
+    evaluation = access_evaluation(request.user, evaluation_id)
+    context = {"evaluation": evaluation, **run_view(evaluation, run_id)}
+    return render(request, "evals/run.html", context)

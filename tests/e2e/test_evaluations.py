@@ -1,0 +1,148 @@
+"""The evaluation pages in Chromium against the real servers (Daphne and a worker on the
+evals queue): a team member creates an evaluation from the form — the 20-task scripted
+suite, three candidates and a judge on fake provider servers in this process on
+127.0.0.1 — and watches its progress bar move and reach done over the websocket without
+a reload, then the results table, the win-rate matrix and the radar; opens one run's
+waterfall; the pages pass axe and the Content-Security-Policy; charlie gets a 404."""
+
+import re
+from contextlib import ExitStack
+
+import pytest
+from playwright.sync_api import expect
+
+from accounts.services import consent_terms_current, consent_terms_publish
+from agents.models import Agent
+from evals.models import EvalRun, Evaluation
+from tests.agents.conftest import LOOPBACK
+from tests.agents.fake_providers import FakeAnthropic, FakeOpenAI
+from tests.conftest import make_person
+from tests.e2e.conftest import _LIVE_ARENA
+from tests.e2e.test_accessibility import violations
+from tests.e2e.test_arena_loop import PASSWORD, production_hash
+from tests.e2e.test_csp import PROBE
+from tests.e2e.test_judge_page import log_in
+from tests.evals.scripted import KEY, RUBRIC, candidate_policy, judge_policy, suite_bytes
+from tests.servers import ensure_public_arena, live_arena
+
+pytestmark = pytest.mark.e2e
+
+EXPECTED = 60 + 118 + 58  # answers, criterion scores, pair judgements (tests/evals/scripted.py)
+
+# Each frame's count of what is done, as the page had it after htmx swapped the frame in.
+SEEN = """
+window.__seen = [];
+document.addEventListener("htmx:wsAfterMessage", () => {
+  const progress = document.getElementById("eval-progress");
+  if (progress) window.__seen.push(Number(progress.dataset.done));
+});
+"""
+
+
+@pytest.fixture
+def evaluation_arena(request, transactional_db, tmp_path, sandbox_root, monkeypatch):
+    """The scripted world's agents on fakes in this process, and the arena's servers,
+    whose worker may call loopback and reads the fakes' key from its environment."""
+    monkeypatch.setenv("EVAL_TEST_API_KEY", KEY)
+    monkeypatch.setenv("ARENA_INTERNAL_ALLOWLIST", LOOPBACK)
+    arena = ensure_public_arena()
+    if consent_terms_current() is None:
+        consent_terms_publish(text="You agree to publication.")
+    terms = consent_terms_current()
+    for name, team in (("erin", "Acme"), ("charlie", "Umbrella")):
+        person = make_person(name, team, terms)
+        person.password = production_hash(PASSWORD)
+        person.save(update_fields=["password"])
+    with ExitStack() as stack:
+        for slug, fake in (
+            ("alpha", FakeOpenAI(api_key=KEY, policy=candidate_policy("alpha"))),
+            ("beta", FakeAnthropic(api_key=KEY, policy=candidate_policy("beta"))),
+            ("gamma", FakeOpenAI(api_key=KEY, policy=candidate_policy("gamma"))),
+            ("judge", FakeAnthropic(api_key=KEY, policy=judge_policy)),
+        ):
+            stack.enter_context(fake)
+            Agent.objects.create(
+                arena=arena, slug=slug, display_name=slug.title(), kind="scaffold",
+                provider="openai" if isinstance(fake, FakeOpenAI) else "anthropic",
+                model_id=f"{slug}-model",
+                params={"base_url": fake.base_url, "api_key_env": "EVAL_TEST_API_KEY"},
+            )  # fmt: skip
+        servers = stack.enter_context(live_arena(tmp_path, sandbox_root))
+        request.node.stash[_LIVE_ARENA] = servers
+        yield servers
+
+
+def test_an_evaluation_from_the_form_runs_live_to_its_results(evaluation_arena, browser):
+    base_url = evaluation_arena.base_url
+    context = browser.new_context(base_url=base_url, viewport={"width": 1280, "height": 900})
+    context.add_init_script(PROBE)  # CSP violations, frames swapped in
+    context.add_init_script(SEEN)
+    page = context.new_page()
+    log_in(page, "erin")
+
+    # Given the form, filled as a person would
+    page.get_by_role("link", name="Evaluations").click()
+    expect(page).to_have_url(f"{base_url}/evaluations/")
+    assert violations(page) == []
+    page.set_input_files(
+        "#id_suite", {"name": "arith.yaml", "mimeType": "application/yaml", "buffer": suite_bytes()}
+    )
+    page.set_input_files(
+        "#id_rubric", {"name": "rubric.yaml", "mimeType": "application/yaml", "buffer": RUBRIC}
+    )
+    for slug in ("alpha", "beta", "gamma"):
+        page.check(f'input[name="agents"][value="{slug}"]')
+    page.select_option("#id_judge", "judge")
+    page.check("#id_pairwise")
+    evaluation_arena.resume_workers()
+
+    # When it is sent, the run page opens and its socket brings the progress
+    page.click("#eval-create")
+    page.wait_for_url(re.compile(r".*/evaluations/\d+/$"))
+    evaluation = Evaluation.objects.get()
+    assert page.url == f"{base_url}/evaluations/{evaluation.pk}/"
+    page.evaluate("window.__sameDocument = true")
+    status = page.locator("#eval-status")
+    expect(status).to_have_text("done", timeout=30_000)
+
+    # Then the bar moved through the frames and reached done, in the same document
+    assert page.evaluate("window.__sameDocument") is True
+    seen = page.evaluate("window.__seen")
+    assert any(0 < done < EXPECTED for done in seen), seen
+    assert seen[-1] == EXPECTED
+    expect(page.locator("#eval-bar")).to_have_attribute("value", str(EXPECTED))
+    expect(page.locator("#eval-bar")).to_have_attribute("max", str(EXPECTED))
+    expect(page.locator("#eval-cancel")).to_have_count(0)  # re-read over HTTP once done
+    # the results, read again over HTTP after the last frame
+    results = page.locator("#eval-results")
+    expect(results.locator("tbody tr")).to_have_count(20)
+    failed = results.locator('tr[data-task="t05"] td.m-status[data-agent="gamma"]')
+    expect(failed).to_contain_text("error")
+    expect(failed).to_contain_text("HTTP 503")
+    expect(results.locator('tr[data-task="t01"] td.m-weighted[data-agent="beta"]')).to_have_text(
+        "0.47"
+    )
+    expect(page.locator("#eval-matrix svg rect.cell")).to_have_count(9)
+    expect(page.locator("#eval-radar svg circle.mean")).to_have_count(6)
+    expect(page.locator("#eval-pairs tbody tr")).to_have_count(58)
+    assert page.evaluate("window.__wsMessages") >= 2
+    assert page.evaluate("window.__violations") == []
+    assert violations(page) == []
+
+    # And one run's page has its waterfall: the candidate's call, the judge's three
+    beta_t03 = EvalRun.objects.get(evaluation=evaluation, task_id="t03", agent__slug="beta")
+    results.locator('tr[data-task="t03"] td.m-status[data-agent="beta"] a').click()
+    expect(page).to_have_url(f"{base_url}/evaluations/{evaluation.pk}/runs/{beta_t03.pk}/")
+    expect(page.locator("#run-output")).to_have_text("7")
+    expect(page.locator(".waterfall rect.bar")).to_have_count(4)
+    assert page.evaluate("window.__violations") == []
+    assert violations(page) == []
+    context.close()
+
+    # Another team's member finds no such evaluation
+    context = browser.new_context(base_url=base_url)
+    page = context.new_page()
+    log_in(page, "charlie")
+    assert page.goto(f"/evaluations/{evaluation.pk}/").status == 404
+    assert page.goto(f"/evaluations/{evaluation.pk}/runs/{beta_t03.pk}/").status == 404
+    context.close()
