@@ -272,7 +272,9 @@ class TestDrive(models.Model):
 
 
 class Run(models.Model):
-    """One side's lane of a battle, or the one lane of a test drive."""
+    """One side's lane of a battle, the one lane of a test drive, or one lane of an
+    offline evaluation (``for_evaluation``: the evaluation's ``EvalRun`` points at it;
+    the battles app does not know evaluations)."""
 
     class Status(models.TextChoices):
         PENDING = "pending"
@@ -292,6 +294,9 @@ class Run(models.Model):
     )
     test_drive = models.ForeignKey(
         TestDrive, null=True, blank=True, on_delete=models.CASCADE, related_name="runs"
+    )
+    for_evaluation = models.BooleanField(
+        default=False, help_text="A lane of an offline evaluation (neither battle nor drive)."
     )
     side = models.CharField(max_length=1, choices=[("A", "A"), ("B", "B")])
     agent = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="runs")
@@ -315,14 +320,18 @@ class Run(models.Model):
     )
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
+    # An evaluation's lane beats here on every step (a battle's beats on the battle, a
+    # drive's on the drive): an evaluation lane whose worker died is found by it.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["battle", "side"], name="run_unique_battle_side"),
             models.CheckConstraint(
-                condition=Q(battle__isnull=False, test_drive__isnull=True)
-                | Q(battle__isnull=True, test_drive__isnull=False),
-                name="run_of_a_battle_or_a_test_drive",
+                condition=Q(battle__isnull=False, test_drive__isnull=True, for_evaluation=False)
+                | Q(battle__isnull=True, test_drive__isnull=False, for_evaluation=False)
+                | Q(battle__isnull=True, test_drive__isnull=True, for_evaluation=True),
+                name="run_of_a_battle_a_test_drive_or_an_evaluation",
             ),
         ]
         indexes = [
@@ -336,6 +345,10 @@ class Run(models.Model):
         ordering = ["side"]
 
     def __str__(self) -> str:
+        if self.test_drive_id is not None:
+            return f"Test drive {self.test_drive_id}"
+        if self.for_evaluation:
+            return f"Evaluation lane {self.pk}"
         return f"Battle {self.battle_id} side {self.side}"
 
 

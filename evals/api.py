@@ -1,6 +1,10 @@
-"""The evaluations API: create (the suite and rubric files' text in the body), list,
-read (with the run record), cancel. Tenant-scoped (``accounts.tenancy``): another
-team's evaluation is a 404, as if it did not exist."""
+"""The evaluations API: create (the suite and rubric files' text in the body, the
+desktop tasks' attachments base64-encoded beside them), list, read (with the run
+record), cancel. Tenant-scoped (``accounts.tenancy``): another team's evaluation is a
+404, as if it did not exist."""
+
+import base64
+import binascii
 
 from django.db import transaction
 from django.db.models import QuerySet
@@ -10,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.tenancy import TenantScopedApiMixin
+from arena_site.exceptions import ApplicationError
 from arena_site.schema import StrictCharField, error_response
 from evals import selectors, services
 from evals.models import Evaluation
@@ -21,6 +26,15 @@ class FileInput(serializers.Serializer):
     content = StrictCharField(
         trim_whitespace=False,
         help_text="The file's text (UTF-8), YAML or JSON. Its SHA-256 is its identity.",
+    )
+
+
+class AttachmentInput(serializers.Serializer):
+    path = StrictCharField(
+        max_length=500, help_text="The path a desktop task names it with (relative to the suite)."
+    )
+    content_base64 = StrictCharField(
+        trim_whitespace=False, help_text="The file's bytes, base64 (standard alphabet, padded)."
     )
 
 
@@ -40,6 +54,45 @@ class EvaluationCreateInput(serializers.Serializer):
     max_tokens = serializers.IntegerField(
         default=4096, min_value=1, max_value=200_000, help_text="Candidates' output budget."
     )
+    attachments = serializers.ListField(
+        child=AttachmentInput(),
+        required=False,
+        max_length=500,
+        help_text="Every file the suite's desktop tasks name, once each. The whole body is "
+        "bounded by the request limit; bigger files go through `manage.py eval run`.",
+    )
+    step_budget = serializers.IntegerField(
+        required=False, min_value=1, max_value=1000,
+        help_text="Desktop lanes' steps (default: the battle rule over the candidates).",
+    )  # fmt: skip
+    wall_budget_s = serializers.IntegerField(
+        required=False, min_value=1, max_value=86_400, help_text="Desktop lanes' seconds."
+    )
+    success_timeout_s = serializers.IntegerField(
+        required=False, min_value=1,
+        help_text="The success command's bound (default and most: ARENA_SHELL_TIMEOUT_S).",
+    )  # fmt: skip
+    desktop_lanes = serializers.IntegerField(
+        required=False, min_value=1, max_value=16, help_text="Desktop lanes at once (2)."
+    )
+
+
+def _decoded(attachments: list[dict]) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    for item in attachments:
+        path = item["path"]
+        if path in files:
+            raise ApplicationError(
+                f"attachment {path!r} is given twice", code="duplicate_attachment"
+            )
+        try:
+            files[path] = base64.b64decode(item["content_base64"], validate=True)
+        except (binascii.Error, ValueError):
+            raise ApplicationError(
+                f"attachment {path!r}: content_base64 is not valid base64",
+                code="invalid_attachment",
+            ) from None
+    return files
 
 
 class EvaluationOutput(serializers.ModelSerializer):
@@ -90,19 +143,29 @@ class EvaluationListCreateApi(TenantScopedApiMixin, generics.ListAPIView):
             400: error_response(
                 400, "invalid_suite / invalid_rubric (the message names the file, the task and "
                 "the field), judge_is_candidate, no_judge, duplicate_agent, not_a_model, "
-                "unsupported_task_kind, too_few_agents."
+                "cannot_drive, too_few_agents, invalid_desktop_setting; attachments: "
+                "missing_attachment, unknown_attachment, duplicate_attachment, "
+                "invalid_attachment, too_many_attachments, empty_attachment, "
+                "invalid_attachment_name, unsupported_attachment_type, "
+                "attachment_content_mismatch (each naming the task and the path)."
             ),
             404: error_response(404, "unknown_agent: not your team's nor the arena's."),
+            413: error_response(
+                413, "file_too_large, request_too_large, attachment_too_large, "
+                "attachments_too_large (per task)."
+            ),
         },
-        description="Stores the suite (and rubric) and starts the evaluation on the evals "
-        "queue. The files arrive as text; bigger than the request limit, use "
-        "`manage.py eval run`.",
+        description="Stores the suite (and rubric) and the desktop tasks' attachments "
+        "(content-addressed, SHA-256) and starts the evaluation on the evals queue. The "
+        "files arrive as text, the attachments as base64; bigger than the request limit, "
+        "use `manage.py eval run`.",
     )  # fmt: skip
     def post(self, request):
         data = EvaluationCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
         team = self.get_team()
+        files = _decoded(v.get("attachments", []))
         for part in ("suite", "rubric"):
             if part in v and len(v[part]["content"].encode()) > MAX_FILE_BYTES:
                 return Response(
@@ -129,6 +192,11 @@ class EvaluationListCreateApi(TenantScopedApiMixin, generics.ListAPIView):
                 pairwise=v["pairwise"],
                 max_tokens=v["max_tokens"],
                 user=request.user,
+                attachments=files,
+                step_budget=v.get("step_budget"),
+                wall_budget_s=v.get("wall_budget_s"),
+                success_timeout_s=v.get("success_timeout_s"),
+                desktop_lanes=v.get("desktop_lanes"),
             )
             services.evaluation_enqueue(evaluation.pk)
         return Response(

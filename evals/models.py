@@ -4,6 +4,9 @@ judge and/or a pairwise judge. Everything belongs to a team and is private to it
 A suite and a rubric are stored with their file's bytes and SHA-256 (the identity the
 run record cites); an evaluation has one ``EvalRun`` per (task, agent), stored as it
 finishes, so that running an interrupted evaluation again does only what is missing.
+A desktop task's run is a lane like a battle's (``EvalRun.lane``, a ``battles.Run``
+with its steps, screenshots and spans), with the files the evaluation gave it
+(``EvalAttachment``) and the result of the task's success command.
 """
 
 from django.conf import settings
@@ -105,8 +108,38 @@ class Candidate(models.Model):
         return f"Evaluation {self.evaluation_id} candidate {self.position}"
 
 
+class EvalAttachment(models.Model):
+    """A file a desktop task of the evaluation hands its lanes: ``path`` as the suite
+    names it (relative to the suite file), ``name`` under /work/attachments in the
+    sandbox, the bytes content-addressed under PRIVATE_MEDIA_ROOT
+    (``evals/attachments/<team>/<sha256>``, shared by the team's evaluations)."""
+
+    evaluation = models.ForeignKey(Evaluation, on_delete=models.CASCADE, related_name="attachments")
+    task_id = models.CharField(max_length=200)
+    position = models.PositiveIntegerField(help_text="Its place in the task's list.")
+    path = models.CharField(max_length=500, help_text="As the suite names it.")
+    name = models.CharField(max_length=120, help_text="Its name in /work/attachments.")
+    sha256 = models.CharField(max_length=64)
+    size = models.PositiveBigIntegerField()
+    content_type = models.CharField(max_length=100)
+    stored = models.CharField(max_length=300, help_text="Relative to PRIVATE_MEDIA_ROOT.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["evaluation", "task_id", "position"], name="eval_attachment_unique"
+            )
+        ]
+        ordering = ["pk"]
+
+    def __str__(self) -> str:
+        return f"{self.path} ({self.sha256[:12]}) of task {self.task_id}"
+
+
 class EvalRun(models.Model):
-    """One agent on one task of the suite."""
+    """One agent on one task of the suite: a chat task's answer, or a desktop task's
+    lane (``lane``) and its success command's result (``success_*``: null when the task
+    has none, or the sandbox never started)."""
 
     class Status(models.TextChoices):
         DONE = "done"
@@ -122,12 +155,35 @@ class EvalRun(models.Model):
     started_at = models.DateTimeField()
     duration_ms = models.PositiveIntegerField()
     attempts = models.PositiveIntegerField(default=1)
+    lane = models.OneToOneField(
+        "battles.Run",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="eval_run",
+        help_text="A desktop task's lane: its steps, screenshots and spans.",
+    )
+    success_exit_code = models.IntegerField(null=True, blank=True)
+    success_output = models.TextField(blank=True, help_text="stdout then stderr, bounded.")
+    success_error = models.TextField(blank=True, help_text="Why the command gave no exit code.")
+    success_timed_out = models.BooleanField(null=True, blank=True)
+    success_duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    success_score = models.FloatField(null=True, blank=True, help_text="1.0 iff exit code 0")
 
     class Meta:
         constraints = [
             models.UniqueConstraint(
                 fields=["evaluation", "task_id", "agent"], name="evalrun_unique_task_agent"
-            )
+            ),
+            models.CheckConstraint(
+                condition=Q(success_score__isnull=True, success_duration_ms__isnull=True)
+                | Q(success_score=1.0, success_exit_code=0, success_duration_ms__isnull=False)
+                | (
+                    Q(success_score=0.0, success_duration_ms__isnull=False)
+                    & (Q(success_exit_code__isnull=True) | ~Q(success_exit_code=0))
+                ),
+                name="evalrun_success_score_iff_exit_zero",
+            ),
         ]
         ordering = ["pk"]
 

@@ -3,11 +3,14 @@ document that says what ran, with what, and what came of it (never a key)."""
 
 from typing import Any
 
+from django.db.models import Count
+
 from accounts.models import Team
 from agents.models import Agent
 from arena_site.exceptions import ApplicationError
+from battles.models import Step
 from evals import aggregates, provenance
-from evals.models import CriterionScore, EvalRun, Evaluation, PairJudgement
+from evals.models import CriterionScore, EvalAttachment, EvalRun, Evaluation, PairJudgement
 
 RECORD_SCHEMA = "agent-arena/evaluation-record/1"
 
@@ -36,6 +39,61 @@ def _iso(value) -> str | None:
     return value.isoformat() if value else None
 
 
+def _lane(run: EvalRun, steps: dict[int, int]) -> dict[str, Any] | None:
+    lane = run.lane
+    if lane is None:
+        return None
+    return {
+        "id": lane.pk,
+        "end_reason": lane.end_reason,
+        "steps": steps.get(lane.pk, 0),
+        "agent_fault": lane.agent_fault,
+        "delivered_files": [
+            {"name": f["name"], "size": f["size"], "sha256": f["sha256"]}
+            for f in lane.delivered_files
+        ],
+    }
+
+
+def _success(run: EvalRun) -> dict[str, Any] | None:
+    if run.success_duration_ms is None:
+        return None
+    return {
+        "exit_code": run.success_exit_code,
+        "output": run.success_output,
+        "error": run.success_error,
+        "timed_out": bool(run.success_timed_out),
+        "duration_ms": run.success_duration_ms,
+        "score": run.success_score,
+    }
+
+
+def _success_rates(tasks, candidates, runs) -> dict[str, dict[str, Any] | None]:
+    """Per agent, over its runs of tasks with a success command: the success rate (the
+    mean score) with the 95 % bootstrap interval of 000 (seed 42), how many runs it
+    counts and how many have no result (an error before the sandbox started, or not
+    run); None when the suite has no such task."""
+    checked = [t["id"] for t in tasks if t["kind"] == "desktop" and t.get("success_cmd")]
+    if not checked:
+        return {a.slug: None for a in candidates}
+    rates: dict[str, dict[str, Any] | None] = {}
+    for agent in candidates:
+        scores = [
+            runs[(t, agent.pk)].success_score
+            for t in checked
+            if (t, agent.pk) in runs and runs[(t, agent.pk)].success_score is not None
+        ]
+        lower, upper = aggregates.bootstrap_ci(scores) if scores else (None, None)
+        rates[agent.slug] = {
+            "rate": sum(scores) / len(scores) if scores else None,
+            "lower": lower,
+            "upper": upper,
+            "n": len(scores),
+            "unscored": len(checked) - len(scores),
+        }
+    return rates
+
+
 def evaluation_record(evaluation: Evaluation) -> dict[str, Any]:
     """The run record: provenance (``run``), the tasks, each (task, agent)'s result in
     task-file and candidate order, the pairwise judgements and failures, and the
@@ -43,7 +101,17 @@ def evaluation_record(evaluation: Evaluation) -> dict[str, Any]:
     bootstrap intervals, seed 42)."""
     candidates = [c.agent for c in evaluation.candidates.select_related("agent")]
     tasks = evaluation.suite.tasks
-    runs = {(r.task_id, r.agent_id): r for r in EvalRun.objects.filter(evaluation=evaluation)}
+    runs = {
+        (r.task_id, r.agent_id): r
+        for r in EvalRun.objects.filter(evaluation=evaluation).select_related("lane")
+    }
+    steps = dict(
+        Step.objects.filter(run__eval_run__evaluation=evaluation)
+        .values("run_id")
+        .annotate(n=Count("pk"))
+        .values_list("run_id", "n")
+    )
+    kinds = {t["id"]: t["kind"] for t in tasks}
     scores: dict[int, list[CriterionScore]] = {}
     for s in CriterionScore.objects.filter(run__evaluation=evaluation).order_by("pk"):
         scores.setdefault(s.run_id, []).append(s)
@@ -69,6 +137,7 @@ def evaluation_record(evaluation: Evaluation) -> dict[str, Any]:
                 {
                     "task_id": task["id"],
                     "agent": agent.slug,
+                    "kind": kinds[task["id"]],
                     "status": run.status,
                     "output": run.output,
                     "error": run.error,
@@ -90,6 +159,8 @@ def evaluation_record(evaluation: Evaluation) -> dict[str, Any]:
                         }
                         for s in judged
                     ],
+                    "lane": _lane(run, steps),
+                    "success": _success(run),
                 }
             )
 
@@ -169,7 +240,18 @@ def evaluation_record(evaluation: Evaluation) -> dict[str, Any]:
             "agents": [_agent(a) for a in candidates],
             "judge": _agent(judge) if judge else None,
             "pairwise": evaluation.pairwise,
+            "desktop": None,  # the settings of an evaluation without desktop tasks
             **evaluation.settings,
+            "attachments": [
+                {
+                    "task_id": a.task_id,
+                    "path": a.path,
+                    "name": a.name,
+                    "sha256": a.sha256,
+                    "size": a.size,
+                }
+                for a in EvalAttachment.objects.filter(evaluation=evaluation).order_by("pk")
+            ],
             "failed_runs": failed_runs,
             "failed_criterion_scores": failed_scores,
             "failed_pair_judgements": len(failures),
@@ -189,6 +271,7 @@ def evaluation_record(evaluation: Evaluation) -> dict[str, Any]:
             "weighted_scores": per_task,
             "win_rates": aggregates.win_rates(per_task, slugs) if evaluation.rubric else None,
             "criterion_means": aggregates.criterion_means(criterion_rows),
+            "success": _success_rates(tasks, candidates, runs),
         },
     }
     if evaluation.pairwise:

@@ -357,6 +357,9 @@ def _task(raw, index: int, file: str, first_at: dict[str, int]) -> SuiteTask:
     if not isinstance(paths, list):
         raise at(f"must be a list, got {_show(paths)}", "attachments")
     attachments = tuple(_attachment(p, f"attachments[{i}]", at) for i, p in enumerate(paths))
+    for i, path in enumerate(attachments):
+        if path in attachments[:i]:
+            raise at(f"names {_show(path)} twice", f"attachments[{i}]")
     success_cmd = _string(raw, "success_cmd", at, blank_ok=False)
     if success_cmd is not None and "\x00" in success_cmd:
         raise at("must not contain a NUL character", "success_cmd")

@@ -1,5 +1,7 @@
-"""One lane of a battle (or of a test drive): its sandbox, the agent's loop under the
-run's budgets, every step (action, result, screenshot, spans) stored as it happens.
+"""One lane of a battle (or of a test drive, or of an offline evaluation): its sandbox,
+the agent's loop under the run's budgets, every step (action, result, screenshot,
+spans) stored as it happens. An ``after`` hook sees the sandbox in its final state,
+before it is destroyed (an evaluation's success command runs there).
 
 A lane that ends in error says whose fault it was (``Run.agent_fault``): only an
 ``AgentFailure`` (the agent's provider or endpoint failed, could not be called or broke
@@ -13,6 +15,7 @@ import os
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 
@@ -39,7 +42,8 @@ logger = logging.getLogger(__name__)
 
 
 def _publish(run: Run) -> None:
-    """Tells the battle's live pages (a test drive has none: its page polls)."""
+    """Tells the battle's live pages (a test drive has none: its page polls; an
+    evaluation's page follows its evaluation, not each step)."""
     if run.battle_id is not None:
         battle_publish(battle_id=run.battle_id)
 
@@ -47,13 +51,26 @@ def _publish(run: Run) -> None:
 def _heartbeat(run: Run) -> None:
     if run.battle_id is not None:
         battle_heartbeat(battle_id=run.battle_id)
-    else:
+    elif run.test_drive_id is not None:
         TestDrive.objects.filter(pk=run.test_drive_id).update(heartbeat_at=timezone.now())
+    else:  # an evaluation's lane beats on itself
+        Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())
 
 
-def run_lane(*, run_id: int, inputs: LaneInputs, barrier: threading.Barrier | None = None) -> Run:
+def run_lane(
+    *,
+    run_id: int,
+    inputs: LaneInputs,
+    barrier: threading.Barrier | None = None,
+    after: Callable[[Sandbox], None] | None = None,
+) -> Run:
     """Provisions the run's sandbox, waits for the other lane, then lets the agent act
-    until it delivers, gives up, errs or exhausts a budget. Every step is stored."""
+    until it delivers, gives up, errs or exhausts a budget. Every step is stored.
+
+    ``after`` is called with the sandbox once the lane has ended, however it ended
+    (delivered, a budget, the agent's error), before the sandbox is destroyed; not when
+    the sandbox never started, its attachments could not be placed or the other lane
+    never came. What it raises is logged and leaves the run as it ended."""
     close_old_connections()
     run = Run.objects.select_related("agent").get(pk=run_id)
     run.input_digest = inputs.digest()
@@ -74,7 +91,11 @@ def run_lane(*, run_id: int, inputs: LaneInputs, barrier: threading.Barrier | No
                 )
             if barrier is not None:
                 barrier.wait(timeout=120)
-            _drive(run, inputs, sandbox)
+            try:
+                _drive(run, inputs, sandbox)
+            finally:
+                if after is not None:
+                    _after(run, after, sandbox)
     except threading.BrokenBarrierError:
         _end_run(run, Run.EndReason.ERROR, error="the other lane failed to start")
     except Exception as exc:
@@ -87,6 +108,13 @@ def run_lane(*, run_id: int, inputs: LaneInputs, barrier: threading.Barrier | No
         if refusals:
             Run.objects.filter(pk=run.pk).update(egress_refusals=storable(refusals)[0])
     return run
+
+
+def _after(run: Run, after: Callable[[Sandbox], None], sandbox: Sandbox) -> None:
+    try:
+        after(sandbox)
+    except Exception:
+        logger.exception("the after hook of run %s failed", run.pk)
 
 
 class MediaWriteError(Exception):

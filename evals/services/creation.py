@@ -3,11 +3,13 @@
 Which agents a team may evaluate: its own and the arena's (no team), approved and not
 retired — never another team's, whose calls would spend that team's key. The judge
 follows the same rule and must not be a candidate, nor the same model as one (003).
+A candidate must be able to run every kind of task in the suite: a chat task needs a
+model agent; a desktop task any agent that can drive a lane (``lane_refusal``).
 """
 
 import random
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -17,9 +19,15 @@ from django.utils import timezone
 
 from accounts.models import Team
 from agents.models import Agent
+from agents.policies import BUILTIN_POLICIES
 from arena_site.exceptions import ApplicationError
 from evals import calls
 from evals.models import Candidate, Evaluation, Rubric, Suite
+from evals.services.files import eval_attachments_store
+
+# Desktop lanes of one host's evaluations at once (each is a sandbox: a slot, ~1.3 GB
+# with its desktop); the lanes go through the sandbox slots like a battle's.
+DESKTOP_LANES = 2
 
 
 def _evaluable(team: Team):
@@ -31,7 +39,7 @@ def _evaluable(team: Team):
     )
 
 
-def _usable(team: Team, slug: str, *, role: str) -> Agent:
+def _found(team: Team, slug: str, *, role: str) -> Agent:
     agent = _evaluable(team).filter(slug=slug).first()
     if agent is None:
         raise ApplicationError(
@@ -40,6 +48,11 @@ def _usable(team: Team, slug: str, *, role: str) -> Agent:
             code="unknown_agent",
             status=404,
         )
+    return agent
+
+
+def _usable(team: Team, slug: str, *, role: str) -> Agent:
+    agent = _found(team, slug, role=role)
     if agent.kind != Agent.Kind.SCAFFOLD or not agent.model_id:
         raise ApplicationError(
             f"agent {slug!r} is not a model agent (kind {agent.kind}): chat tasks and judging "
@@ -47,6 +60,84 @@ def _usable(team: Team, slug: str, *, role: str) -> Agent:
             code="not_a_model",
         )
     return agent
+
+
+def lane_refusal(agent: Agent) -> str | None:
+    """Why ``agents.services.policy_for`` could not drive a lane for this agent, from
+    its rules (a built-in of a known policy, a scaffold with a provider and a model, a
+    remote agent with an endpoint); None when it can. Whether its key or endpoint
+    answers is known only when the lane runs (then the run is an error)."""
+    params = agent.params or {}
+    if agent.kind == Agent.Kind.BUILTIN:
+        known = agent.builtin_policy in BUILTIN_POLICIES
+        return None if known else f"its built-in policy {agent.builtin_policy!r} is unknown"
+    if agent.kind == Agent.Kind.SCAFFOLD:
+        return None if agent.provider and agent.model_id else "it has no provider and model"
+    if agent.kind == Agent.Kind.REMOTE:
+        return None if params.get("endpoint") else "it has no endpoint (params.endpoint)"
+    return f"agents of kind {agent.kind!r} cannot run"
+
+
+def _candidate(team: Team, slug: str, tasks: Sequence[dict]) -> Agent:
+    """A candidate that can run every task of the suite; refused naming the first task
+    it cannot run."""
+    agent = _found(team, slug, role="candidate")
+    chat = next((t["id"] for t in tasks if t["kind"] == "chat"), None)
+    if chat is not None and (agent.kind != Agent.Kind.SCAFFOLD or not agent.model_id):
+        raise ApplicationError(
+            f"agent {slug!r} cannot answer chat task {chat!r}: it is not a model agent "
+            f"(kind {agent.kind}); chat tasks need a provider and a model",
+            code="not_a_model",
+        )
+    desktop = next((t["id"] for t in tasks if t["kind"] == "desktop"), None)
+    refusal = lane_refusal(agent) if desktop is not None else None
+    if refusal:
+        raise ApplicationError(
+            f"agent {slug!r} cannot drive desktop task {desktop!r}: {refusal}",
+            code="cannot_drive",
+        )
+    return agent
+
+
+def desktop_settings(
+    *,
+    agents: Sequence[Agent],
+    step_budget: int | None,
+    wall_budget_s: int | None,
+    success_timeout_s: int | None,
+    lanes: int | None,
+) -> dict:
+    """The desktop lanes' settings, the same for every lane (a battle's parity rule:
+    the smallest of the candidates' budgets, the arena's where an agent has none),
+    unless given. The success command's bound is the sandbox's shell bound
+    (``ARENA_SHELL_TIMEOUT_S``), which it may shorten, never lengthen."""
+    arena = settings.ARENA
+    shell_bound = arena.shell_timeout_s
+    chosen = {
+        "step_budget": step_budget
+        if step_budget is not None
+        else min(a.step_budget or arena.step_budget for a in agents),
+        "wall_budget_s": wall_budget_s
+        if wall_budget_s is not None
+        else min(a.wall_budget_s or arena.wall_budget_s for a in agents),
+        "success_timeout_s": shell_bound if success_timeout_s is None else success_timeout_s,
+        "lanes": DESKTOP_LANES if lanes is None else lanes,
+    }
+    bounds = {
+        "step_budget": (1, 1000),
+        "wall_budget_s": (1, 86_400),
+        "success_timeout_s": (1, shell_bound),
+        "lanes": (1, 16),
+    }
+    for key, (lo, hi) in bounds.items():
+        if not lo <= chosen[key] <= hi:
+            shell = key == "success_timeout_s"
+            why = " (the sandbox's shell bound, ARENA_SHELL_TIMEOUT_S)" if shell else ""
+            raise ApplicationError(
+                f"{key} must lie in {lo}..{hi}{why}, got {chosen[key]}",
+                code="invalid_desktop_setting",
+            )
+    return chosen
 
 
 def _usable_all(team: Team) -> list[Agent]:
@@ -101,9 +192,17 @@ def evaluation_create(
     max_tokens: int = calls.MAX_TOKENS,
     user=None,
     selection_seed: int | None = None,
+    attachments: Mapping[str, bytes] | None = None,
+    step_budget: int | None = None,
+    wall_budget_s: int | None = None,
+    success_timeout_s: int | None = None,
+    desktop_lanes: int | None = None,
 ) -> Evaluation:
     """An evaluation of these agents (in this order) on the team's suite;
-    ``selection_seed`` when they were drawn (``random_selection``), for the record."""
+    ``selection_seed`` when they were drawn (``random_selection``), for the record.
+    ``attachments`` are the desktop tasks' files by the path the suite names them with
+    (``eval_attachments_store``); the budgets, the success command's bound and the lanes
+    at once default as ``desktop_settings`` says."""
     if suite.team_id != team.pk or (rubric is not None and rubric.team_id != team.pk):
         raise ApplicationError("no such suite or rubric", code="not_found", status=404)
     if not agent_slugs:
@@ -112,12 +211,18 @@ def evaluation_create(
         raise ApplicationError("each agent may be named once", code="duplicate_agent")
     if not 1 <= max_tokens <= 200_000:
         raise ApplicationError("max_tokens must lie in 1..200000", code="invalid_max_tokens")
-    if any(task["kind"] != "chat" for task in suite.tasks):
-        raise ApplicationError(
-            "this suite has desktop tasks; offline evaluations run chat tasks only so far",
-            code="unsupported_task_kind",
+    agents = [_candidate(team, slug, suite.tasks) for slug in agent_slugs]
+    desktop = (
+        desktop_settings(
+            agents=agents,
+            step_budget=step_budget,
+            wall_budget_s=wall_budget_s,
+            success_timeout_s=success_timeout_s,
+            lanes=desktop_lanes,
         )
-    agents = [_usable(team, slug, role="candidate") for slug in agent_slugs]
+        if any(task["kind"] == "desktop" for task in suite.tasks)
+        else None
+    )
     judge = None
     if rubric is not None or pairwise:
         if not judge_slug:
@@ -146,11 +251,13 @@ def evaluation_create(
             "judge_decoding": {**calls.JUDGE_DECODING, "max_tokens": calls.MAX_TOKENS},
             "concurrency": settings.ARENA.eval_provider_concurrency,  # as executed, later
             "selection_seed": selection_seed,
+            "desktop": desktop,
         },
     )
     Candidate.objects.bulk_create(
         Candidate(evaluation=evaluation, agent=agent, position=i) for i, agent in enumerate(agents)
     )
+    eval_attachments_store(evaluation=evaluation, files=attachments or {})
     return evaluation
 
 

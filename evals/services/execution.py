@@ -3,13 +3,15 @@ run, a criterion score or a pair judgement already stored is never asked again),
 interrupted evaluation resumes where it stopped. A cancel takes effect before the next
 call.
 
-Two phases: every candidate's answers, then the judges (rubric and pairwise), which
-need those answers. Within a phase the calls run on a thread pool, at most
+Two phases: every candidate's answers (chat tasks' calls, then desktop tasks' lanes,
+``evals.services.desktop``), then the judges (rubric and pairwise), which need those
+answers. Within a phase the calls run on a thread pool, at most
 ``concurrency`` (``ARENA_EVAL_PROVIDER_CONCURRENCY``) in flight per provider endpoint
 (provider and base URL) across every evaluation worker of the arena (``evals.gates``):
 one slow or rate-limited provider neither stalls nor floods the others, and two
 evaluations running at once share the bound. With a concurrency of 1 the calls run in
-the caller's thread, one by one.
+the caller's thread, one by one. Desktop lanes have a bound of their own: at most the
+evaluation's ``desktop.lanes`` sandboxes at once per host, across its evaluations.
 """
 
 import threading
@@ -30,6 +32,7 @@ from agents.services import AgentFailure, model_client_for, sampling_params
 from evals import calls, scoring
 from evals.gates import gates
 from evals.models import CriterionScore, EvalRun, EvalSpan, Evaluation, PairJudgement
+from evals.services import desktop
 
 CANCEL_POLL_S = 0.5  # a cancel stops the evaluation within this long of its next call
 
@@ -176,6 +179,17 @@ def evaluation_execute(
     _run_all(_candidate_work(evaluation, tasks, agents, clients, sleep), **run)
     if cancelled():
         return _finish(evaluation)
+    lanes = evaluation.settings.get("desktop")
+    if lanes:
+        desktop.lanes_fail_stuck()
+        _run_all(
+            _desktop_work(evaluation, tasks, agents),
+            concurrency=lanes["lanes"],
+            cancelled=cancelled,
+            tick=tick,
+        )
+        if cancelled():
+            return _finish(evaluation)
     runs = {
         (r.task_id, r.agent_id): r
         for r in EvalRun.objects.filter(evaluation=evaluation).select_related("agent")
@@ -205,7 +219,7 @@ def _candidate_work(evaluation, tasks, agents, clients, sleep) -> list[Work]:
     work = []
     for task in tasks:
         for agent in agents:
-            if (task["id"], agent.pk) in done:
+            if task["kind"] != "chat" or (task["id"], agent.pk) in done:
                 continue
 
             def do(task=task, agent=agent) -> None:
@@ -246,6 +260,24 @@ def _candidate_work(evaluation, tasks, agents, clients, sleep) -> list[Work]:
                 _store(build)
 
             work.append(Work(endpoint_of(agent), f"{task['id']} · {agent.slug}", do))
+    return work
+
+
+def _desktop_work(evaluation, tasks, agents) -> list[Work]:
+    """A lane per desktop task and agent not yet run; its run is stored when it ends,
+    with the agent's final message as the output the judges read."""
+    done = set(EvalRun.objects.filter(evaluation=evaluation).values_list("task_id", "agent_id"))
+    endpoint = desktop.lanes_endpoint()
+    work = []
+    for task in tasks:
+        for agent in agents:
+            if task["kind"] != "desktop" or (task["id"], agent.pk) in done:
+                continue
+
+            def do(task=task, agent=agent) -> None:
+                desktop.desktop_run(evaluation=evaluation, task=task, agent=agent)
+
+            work.append(Work(endpoint, f"{task['id']} · {agent.slug} (desktop)", do))
     return work
 
 

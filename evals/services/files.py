@@ -1,10 +1,28 @@
 """Suites and rubrics stored for a team: parsed and checked (``evals.suites``), kept
-with their bytes, once per SHA-256."""
+with their bytes, once per SHA-256; and the files an evaluation's desktop tasks hand
+their lanes (``eval_attachments_store``)."""
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from django.conf import settings
+from django.core.files.base import ContentFile
 
 from accounts.models import Team
 from arena_site.exceptions import ApplicationError
+from battles.attachments import (
+    DISK_FULL_ERRNOS,
+    Pending,
+    attachments_check,
+    attachments_stage,
+    storage_full_error,
+)
 from evals import suites
-from evals.models import Rubric, Suite
+from evals.models import EvalAttachment, Evaluation, Rubric, Suite
+
+# Under PRIVATE_MEDIA_ROOT: <team id>/<sha256>, one copy per team and content.
+ATTACHMENTS_DIR = Path("evals") / "attachments"
 
 
 def suite_store(*, team: Team, name: str, data: bytes) -> Suite:
@@ -51,3 +69,107 @@ def rubric_store(*, team: Team, name: str, data: bytes) -> Rubric:
         defaults={"name": name, "source": data, "criteria": criteria},
     )
     return rubric
+
+
+def _needed(evaluation: Evaluation) -> list[tuple[str, list[str]]]:
+    return [
+        (task["id"], list(task["attachments"]))
+        for task in evaluation.suite.tasks
+        if task["kind"] == "desktop" and task["attachments"]
+    ]
+
+
+def attachment_paths(suite: Suite) -> list[str]:
+    """Every attachment path the suite's desktop tasks name, once, in file order."""
+    paths: dict[str, None] = {}
+    for task in suite.tasks:
+        for path in task["attachments"] if task["kind"] == "desktop" else ():
+            paths.setdefault(path)
+    return list(paths)
+
+
+def _checked(task_id: str, paths: list[str], files: Mapping[str, bytes]) -> list[Pending]:
+    """battles.attachments' rules for one lane's files (count, sizes, total, name,
+    type by extension), with the task named in the refusal."""
+    try:
+        return attachments_check([ContentFile(files[path], name=path) for path in paths])
+    except ApplicationError as error:
+        raise ApplicationError(
+            f"task {task_id!r}: {error.message}", code=error.code, status=error.status
+        ) from None
+
+
+def _keep(team_id: int, pending: Pending) -> tuple[str, int, str, str]:
+    """Stages the file (hashing it, checking its bytes against its type) and moves it
+    to its content address; (sha256, size, content type, stored path)."""
+    staged = attachments_stage([pending])
+    item = staged.files[0]
+    relative = ATTACHMENTS_DIR / str(team_id) / item.sha256
+    target = Path(settings.PRIVATE_MEDIA_ROOT) / relative
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.is_file():  # the same bytes, stored before: keep that copy
+            staged.discard()
+        else:
+            os.chmod(item.temp_path, 0o640)
+            os.replace(item.temp_path, target)
+    except OSError as exc:
+        staged.discard()
+        if exc.errno in DISK_FULL_ERRNOS:
+            raise storage_full_error(exc) from exc
+        raise
+    return item.sha256, item.size, item.content_type, str(relative)
+
+
+def eval_attachments_store(
+    *, evaluation: Evaluation, files: Mapping[str, bytes]
+) -> list[EvalAttachment]:
+    """The files of the evaluation's desktop tasks, ``files`` by the path the suite
+    names them with: each checked by the battle attachments' rules per task (at most
+    ``ARENA_ATTACHMENTS_MAX_COUNT`` per task, ``ARENA_ATTACHMENT_MAX_BYTES`` each,
+    ``ARENA_ATTACHMENTS_MAX_TOTAL_BYTES`` per task, allowed types whose bytes agree),
+    stored once per team and SHA-256, and given a row per task that names it.
+
+    Refuses (400, or 413 for sizes) a path a task needs that is missing, a path no
+    task names, and any file the rules refuse, naming the task and the path. Call in
+    the creating transaction; a stored file is content-addressed and may be shared,
+    so a rollback leaves it (it is what any later upload of those bytes reuses)."""
+    needed = _needed(evaluation)
+    named = {path for _, paths in needed for path in paths}
+    for task_id, paths in needed:
+        for path in paths:
+            if path not in files:
+                raise ApplicationError(
+                    f"task {task_id!r} needs the attachment {path!r}, which was not given "
+                    "(the command line reads it beside the suite file; the API takes it in "
+                    "'attachments')",
+                    code="missing_attachment",
+                )
+    for path in files:
+        if path not in named:
+            raise ApplicationError(
+                f"attachment {path!r} is not named by any desktop task of the suite",
+                code="unknown_attachment",
+            )
+    kept: dict[str, tuple[str, int, str, str]] = {}
+    rows = []
+    for task_id, paths in needed:
+        for position, (path, pending) in enumerate(
+            zip(paths, _checked(task_id, paths, files), strict=True)
+        ):
+            if path not in kept:
+                try:
+                    kept[path] = _keep(evaluation.team_id, pending)
+                except ApplicationError as error:
+                    raise ApplicationError(
+                        f"task {task_id!r}: {error.message}", code=error.code, status=error.status
+                    ) from None
+            sha256, size, content_type, stored = kept[path]
+            rows.append(
+                EvalAttachment(
+                    evaluation=evaluation, task_id=task_id, position=position, path=path,
+                    name=pending.name, sha256=sha256, size=size, content_type=content_type,
+                    stored=stored,
+                )
+            )  # fmt: skip
+    return EvalAttachment.objects.bulk_create(rows)

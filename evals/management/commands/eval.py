@@ -6,18 +6,22 @@ here (sequentially, one call at a time), written as one JSON run record.
 
 The record goes to ``--output`` (stdout without it) even when something failed; the
 exit status is then 1. A bad flag or file exits 2 with one line saying what to fix.
-``--resume ID`` runs only what evaluation ID is missing (after an interruption)."""
+``--resume ID`` runs only what evaluation ID is missing (after an interruption). A
+desktop task's attachments are read beside the suite file (their paths are relative
+to it; none may lead out of its directory). A summary per agent goes to stderr."""
 
 import json
 import sys
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from accounts.models import Team
 from arena_site.exceptions import ApplicationError
 from evals import selectors, services
+from evals.services.files import attachment_paths
 
 
 class Command(BaseCommand):
@@ -51,6 +55,13 @@ class Command(BaseCommand):
         run.add_argument(
             "--selection-seed", type=int, help="seed of the --random draw (the record keeps it)"
         )
+        run.add_argument("--step-budget", type=int, help="desktop lanes' steps")
+        run.add_argument("--wall-budget", type=int, help="desktop lanes' seconds")
+        run.add_argument(
+            "--success-timeout", type=int, help="seconds for a success command (at most the "
+            "sandbox's shell bound, ARENA_SHELL_TIMEOUT_S, the default)",
+        )  # fmt: skip
+        run.add_argument("--desktop-lanes", type=int, help="desktop lanes at once (2)")
 
     def handle(self, *args, action, **options) -> None:
         try:
@@ -66,9 +77,33 @@ class Command(BaseCommand):
         except OSError as error:
             raise CommandError(f"cannot read {path}: {error.strerror}", returncode=2) from None
 
+    def _attachments(self, suite_path: str, stored_suite) -> dict[str, bytes]:
+        """The desktop tasks' files, read beside the suite file (bounded reads: a file
+        over the limit is refused by the rules, not read whole)."""
+        base = Path(suite_path).parent.resolve()
+        limit = settings.ARENA.attachment_max_bytes
+        files = {}
+        for relative in attachment_paths(stored_suite):
+            path = (base / relative).resolve()
+            if not path.is_relative_to(base):
+                raise CommandError(
+                    f"attachment {relative!r} leads out of the suite's directory {base}",
+                    returncode=2,
+                )
+            try:
+                with path.open("rb") as file:
+                    files[relative] = file.read(limit + 1)
+            except OSError as error:
+                raise CommandError(
+                    f"cannot read attachment {relative!r} ({path}): {error.strerror}",
+                    returncode=2,
+                ) from None
+        return files
+
     def _run(
         self, *, team, suite, agent, rubric, judge, pairwise, max_tokens, output, resume,
-        draw, selection_seed, plots, **_,
+        draw, selection_seed, plots, step_budget, wall_budget, success_timeout,
+        desktop_lanes, **_,
     ):  # fmt: skip
         owner = Team.objects.filter(name=team).first()
         if owner is None:
@@ -108,6 +143,11 @@ class Command(BaseCommand):
                 pairwise=pairwise,
                 max_tokens=max_tokens,
                 selection_seed=seed,
+                attachments=self._attachments(suite, stored_suite),
+                step_budget=step_budget,
+                wall_budget_s=wall_budget,
+                success_timeout_s=success_timeout,
+                desktop_lanes=desktop_lanes,
             )
         tasks = len(evaluation.suite.tasks)
         agents = evaluation.candidates.count()
@@ -132,7 +172,27 @@ class Command(BaseCommand):
             self.stdout.write(text)
         if plots:
             self._plots(Path(plots), evaluation, record)
+        self._summary(record)
         return 0 if record["run"]["complete"] else 1
+
+    def _summary(self, record: dict) -> None:
+        """One line per agent on stderr: its runs and failures, exact-match rate and
+        success-command rate with its 95 % interval (where the suite has them)."""
+        stats = record["statistics"]
+        for agent in (a["slug"] for a in record["run"]["agents"]):
+            rows = [r for r in record["results"] if r["agent"] == agent]
+            failed = sum(1 for r in rows if r["status"] != "done")
+            parts = [f"{agent}: {len(rows)} runs, {failed} failed"]
+            if stats["exact_match"].get(agent) is not None:
+                parts.append(f"exact {stats['exact_match'][agent]:.2f}")
+            success = stats["success"].get(agent)
+            if success and success["rate"] is not None:
+                parts.append(
+                    f"success {success['rate']:.2f} [{success['lower']:.2f}, "
+                    f"{success['upper']:.2f}] over {success['n']}"
+                    + (f" ({success['unscored']} unscored)" if success["unscored"] else "")
+                )
+            self.stderr.write(" · ".join(parts))
 
     def _plots(self, where: Path, evaluation, record: dict) -> None:
         """The record's figures as self-contained SVG files (evals.plots)."""
