@@ -14,6 +14,7 @@ from django.http import Http404
 from django.template.loader import render_to_string
 from django.utils.safestring import mark_safe
 
+from battles.models import Span
 from evals import plots
 from evals.models import Candidate, CriterionScore, EvalRun, EvalSpan, Evaluation, PairJudgement
 
@@ -187,6 +188,10 @@ def measures_of(evaluation: Evaluation, tasks: Sequence[dict]) -> list[dict[str,
         measures.append(
             {"key": "weighted", "label": "Rubric", "title": "weighted rubric score in [0, 1]"}
         )
+    if any(t.get("kind") == "desktop" and t.get("success_cmd") for t in tasks):
+        measures.append(
+            {"key": "success", "label": "Success", "title": "the success command's exit code"}
+        )
     measures.append({"key": "status", "label": "Status", "title": "the run, and why it failed"})
     return measures
 
@@ -195,9 +200,13 @@ def _cell(
     agent: str, result: dict | None, measures: list[dict], run_id: int | None
 ) -> dict[str, Any]:
     status = result["status"] if result else "missing"
+    success = (result or {}).get("success")
     values = {
         "exact": _shown(result.get("exact_score"), 0) if result else "–",
         "weighted": _shown(result.get("weighted_score")) if result else "–",
+        "success": "–"
+        if not success
+        else ("timed out" if success["timed_out"] else f"exit {success['exit_code']}"),
     }
     return {
         "agent": agent,
@@ -276,6 +285,11 @@ def results_view(
         "exact_rates": [{"agent": s, "rate": exact.get(s)} for s in agents]
         if any(v is not None for v in exact.values())
         else [],
+        "success_rates": [
+            {"agent": s, **statistics["success"][s]}
+            for s in agents
+            if (statistics.get("success") or {}).get(s)
+        ],
         "pairwise": evaluation.pairwise,
         "judgements": judgements,
         "judgement_failures": failures,
@@ -287,10 +301,12 @@ def results_view(
 # -- one run ---------------------------------------------------------------------
 
 
-def span_rows(spans: Iterable[EvalSpan]) -> dict[str, Any]:
+def span_rows(spans: Iterable[EvalSpan | Span]) -> dict[str, Any]:
     """The spans on their common time axis, for templates/_waterfall.html: per span its
-    offset and width in percent of the whole, plus totals of tokens and cost."""
-    spans = list(spans)
+    offset and width in percent of the whole, plus totals of tokens and cost. A desktop
+    run's lane spans (``battles.Span``: its model calls and tool actions, by step) and
+    the evaluation's own (the rubric judge's calls) share the axis."""
+    spans = sorted(spans, key=lambda s: s.started_at)
     if not spans:
         return {"rows": [], "totals": {}, "duration_ms": 0}
     start = min(s.started_at for s in spans)
@@ -299,8 +315,9 @@ def span_rows(spans: Iterable[EvalSpan]) -> dict[str, Any]:
     rows = [
         {
             "span": s,
-            "kind": "model",  # every span of an evaluation is a model call
-            "label": s.role,
+            # every span of an evaluation is a model call; a lane's says what it was
+            "kind": getattr(s, "kind", "model"),
+            "label": s.role if isinstance(s, EvalSpan) else f"step {s.step_index}",
             "offset_pct": round(100 * (s.started_at - start).total_seconds() * 1000 / duration, 2),
             "width_pct": max(0.3, round(100 * s.latency_ms / duration, 2)),
         }
@@ -318,7 +335,11 @@ def run_view(evaluation: Evaluation, run_id: int) -> dict[str, Any]:
     """One run of the evaluation (404 for a run of another): its task, the reply, the
     criterion scores with their justifications, and its spans (the candidate's call
     and the rubric judge's calls on it)."""
-    run = EvalRun.objects.select_related("agent").filter(evaluation=evaluation, pk=run_id).first()
+    run = (
+        EvalRun.objects.select_related("agent", "lane")
+        .filter(evaluation=evaluation, pk=run_id)
+        .first()
+    )
     if run is None:
         raise Http404("No such run.")
     task = next((t for t in evaluation.suite.tasks if t["id"] == run.task_id), None)
@@ -330,5 +351,5 @@ def run_view(evaluation: Evaluation, run_id: int) -> dict[str, Any]:
         "run": run,
         "task": task or {"id": run.task_id},
         "scores": scores,
-        **span_rows(run.spans.all()),
+        **span_rows([*run.spans.all(), *(run.lane.spans.all() if run.lane else [])]),
     }

@@ -21,7 +21,7 @@ from evals.jobs import evaluation_publish
 from evals.models import Candidate, Evaluation
 from evals.presenters import access_evaluation, progress_of, results_view, run_view
 from evals.selectors import evaluation_record
-from evals.services.creation import _usable_all as evaluable_model_agents
+from evals.services.creation import evaluable_agents as evaluable_model_agents
 
 EVALUATIONS_PER_PAGE = 20
 

@@ -140,7 +140,7 @@ def desktop_settings(
     return chosen
 
 
-def _usable_all(team: Team) -> list[Agent]:
+def evaluable_agents(team: Team) -> list[Agent]:
     """The model agents among them, by slug."""
     return list(
         _evaluable(team).filter(kind=Agent.Kind.SCAFFOLD).exclude(model_id="").order_by("slug")
@@ -164,7 +164,7 @@ def random_selection(*, team: Team, candidates: int, judge: bool, seed: int | No
     if not 0 <= seed < 2**63:
         raise ApplicationError("the selection seed must lie in 0..2^63-1", code="invalid_seed")
     one_per_model: dict[str, Agent] = {}
-    for agent in _usable_all(team):  # by slug: the first agent of each model stands for it
+    for agent in evaluable_agents(team):  # by slug: the first agent of each model stands for it
         one_per_model.setdefault(agent.model_id, agent)
     pool = sorted(one_per_model.values(), key=lambda a: a.slug)
     wanted = candidates + (1 if judge else 0)

@@ -21,6 +21,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import Client
 from django.utils import timezone
 
 from accounts.models import Team
@@ -213,6 +214,17 @@ def test_a_mixed_suite_runs_its_desktop_tasks_as_lanes_and_checks_them(
     assert {p.name: p.read_bytes() for p in stored.iterdir()} == {
         SHA["data/numbers.csv"]: NUMBERS, SHA["notes/readme.txt"]: README,
     }  # fmt: skip
+
+    # the pages: a Success column, the success rates, and a desktop run's lane spans
+    client = Client()
+    client.force_login(alice)
+    page = client.get(f"/evaluations/{evaluation.pk}/live/").text
+    assert '<th scope="col">Agent</th><th scope="col">Rate</th><th scope="col">95 %' in page
+    assert page.count("exit 0") == 4 and page.count("exit 1") == 1 and "timed out" in page
+    run_pk = EvalRun.objects.get(evaluation=evaluation, task_id="d1", agent__slug="alpha").pk
+    run_page = client.get(f"/evaluations/{evaluation.pk}/runs/{run_pk}/").text
+    lane_spans = Run.objects.get(pk=lanes[("d1", "alpha")]["id"]).spans.count()
+    assert lane_spans > 0 and run_page.count("<td>step ") == lane_spans
 
 
 class Interrupted(Exception):
