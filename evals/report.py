@@ -1,0 +1,192 @@
+"""The audit report of a tournament run (003 "Reporting"): one self-contained HTML file
+rendered from the run's record, and from nothing else — no refit, no recount: every
+number shown is a number the record states. Judged games are the primary evidence;
+statistics and ratings are shown as what they are, derived from those games.
+
+The file embeds its CSS and has no script, no link, no image and no URL of any kind,
+so it opens the same from a download, a mail attachment or ``file://``. Everything in
+the record is text to escape (a candidate's reply is written by the candidate): the
+template autoescapes, and nothing here marks a string safe.
+"""
+
+from typing import Any
+
+from django.template.loader import render_to_string
+
+TEMPLATE = "reports/audit.html"
+SECTIONS = (
+    ("coverage", "Coverage"),
+    ("tournament", "Tournament"),
+    ("judgments", "Pairwise judgements"),
+    ("replies", "Candidate replies"),
+    ("raw", "Raw judge completions"),
+    ("ratings", "Ratings and statistics"),
+    ("comparisons", "Exact-match comparisons"),
+    ("bootstrap", "Bootstrap"),
+    ("configuration", "Configuration"),
+)
+CONFIG_FIELDS = (
+    "run_id", "status", "app_version", "created_at", "started_at", "finished_at",
+    "candidate_max_tokens", "attempts", "backoff_s", "concurrency", "selection_seed",
+)  # fmt: skip
+
+
+def _number(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _winner(value: str | None) -> str:
+    return "failed" if value is None else value
+
+
+def _series(s: dict) -> dict:
+    games = [
+        {
+            "game": g.get("game"),
+            "tie_break": g.get("kind") == "tie_break",
+            "outcome": {"A": s.get("a"), "B": s.get("b")}.get(g.get("outcome"), g.get("outcome")),
+        }
+        for g in s.get("games", [])
+    ]
+    return {
+        "a": s.get("a"),
+        "b": s.get("b"),
+        "status": s.get("status"),
+        "winner": s.get("winner"),
+        "advanced": s.get("advanced"),
+        "seeded_fallback": bool(s.get("seeded_fallback")),
+        "score": f"{s.get('wins_a', 0)}–{s.get('wins_b', 0)}",
+        "draws": s.get("draws", 0),
+        "games": games,
+        "tie_breaks": sum(1 for g in games if g["tie_break"]),
+    }
+
+
+def _task_tournament(t: dict) -> dict:
+    rounds: dict[int, list[dict]] = {}
+    for s in t.get("series", []):
+        rounds.setdefault(s.get("round", 1), []).append(_series(s))
+    return {
+        "task_id": t.get("task_id"),
+        "status": t.get("status"),
+        "champion": t.get("champion"),
+        "rounds": [{"number": n, "series": rounds[n]} for n in sorted(rounds)],
+    }
+
+
+def _orientation(o: dict | None) -> dict:
+    o = o or {}
+    return {"winner": _winner(o.get("winner")), "reason": o.get("reason", ""),
+            "raw": list(o.get("raw", []))}  # fmt: skip
+
+
+def _game(j: dict) -> dict:
+    return {
+        "task_id": j.get("task_id"),
+        "game": j.get("game"),
+        "a": j.get("model_a"),
+        "b": j.get("model_b"),
+        "winner": j.get("winner"),
+        "agreement": j.get("agreement"),
+        "failure": j.get("failure"),
+        "ab": _orientation(j.get("ab")),
+        "ba": _orientation(j.get("ba")),
+        "duration": _number(j.get("duration_ms")),
+    }
+
+
+def _replies(record: dict) -> list[dict]:
+    by_task: dict[str, list[dict]] = {}
+    for r in record.get("results", []):
+        by_task.setdefault(r.get("task_id"), []).append(
+            {
+                "model": r.get("model"),
+                "status": r.get("status"),
+                "output": r.get("output", ""),
+                "error": r.get("error", ""),
+                "exact_score": _number(r.get("exact_score")),
+                "duration": _number(r.get("duration_ms")),
+                "attempts": _number(r.get("attempts")),
+            }
+        )
+    return [
+        {"id": t.get("id"), "prompt": t.get("prompt", ""), "expected": t.get("expected"),
+         "results": by_task.get(t.get("id"), [])}
+        for t in record.get("tasks", [])
+    ]  # fmt: skip
+
+
+def _rating(r: dict) -> dict:
+    has_bounds = "rating_lower" in r
+    return {
+        "model": r.get("model"),
+        "rating": _number(r.get("rating")),
+        "lower": _number(r.get("rating_lower")) if has_bounds else "—",
+        "upper": _number(r.get("rating_upper")) if has_bounds else "—",
+        "unavailable": r.get("unavailable", ""),
+    }
+
+
+def report_view(record: dict) -> dict:
+    """What the template shows, read from the record (numbers formatted, nothing
+    recomputed). A record without ``run.judge`` is a no-judge run."""
+    run = record.get("run", {})
+    judge = run.get("judge")
+    tournament = record.get("tournament", {})
+    judged = judge is not None
+    agreement = run.get("orientation_agreement", {})
+    view: dict[str, Any] = {
+        "sections": [{"id": i, "title": t} for i, t in SECTIONS],
+        "run": run,
+        "judged": judged,
+        "judge": judge,
+        "suite": run.get("suite", {}),
+        "agents": run.get("agents", []),
+        "format": tournament.get("format", ""),
+        "best_of": tournament.get("best_of"),
+        "candidates": tournament.get("candidates", []),
+        "opening": tournament.get("opening_matchups"),
+        "tournament_status": tournament.get("status", ""),
+        "task_tournaments": [_task_tournament(t) for t in tournament.get("tasks", [])],
+        "replies": _replies(record),
+        "comparisons": record.get("comparisons", []),
+        "config": [(k, _number(run.get(k))) for k in CONFIG_FIELDS if k in run],
+    }
+    if judged:
+        view["coverage"] = {
+            "expected": _number(run.get("expected_pairs")),
+            "resolved": _number(run.get("resolved_pairs")),
+            "failed": _number(run.get("failed_pairs")),
+            "complete": bool(run.get("complete")),
+            "error": run.get("coverage_error", ""),
+            "agreeing": _number(agreement.get("orientation_agreeing_pairs")),
+            "disagreeing": _number(agreement.get("orientation_disagreeing_pairs")),
+            "rate": _number(agreement.get("agreement_rate"), 3),
+        }
+        view["judgments"] = [_game(j) for j in record.get("judgments", [])]
+        view["failures"] = [_game(j) for j in record.get("judgment_failures", [])]
+        view["ratings"] = [_rating(r) for r in record.get("ratings", [])]
+        view["statistics"] = record.get("statistics", [])
+        view["bootstrap"] = [
+            (k, _number(run[k]))
+            for k in ("bootstrap_seed", "bootstrap_replicates", "bootstrap_clusters",
+                      "bootstrap_ran", "bootstrap_valid", "bootstrap_unavailable")
+            if k in run
+        ]  # fmt: skip
+        decoding = run.get("judge_decoding", {})
+        view["config"] += [(f"judge_decoding.{k}", _number(decoding[k])) for k in sorted(decoding)]
+    return view
+
+
+def audit_report_html(record: dict) -> str:
+    """The report of ``record`` (a tournament record, as built or as read back from
+    its JSON file) as one HTML document."""
+    return render_to_string(TEMPLATE, report_view(record))

@@ -1,0 +1,278 @@
+"""The record of one tournament run (003 "Output"): one JSON object that says what ran,
+with what, and what came of it — provenance, the tasks, every candidate's result, the
+exact-score comparisons and, when a judge was used, every judged game, the failures,
+the coverage, the statistics, the ratings with their bootstrap metadata, and the
+tournament itself. Pure: no ORM, no Django; the caller hands over what it stored.
+
+Copying is by name: only the fields listed here leave an input dict, so nothing the
+caller happens to carry (a key, a token, a header) reaches the record. Coverage is
+counted from the games, against the games the tournaments played; a mismatch is
+reported as ``run.coverage_error``, never rewritten. Seeded-fallback advances are
+tournament outcomes, never games: they appear only under ``tournament``.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from evals import games as judged
+from evals.games import GameResult
+from evals.tournaments import FORMATS, TaskTournament
+
+SCHEMA = "agent-arena/tournament-record/1"
+
+# run provenance the caller gives (all required); judge_decoding only with a judge
+RUN_FIELDS = (
+    "app_version",
+    "run_id",
+    "status",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "candidate_max_tokens",
+    "attempts",
+    "backoff_s",
+    "concurrency",
+    "selection_seed",
+    "suite",
+    "agents",
+)
+SUITE_FIELDS = ("name", "sha256", "tasks")
+AGENT_FIELDS = ("slug", "provider", "model", "base_url")
+# a task as the suite parser leaves it; fields after id and prompt default as there
+TASK_DEFAULTS: dict[str, Any] = {
+    "kind": "chat",
+    "reference": None,
+    "expected": None,
+    "meta": {},
+    "start_url": "",
+    "attachments": [],
+    "success_cmd": None,
+}
+RESULT_FIELDS = ("status", "output", "error", "exact_score", "duration_ms", "attempts")
+
+
+class RecordError(ValueError):
+    """Inputs that do not make one consistent record (the message says which)."""
+
+
+@dataclass(frozen=True)
+class GameDetail(GameResult):
+    """A judged game as the record shows it: the resolved result and both orientations,
+    each already mapped back to the game's order (``"A"`` is ``a``): its winner
+    (``"A"``, ``"B"``, ``"tie"``, or ``""`` when that orientation failed), its reason,
+    and its raw judge completions (every attempt, the parsed one last). ``duration_ms``
+    runs from the first orientation's start to the second's end."""
+
+    ab_winner: str = ""
+    ba_winner: str = ""
+    ab_reason: str = ""
+    ba_reason: str = ""
+    ab_raw: tuple[str, ...] = field(default_factory=tuple)
+    ba_raw: tuple[str, ...] = field(default_factory=tuple)
+    duration_ms: int = 0
+
+
+def _pick(source: dict, names: Sequence[str], what: str) -> dict:
+    missing = [n for n in names if n not in source]
+    if missing:
+        raise RecordError(f"{what} lacks {', '.join(missing)}")
+    return {n: source[n] for n in names}
+
+
+def _agent(agent: dict) -> dict:
+    return _pick(agent, AGENT_FIELDS, f"agent {agent.get('slug', '?')!r}")
+
+
+def _task(task: dict) -> dict:
+    out = _pick(task, ("id", "prompt"), "a task")
+    for name, default in TASK_DEFAULTS.items():
+        value = task.get(name, default)
+        out[name] = list(value) if name == "attachments" else value
+    return out
+
+
+def _results(results: list[dict], task_ids: list[str], candidates: list[str]) -> list[dict]:
+    """One row per (task, candidate) in task-file then candidate order; a pair with no
+    result is ``missing``."""
+    by_key: dict[tuple[str, str], dict] = {}
+    for r in results:
+        key = (r.get("task_id"), r.get("model"))
+        if key[0] not in task_ids or key[1] not in candidates:
+            raise RecordError(f"a result for an unknown task or candidate: {key!r}")
+        if key in by_key:
+            raise RecordError(f"two results for task {key[0]!r}, candidate {key[1]!r}")
+        by_key[key] = r
+    rows = []
+    for t in task_ids:
+        for c in candidates:
+            r = by_key.get((t, c))
+            head = {"task_id": t, "model": c}
+            if r is None:
+                rows.append({**head, "status": "missing"})
+            else:
+                rows.append({**head, **_pick(r, RESULT_FIELDS, f"result {t!r}/{c!r}")})
+    return rows
+
+
+def _comparisons(rows: list[dict], task_ids: list[str], candidates: list[str]) -> list[dict]:
+    """Per task and unordered pair (candidate order) where both have an exact score."""
+    score = {
+        (r["task_id"], r["model"]): r["exact_score"]
+        for r in rows
+        if r.get("exact_score") is not None
+    }
+    out = []
+    for t in task_ids:
+        for i, a in enumerate(candidates):
+            for b in candidates[i + 1 :]:
+                if (t, a) not in score or (t, b) not in score:
+                    continue
+                sa, sb = score[(t, a)], score[(t, b)]
+                winner = "tie" if sa == sb else (a if sa > sb else b)
+                out.append(
+                    {"task_id": t, "model_a": a, "model_b": b, "score_a": sa, "score_b": sb,
+                     "winner": winner}
+                )  # fmt: skip
+    return out
+
+
+def _side(g: GameDetail, outcome: str) -> str | None:
+    """An outcome in the game's order as a model id (``"tie"`` stays, ``""`` is None)."""
+    return {"A": g.a, "B": g.b, "tie": "tie"}.get(outcome)
+
+
+def _game(g: GameDetail) -> dict:
+    row: dict[str, Any] = {"task_id": g.task_id, "model_a": g.a, "model_b": g.b, "game": g.game}
+    if g.resolved:
+        row["winner"] = _side(g, g.winner)
+        row["agreement"] = bool(g.agreement)
+    else:
+        row["failure"] = g.failure
+    row["ab"] = {"winner": _side(g, g.ab_winner), "reason": g.ab_reason, "raw": list(g.ab_raw)}
+    row["ba"] = {"winner": _side(g, g.ba_winner), "reason": g.ba_reason, "raw": list(g.ba_raw)}
+    row["duration_ms"] = g.duration_ms
+    return row
+
+
+def _tournament(
+    tournaments: list[TaskTournament] | None,
+    task_ids: list[str],
+    *,
+    judged_run: bool,
+    candidates: list[str],
+    format: str,
+    best_of: int,
+    opening: list | None,
+) -> dict:
+    out: dict[str, Any] = {"format": format, "candidates": list(candidates), "best_of": best_of}
+    if opening is not None:
+        out["opening_matchups"] = [[a, b] for a, b in opening]
+    if not judged_run:
+        return {**out, "status": "not_judged", "tasks": []}
+    by_task = {}
+    for t in tournaments or []:
+        if t.task_id not in task_ids or t.task_id in by_task:
+            raise RecordError(f"a tournament for an unknown or repeated task: {t.task_id!r}")
+        by_task[t.task_id] = t
+    played = [by_task[t].as_dict() for t in task_ids if t in by_task]
+    every = len(played) == len(task_ids) and all(t["status"] == "complete" for t in played)
+    return {**out, "status": "completed" if every else "incomplete", "tasks": played}
+
+
+def _check_games(details: list[GameDetail], tournaments: list[TaskTournament]) -> None:
+    """Each game names a game the tournaments played, once."""
+    played = {
+        (t.task_id, s.a, s.b, g.number)
+        for t in tournaments
+        for s in t.series
+        for g in s.games
+    }  # fmt: skip
+    seen = set()
+    for g in details:
+        key = (g.task_id, g.a, g.b, g.game)
+        if key not in played:
+            raise RecordError(f"game {key!r} is in no tournament's series")
+        if key in seen:
+            raise RecordError(f"game {key!r} given twice")
+        seen.add(key)
+
+
+def tournament_record(
+    *,
+    run: dict,
+    tasks: list[dict],
+    results: list[dict],
+    games: list[GameDetail],
+    tournaments: list[TaskTournament] | None,
+    candidates: list[str],
+    judge: dict | None,
+    seed: int,
+    replicates: int,
+    format: str,
+    best_of: int,
+    opening: list | None,
+) -> dict:
+    """The record. ``run`` holds the provenance of ``RUN_FIELDS`` (plus
+    ``judge_decoding`` with a judge): ``suite`` is the suite's name, hash and task
+    count, ``agents`` the candidates' provenance in candidate order; ``results`` are rows with
+    ``task_id``, ``model`` and ``RESULT_FIELDS``; ``games`` and ``tournaments`` are
+    what the judge played (both empty/None without a judge). ``seed`` seeds the
+    bootstrap (the tournaments' fallback already used it)."""
+    if format not in FORMATS:
+        raise RecordError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
+    if "tie" in candidates:
+        raise RecordError("a candidate may not be called 'tie' (a judgment's winner says tie)")
+    head = _pick(run, RUN_FIELDS, "run")
+    if [a.get("slug") for a in head["agents"]] != list(candidates):
+        raise RecordError("agents must be the candidates' provenance, in candidate order")
+    if judge is None and (games or tournaments):
+        raise RecordError("games and tournaments need a judge")
+    if judge is not None and tournaments is None:
+        raise RecordError("a judged run needs its tournaments")
+    task_rows = [_task(t) for t in tasks]
+    task_ids = [t["id"] for t in task_rows]
+    if len(set(task_ids)) != len(task_ids):
+        raise RecordError("task ids must be unique")
+
+    record_run: dict[str, Any] = {
+        **head,
+        "suite": _pick(head["suite"], SUITE_FIELDS, "run.suite"),
+        "agents": [_agent(a) for a in head["agents"]],
+        "judge": _agent(judge) if judge is not None else None,
+    }
+    rows = _results(results, task_ids, list(candidates))
+    tournament = _tournament(
+        tournaments,
+        task_ids,
+        judged_run=judge is not None,
+        candidates=list(candidates),
+        format=format,
+        best_of=best_of,
+        opening=opening,
+    )
+    record: dict[str, Any] = {
+        "schema": SCHEMA,
+        "run": record_run,
+        "tasks": task_rows,
+        "results": rows,
+        "comparisons": _comparisons(rows, task_ids, list(candidates)),
+    }
+    if judge is not None:
+        _check_games(games, tournaments or [])
+        expected = sum(t.games_played for t in tournaments or [])
+        record_run.update(judged.coverage(games, expected=expected))
+        record_run["orientation_agreement"] = judged.orientation_agreement(games)
+        record_run["judge_decoding"] = _pick(
+            run.get("judge_decoding") or {}, ("temperature", "max_tokens"), "run.judge_decoding"
+        )
+        ratings, meta = judged.ratings(games, candidates, seed=seed, replicates=replicates)
+        record_run.update(meta)
+        order = {t: i for i, t in enumerate(task_ids)}
+        in_order = sorted(games, key=lambda g: order[g.task_id])  # stable: play order within
+        record["judgments"] = [_game(g) for g in in_order if g.resolved]
+        record["judgment_failures"] = [_game(g) for g in in_order if not g.resolved]
+        record["statistics"] = judged.statistics(games, candidates)
+        record["ratings"] = ratings
+    record["tournament"] = tournament
+    return record
