@@ -157,12 +157,18 @@ def play_series(
     play: Play,
 ) -> None:
     """Plays ``series`` to its end (in place). A failed game ends it as ``failed``."""
-    need = best_of // 2 + 1
-    for number in range(1, best_of + 1):
+
+    def game(kind: str) -> str:
+        number = len(series.games) + 1
         outcome = play(task_id, series.a, series.b, number)
         if outcome not in OUTCOMES:
             raise ValueError(f"play returned {outcome!r}, not one of {OUTCOMES}")
-        series.games.append(Game(number, "regulation", outcome))
+        series.games.append(Game(number, kind, outcome))
+        return outcome
+
+    need = best_of // 2 + 1
+    for number in range(1, best_of + 1):
+        outcome = game("regulation")
         if outcome == "failed":
             series.status = "failed"
             return
@@ -178,11 +184,7 @@ def play_series(
     if not tie_breaks:
         return
     for _ in range(TIE_BREAKS):
-        number = len(series.games) + 1
-        outcome = play(task_id, series.a, series.b, number)
-        if outcome not in OUTCOMES:
-            raise ValueError(f"play returned {outcome!r}, not one of {OUTCOMES}")
-        series.games.append(Game(number, "tie_break", outcome))
+        outcome = game("tie_break")
         if outcome == "failed":
             series.status = "failed"
             return
