@@ -11,6 +11,13 @@ from arena_site.handlers import OneHopASGIHandler  # noqa: E402
 
 django_asgi_app = OneHopASGIHandler()
 
+from django.urls import get_resolver  # noqa: E402
+
+# The URLconf (every view, and through them the provider SDKs) loads now, before the
+# server listens, not inside the first request: a cold first request holds one of the
+# ARENA_MAX_INFLIGHT slots for seconds, and every request behind it would be shed.
+get_resolver().url_patterns  # noqa: B018
+
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402

@@ -75,21 +75,24 @@ install_python_env() {
         .venv/bin/python -m pip install -q --disable-pip-version-check "uv==$want_uv"
     fi
     # A stamp of the synced lock (its name and hash) skips the sync when nothing changed.
+    # Bytecode is compiled at install: the suite and the arena's children run with
+    # PYTHONDONTWRITEBYTECODE, and without .pyc files every process compiles the provider
+    # SDKs again (seconds per Daphne or worker start on this machine).
     local stamp=.venv/.lock-stamp
     local lock=requirements.lock
     [ "$MODE" = test ] && lock=requirements-test.lock
     local want have
-    want="$lock $(sha256sum "$lock" | cut -d' ' -f1)"
+    want="$lock $(sha256sum "$lock" | cut -d' ' -f1) compiled"
     have=$(cat "$stamp" 2>/dev/null || true)
     if [ "$have" = "$want" ]; then
         return 0
     fi
     if [ "$MODE" = run ] && [ "${have%% *}" = requirements-test.lock ] &&
-        [ "$have" = "requirements-test.lock $(sha256sum requirements-test.lock | cut -d' ' -f1)" ]; then
+        [ "$have" = "requirements-test.lock $(sha256sum requirements-test.lock | cut -d' ' -f1) compiled" ]; then
         return 0  # the test lock holds the runtime
     fi
     say "installing locked Python dependencies ($lock)"
-    VIRTUAL_ENV=.venv .venv/bin/uv pip sync -q --python .venv/bin/python "$lock"
+    VIRTUAL_ENV=.venv .venv/bin/uv pip sync -q --compile-bytecode --python .venv/bin/python "$lock"
     echo "$want" > "$stamp"
 }
 

@@ -152,6 +152,22 @@ def test_more_in_flight_than_pooled_connections_stops_start_up(tmp_path):
     assert "ARENA_MAX_INFLIGHT (5) must not exceed ARENA_DB_POOL_MAX (4)" in done.stderr
 
 
+def test_the_asgi_application_loads_the_urlconf_before_the_server_listens(tmp_path):
+    # A URLconf imported inside the first request holds an in-flight slot for seconds
+    # (the provider SDKs), and a burst right after a restart would be shed behind it.
+    probe = (
+        "import sys; import arena_site.asgi; "
+        "print('arena_site.urls' in sys.modules, 'agents.api' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT, env={**os.environ, "ARENA_DATA_DIR": str(tmp_path)},
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True"]
+
+
 # --- what counts as "beyond capacity" ----------------------------------------------
 
 
