@@ -14,6 +14,7 @@ from django.db import models
 from django.db.models import Q
 
 from battles.models import TimedCall
+from evals.tournaments import FORMATS
 
 
 class StoredFile(models.Model):
@@ -73,6 +74,19 @@ class Evaluation(models.Model):
         help_text="The model that judges (rubric and pairwise); never one of the candidates.",
     )
     pairwise = models.BooleanField(default=False, help_text="Judge every pair of replies.")
+    tournament = models.CharField(
+        max_length=20,
+        blank=True,
+        choices=[(f, f) for f in FORMATS],
+        help_text="The tournament format (evals.tournaments); empty: no tournament.",
+    )
+    best_of = models.PositiveSmallIntegerField(default=1, help_text="Games per series (odd).")
+    seed = models.BigIntegerField(
+        default=0, help_text="Seeds the bootstrap and the elimination seeded fallback."
+    )
+    opening = models.JSONField(
+        null=True, blank=True, help_text="Single elimination's first-round pairs, when given."
+    )
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     settings = models.JSONField(
         default=dict, help_text="max_tokens, attempts, concurrency: what the record cites."
@@ -258,8 +272,10 @@ class CriterionScore(models.Model):
 
 
 class PairJudgement(models.Model):
-    """The pairwise judge on one task and one pair of agents (003): both orientations,
-    the second mapped back to (A, B); resolved, or failed for good (never a draw)."""
+    """One game of the pairwise judge on one task and one pair of agents (003): both
+    orientations, the second mapped back to (A, B); resolved, or failed for good (never
+    a draw). A tournament's series plays games 1, 2, ... of a pair (tie-breaks after
+    the regulation games); a plain pairwise evaluation plays game 1 of every pair."""
 
     class Winner(models.TextChoices):
         A = "A"
@@ -272,6 +288,7 @@ class PairJudgement(models.Model):
     task_id = models.CharField(max_length=200)
     agent_a = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="+")
     agent_b = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="+")
+    game = models.PositiveIntegerField(default=1, help_text="Its number in the pair's series.")
     winner = models.CharField(max_length=3, choices=Winner.choices, blank=True)
     agreement = models.BooleanField(null=True)
     ab_winner = models.CharField(max_length=3, blank=True)
@@ -287,7 +304,8 @@ class PairJudgement(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["evaluation", "task_id", "agent_a", "agent_b"], name="pair_judgement_unique"
+                fields=["evaluation", "task_id", "agent_a", "agent_b", "game"],
+                name="pair_judgement_unique_game",
             ),
             models.CheckConstraint(
                 condition=Q(winner="", failure__gt="") | (~Q(winner="") & Q(failure="")),
@@ -296,5 +314,9 @@ class PairJudgement(models.Model):
         ]
 
     def __str__(self) -> str:
-        outcome = self.winner or "failed"
-        return f"Task {self.task_id}: {self.agent_a_id} vs {self.agent_b_id} → {outcome}"
+        return f"Task {self.task_id}: {self.agent_a_id} vs {self.agent_b_id} → {self.outcome}"
+
+    @property
+    def outcome(self) -> str:
+        """As a tournament plays it: "A", "B", "tie", or "failed"."""
+        return self.winner or "failed"

@@ -46,6 +46,12 @@ class TournamentError(ValueError):
     """A tournament that cannot be scheduled (bad format, field or matchups)."""
 
 
+class Unplayed(Exception):
+    """Raised by ``play`` for a game that is not (yet) played: a cancel came, or a
+    replay of stored games reached one never stored. ``run_task`` stops the task there
+    and returns what was played, with the task ``unfinished``."""
+
+
 @dataclass
 class Game:
     number: int
@@ -90,8 +96,9 @@ class Series:
 class TaskTournament:
     task_id: str
     series: list[Series] = field(default_factory=list)
-    # "complete"; "incomplete" (round robin: a series failed, the others played) or
-    # "stopped" (elimination: a failed game ended the bracket)
+    # "complete"; "incomplete" (round robin: a series failed, the others played);
+    # "stopped" (elimination: a failed game ended the bracket); "unfinished" (``play``
+    # raised ``Unplayed``: the series it was in stays "pending", none after it is listed)
     status: str = "complete"
     champion: str | None = None
 
@@ -205,9 +212,29 @@ def run_task(
     play: Play,
     opening: Sequence[tuple[str, str]] | None = None,
 ) -> TaskTournament:
-    """One task's tournament, played through ``play`` in schedule order."""
+    """One task's tournament, played through ``play`` in schedule order (a stored
+    task replays identically: the schedule depends only on the outcomes)."""
     check(candidates, format=format, best_of=best_of, opening=opening)
     result = TaskTournament(task_id)
+    try:
+        _schedule(result, candidates, format=format, best_of=best_of, seed=seed, play=play,
+                  opening=opening)  # fmt: skip
+    except Unplayed:
+        result.status = "unfinished"
+    return result
+
+
+def _schedule(
+    result: TaskTournament,
+    candidates: Sequence[str],
+    *,
+    format: str,
+    best_of: int,
+    seed: int,
+    play: Play,
+    opening: Sequence[tuple[str, str]] | None,
+) -> None:
+    task_id = result.task_id
     elimination = format != ROUND_ROBIN
 
     def one(a: str, b: str, round_: int) -> Series:
@@ -223,16 +250,16 @@ def run_task(
             for b in candidates[i + 1 :]:
                 if one(a, b, 1).status == "failed":
                     result.status = "incomplete"  # the other series still play
-        return result
+        return
     if format == KING_OF_THE_HILL:
         holder = candidates[0]
         for round_, challenger in enumerate(candidates[1:], start=1):
             series = one(holder, challenger, round_)
             if result.status == "stopped":
-                return result
+                return
             holder = series.advanced or holder
         result.champion = holder
-        return result
+        return
     field_ = [c for pair in opening for c in pair] if opening else list(candidates)
     round_ = 1
     while len(field_) > 1:
@@ -240,11 +267,10 @@ def run_task(
         for a, b in zip(field_[::2], field_[1::2], strict=True):
             series = one(a, b, round_)
             if result.status == "stopped":
-                return result
+                return
             winners.append(series.advanced)
         field_, round_ = winners, round_ + 1
     result.champion = field_[0]
-    return result
 
 
 def scheduled_series(n: int, format: str) -> int:

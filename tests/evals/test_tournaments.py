@@ -10,6 +10,7 @@ from evals.tournaments import (
     SINGLE_ELIMINATION,
     Series,
     TournamentError,
+    Unplayed,
     check,
     play_series,
     run_task,
@@ -201,3 +202,54 @@ def test_bad_schedules_are_refused_with_the_reason(candidates, kwargs, message):
 )
 def test_scheduled_series(n, format, series):
     assert scheduled_series(n, format) == series
+
+
+@pytest.mark.parametrize("format", [ROUND_ROBIN, SINGLE_ELIMINATION, KING_OF_THE_HILL])
+def test_an_unplayed_game_leaves_the_task_unfinished_with_what_was_played(format):
+    # The third game is not played (a cancel, or a replay reaching a game never stored):
+    # the task stops there, its series stays pending, and no champion is named.
+    played = []
+
+    def play(task_id, a, b, number):
+        if len(played) == 2:
+            raise Unplayed
+        played.append((a, b))
+        return "A"
+
+    result = run_task("t1", ["p", "q", "r", "s"], format=format, play=play)
+    assert result.status == "unfinished" and result.champion is None
+    assert result.games_played == 2
+    assert [s.status for s in result.series] == ["won", "won", "pending"]
+
+
+def test_a_replay_of_the_stored_games_rebuilds_the_same_tournament():
+    # A resumed task replays its stored games through the same schedule and goes on
+    # from the first one missing, as if it had never stopped.
+    script = {("p", "q"): "tttB", ("r", "s"): "B", ("q", "s"): "tA"}
+    whole = run_task("t1", ["p", "q", "r", "s"], format=SINGLE_ELIMINATION, seed=3,
+                     play=scripted(script))  # fmt: skip
+    stored: dict = {}
+
+    def stop_after(n):
+        def play(task_id, a, b, number):
+            if len(stored) == n:
+                raise Unplayed
+            stored[(a, b, number)] = scripted(script)(task_id, a, b, number)
+            return stored[(a, b, number)]
+
+        return play
+
+    first = run_task("t1", ["p", "q", "r", "s"], format=SINGLE_ELIMINATION, seed=3,
+                     play=stop_after(5))  # fmt: skip
+    assert first.status == "unfinished" and first.games_played == 5
+    fresh = []
+
+    def resume(task_id, a, b, number):
+        if (a, b, number) in stored:
+            return stored[(a, b, number)]
+        fresh.append((a, b, number))
+        return scripted(script)(task_id, a, b, number)
+
+    again = run_task("t1", ["p", "q", "r", "s"], format=SINGLE_ELIMINATION, seed=3, play=resume)
+    assert again.as_dict() == whole.as_dict()
+    assert fresh == [("q", "s", 1), ("q", "s", 2)]  # only what was missing
