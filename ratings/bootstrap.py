@@ -1,25 +1,30 @@
 """Seeded bootstrap rank bands (SPEC §7.3, as revised in docs/intervals.md). Pure: numpy.
 
-A replicate resamples what the published interval treats as independent:
+A replicate resamples what the published interval treats as independent, or whole
+tasks when the arena chose them:
 
 - battles (``battle_resampler``): multinomial counts over the cells of
   ``ratings.cells`` — the battles of a cell are exchangeable, so this is exactly the law
   of resampling the battles one by one, at O(cells) per replicate instead of O(battles);
-- clusters (``cluster_resampler``): G clusters drawn with replacement (judges live,
-  tasks offline), each bringing all its battles, when the clustered interval is the
-  published one.
+- clusters (``cluster_resampler``, ``cells_resampler`` from sums per (cluster, pair)):
+  G clusters drawn with replacement, each bringing all its battles: judges when the
+  board's clustered interval is the published one, tasks when the arena chose to
+  resample tasks (``agents.models.Arena.bootstrap_unit``), and tasks for the
+  tournaments' ratings of judged games (``ratings.task_bootstrap``).
 
-Each replicate is refitted by Newton warm-started from the full fit. Agents whose
+``resamples`` is the one seeded sequence of draws every bootstrap here runs on. Each
+replicate is refitted by Newton warm-started from the full fit. Agents whose
 strengths are equal (within ``TIE``) share their ranks: each gets the best and the worst
 rank of the tie, so equal agents get equal bands. An agent's band runs from the 2.5th
 percentile of its best rank (rounded down) to the 97.5th of its worst (rounded up).
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
 from ratings.bradley_terry import RIDGE, newton
+from ratings.cells import ClusterCells
 
 TIE = 1e-8  # strengths closer than this (θ scale, 2·10⁻⁶ Elo) are equal
 
@@ -75,6 +80,31 @@ def cluster_resampler(
     return draw
 
 
+def cells_resampler(cells: ClusterCells, pair_i: np.ndarray, pair_j: np.ndarray) -> Resampler:
+    """``cluster_resampler`` over battles summed per (cluster, pair): the sums per pair
+    come out in the order of the fit's pairs (``pair_i`` < ``pair_j``, sorted by
+    (i, j)), which hold every pair of ``cells``."""
+    n = int(max(pair_i.max(), pair_j.max())) + 1 if len(pair_i) else 0
+    return cluster_resampler(
+        cells.cluster,
+        np.searchsorted(pair_i * n + pair_j, cells.i * n + cells.j),
+        cells.total,
+        cells.wins,
+        n_pairs=len(pair_i),
+        clusters=cells.clusters,
+    )
+
+
+def resamples(
+    draw: Resampler, *, replicates: int, seed: int
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """``replicates`` draws of (Σ w, Σ w y) per pair from one generator seeded with
+    ``seed``: the same seed, the same draws."""
+    rng = np.random.default_rng(seed)
+    for _ in range(replicates):
+        yield draw(rng)
+
+
 def replicate_ranks(
     draw: Resampler,
     i: np.ndarray,
@@ -89,11 +119,9 @@ def replicate_ranks(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Two ``replicates × n_agents`` arrays: each replicate's best and worst ranks.
     Same inputs and seed, same arrays."""
-    rng = np.random.default_rng(seed)
     best = np.empty((replicates, n_agents), dtype=np.int64)
     worst = np.empty((replicates, n_agents), dtype=np.int64)
-    for r in range(replicates):
-        total, wins = draw(rng)
+    for r, (total, wins) in enumerate(resamples(draw, replicates=replicates, seed=seed)):
         fit = newton(i, j, total, wins, n_agents=n_agents, ridge=ridge, theta0=theta)
         best[r], worst[r] = tied_ranks(fit.theta)
         if progress is not None:

@@ -15,7 +15,10 @@ times from ``seed``, each replicate refitted the same way; 95 % bounds are Hyndm
 type-7 quantiles (numpy's default, "linear"). No bounds, with the reason, when there are
 fewer than two tasks (``too_few_tasks``), when a requested candidate has no full-data
 rating (``original_unrated``), or when any replicate fails to rate every candidate
-(``invalid_replicates``; ``bootstrap_valid`` counts those that did).
+(``invalid_replicates``; ``bootstrap_valid`` counts those that did). The draws are the
+live board's (``ratings.bootstrap``: ``cells_resampler`` over the games summed per
+(task, pair), one seeded ``resamples`` sequence), as when an arena's board resamples
+tasks.
 
 (003 fits by Hunter's MM algorithm; Newton reaches the same maximum-likelihood estimate
 where it exists, and is what the arena's board already uses.)
@@ -25,8 +28,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ratings import connectivity
+from ratings import bootstrap, connectivity
 from ratings.bradley_terry import newton, win_probability
+from ratings.cells import cluster_cells
 from ratings.intervals import ELO_SCALE
 
 CENTRE = 1500.0
@@ -60,15 +64,13 @@ class GameRatings:
     samples: np.ndarray | None = field(default=None, repr=False)  # replicates × candidates
 
 
-def _pair_sums(a, b, y, n: int, times: np.ndarray | None = None):
-    """Per unordered pair (i < j): games and i's win mass, optionally weighted."""
+def _pair_sums(a, b, y, n: int):
+    """Per unordered pair (i < j), in (i, j) order: games and i's win mass."""
     lo, hi = np.minimum(a, b), np.maximum(a, b)
     wins_lo = np.where(a == lo, y, 1.0 - y)
-    weight = np.ones(len(a)) if times is None else times
-    key = lo * n + hi
-    keys, index = np.unique(key, return_inverse=True)
-    total = np.bincount(index, weight, minlength=len(keys))
-    wins = np.bincount(index, wins_lo * weight, minlength=len(keys))
+    keys, index = np.unique(lo * n + hi, return_inverse=True)
+    total = np.bincount(index, minlength=len(keys)).astype(float)
+    wins = np.bincount(index, wins_lo, minlength=len(keys))
     return keys // n, keys % n, total, wins
 
 
@@ -158,13 +160,15 @@ def rate_games(
     if replicates < 1:
         return result(ran=False)
     theta0 = (full - CENTRE) / ELO_SCALE
-    rng = np.random.default_rng(seed)
-    uniform = np.full(clusters, 1.0 / clusters)
+    # Games and win mass per (task, pair): integers and halves, so the sums of a drawn
+    # replicate are exactly those of its games listed one by one.
+    draw = bootstrap.cells_resampler(
+        cluster_cells(cluster, a, b, np.ones(len(a)), y, n_agents=n), i, j
+    )
     samples = np.full((replicates, n), np.nan)
-    for r in range(replicates):
-        times = rng.multinomial(clusters, uniform)[cluster].astype(float)
-        ri, rj, rtotal, rwins = _pair_sums(a, b, y, n, times)
-        rating, _, _ = _fit(ri, rj, rtotal, rwins, n, theta0)
+    replicate_sums = bootstrap.resamples(draw, replicates=replicates, seed=seed)
+    for r, (rtotal, rwins) in enumerate(replicate_sums):
+        rating, _, _ = _fit(i, j, rtotal, rwins, n, theta0)
         if rating is not None:
             samples[r] = rating
     finite = np.all(np.isfinite(samples), axis=1)
