@@ -12,6 +12,8 @@ with its steps, screenshots and spans), with the files the evaluation gave it
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Mod
+from django.db.models.lookups import Exact
 
 from battles.models import TimedCall
 from evals.tournaments import FORMATS
@@ -97,6 +99,18 @@ class Evaluation(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["team", "-created_at"], name="evaluation_team_recent")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(best_of__gte=1, best_of__lte=99), name="evaluation_best_of_range"
+            ),
+            models.CheckConstraint(
+                condition=Exact(Mod("best_of", 2), 1), name="evaluation_best_of_odd"
+            ),
+            models.CheckConstraint(condition=Q(seed__gte=0), name="evaluation_seed_nonnegative"),
+            models.CheckConstraint(
+                condition=Q(tournament="") | Q(rubric=None), name="evaluation_tournament_no_rubric"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"Evaluation {self.pk}"

@@ -9,9 +9,15 @@ the record is text to escape (a candidate's reply is written by the candidate): 
 template autoescapes, and nothing here marks a string safe.
 """
 
+import json
+from functools import cache
+from pathlib import Path
 from typing import Any
 
+import jsonschema
 from django.template.loader import render_to_string
+
+from evals.tournament_record import SCHEMA
 
 TEMPLATE = "reports/audit.html"
 SECTIONS = (
@@ -167,6 +173,7 @@ def report_view(record: dict) -> dict:
             "failed": _number(run.get("failed_pairs")),
             "complete": bool(run.get("complete")),
             "error": run.get("coverage_error", ""),
+            "unfinished": run.get("unfinished_tasks", []),
             "agreeing": _number(agreement.get("orientation_agreeing_pairs")),
             "disagreeing": _number(agreement.get("orientation_disagreeing_pairs")),
             "rate": _number(agreement.get("agreement_rate"), 3),
@@ -190,3 +197,37 @@ def audit_report_html(record: dict) -> str:
     """The report of ``record`` (a tournament record, as built or as read back from
     its JSON file) as one HTML document."""
     return render_to_string(TEMPLATE, report_view(record))
+
+
+class RecordRejected(ValueError):
+    """A file that is not a tournament record its schema accepts (the message says
+    where it is wrong)."""
+
+
+@cache
+def _validator() -> jsonschema.Draft202012Validator:
+    schema = json.loads((Path(__file__).parent / "tournament_record.schema.json").read_text())
+    return jsonschema.Draft202012Validator(schema)
+
+
+def audit_report_from_file(data: bytes) -> str:
+    """The report of a saved record: parsed as JSON and checked against the published
+    schema first, so a report is never rendered from something that only looks like
+    a record (a truncated file, an evaluation record, a hand-edited count of the wrong
+    type). The first problem found is named by its place in the file."""
+    try:
+        record = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise RecordRejected("not UTF-8 text") from None
+    except json.JSONDecodeError as error:
+        raise RecordRejected(
+            f"not JSON (line {error.lineno}, column {error.colno}: {error.msg})"
+        ) from None
+    if not isinstance(record, dict) or record.get("schema") != SCHEMA:
+        found = record.get("schema") if isinstance(record, dict) else type(record).__name__
+        raise RecordRejected(f"not a tournament record (schema {SCHEMA}), found {found!r}")
+    error = jsonschema.exceptions.best_match(_validator().iter_errors(record))
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "the top level"
+        raise RecordRejected(f"not a valid tournament record at {where}: {error.message[:300]}")
+    return audit_report_html(record)

@@ -23,7 +23,7 @@ def evaluation_for_team(*, team: Team, evaluation_id: int) -> Evaluation:
     return evaluation
 
 
-def _agent(agent: Agent) -> dict[str, Any]:
+def agent_provenance(agent: Agent) -> dict[str, Any]:
     params = agent.params or {}
     return {
         "slug": agent.slug,
@@ -35,7 +35,7 @@ def _agent(agent: Agent) -> dict[str, Any]:
     }
 
 
-def _iso(value) -> str | None:
+def iso(value) -> str | None:
     return value.isoformat() if value else None
 
 
@@ -224,9 +224,9 @@ def evaluation_record(evaluation: Evaluation) -> dict[str, Any]:
             "app_version": provenance.app_version(),
             "evaluation_id": evaluation.pk,
             "status": evaluation.status,
-            "created_at": _iso(evaluation.created_at),
-            "started_at": _iso(evaluation.started_at),
-            "finished_at": _iso(evaluation.finished_at),
+            "created_at": iso(evaluation.created_at),
+            "started_at": iso(evaluation.started_at),
+            "finished_at": iso(evaluation.finished_at),
             "suite": {
                 "name": evaluation.suite.name,
                 "sha256": evaluation.suite.sha256,
@@ -237,8 +237,8 @@ def evaluation_record(evaluation: Evaluation) -> dict[str, Any]:
                 if evaluation.rubric
                 else None
             ),
-            "agents": [_agent(a) for a in candidates],
-            "judge": _agent(judge) if judge else None,
+            "agents": [agent_provenance(a) for a in candidates],
+            "judge": agent_provenance(judge) if judge else None,
             "pairwise": evaluation.pairwise,
             "desktop": None,  # the settings of an evaluation without desktop tasks
             **evaluation.settings,

@@ -262,6 +262,14 @@ def tournament_record(
         _check_games(games, tournaments or [])
         expected = sum(t.games_played for t in tournaments or [])
         record_run.update(judged.coverage(games, expected=expected))
+        # The arena's addition: a task whose tournament stopped at a game never played
+        # (a cancel, or read while running) leaves the run incomplete, whatever the
+        # games already played say.
+        by_task = {t.task_id: t.status for t in tournaments or []}
+        unfinished = [t for t in task_ids if by_task.get(t, "unfinished") == "unfinished"]
+        if unfinished:
+            record_run["complete"] = False
+            record_run["unfinished_tasks"] = unfinished
         record_run["orientation_agreement"] = judged.orientation_agreement(games)
         record_run["judge_decoding"] = _pick(
             run.get("judge_decoding") or {}, ("temperature", "max_tokens"), "run.judge_decoding"

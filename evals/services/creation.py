@@ -21,9 +21,12 @@ from accounts.models import Team
 from agents.models import Agent
 from agents.policies import BUILTIN_POLICIES
 from arena_site.exceptions import ApplicationError
-from evals import calls
+from evals import calls, tournaments
 from evals.models import Candidate, Evaluation, Rubric, Suite
 from evals.services.files import eval_attachments_store
+
+MAX_BEST_OF = 99
+MAX_SEED = 2**63 - 1
 
 # Desktop lanes of one host's evaluations at once (each is a sandbox: a slot, ~1.3 GB
 # with its desktop); the lanes go through the sandbox slots like a battle's.
@@ -147,6 +150,55 @@ def evaluable_agents(team: Team) -> list[Agent]:
     )
 
 
+def tournament_settings(
+    *,
+    slugs: Sequence[str],
+    format: str,
+    best_of: int,
+    seed: int,
+    opening: Sequence[Sequence[str]] | None,
+    rubric: Rubric | None,
+) -> dict:
+    """A tournament's schedule, checked (``evals.tournaments.check``) before anything is
+    stored: ``format`` empty means none, and then best-of, seed and opening matchups
+    have nothing to act on and are refused rather than ignored."""
+    if not format:
+        if best_of != 1 or seed != 0 or opening:
+            raise ApplicationError(
+                "best-of, seed and opening matchups belong to a tournament: name its format "
+                f"({', '.join(tournaments.FORMATS)})",
+                code="not_a_tournament",
+            )
+        return {"tournament": "", "best_of": 1, "seed": 0, "opening": None}
+    if rubric is not None:
+        raise ApplicationError(
+            "a tournament plays pairwise games; a rubric belongs to an evaluation without one",
+            code="rubric_in_tournament",
+        )
+    if not isinstance(best_of, bool) and isinstance(best_of, int) and best_of > MAX_BEST_OF:
+        raise ApplicationError(
+            f"best-of must be at most {MAX_BEST_OF}, got {best_of}", code="invalid_tournament"
+        )
+    if not 0 <= seed <= MAX_SEED:
+        raise ApplicationError("the seed must lie in 0..2^63-1", code="invalid_seed")
+    if "tie" in slugs:
+        raise ApplicationError(
+            "an agent called 'tie' cannot play a tournament (a judgement's winner says tie)",
+            code="invalid_tournament",
+        )
+    pairs = None if opening is None else [tuple(pair) for pair in opening]
+    try:
+        tournaments.check(slugs, format=format, best_of=best_of, opening=pairs)
+    except tournaments.TournamentError as error:
+        raise ApplicationError(str(error), code="invalid_tournament") from None
+    return {
+        "tournament": format,
+        "best_of": best_of,
+        "seed": seed,
+        "opening": None if pairs is None else [list(pair) for pair in pairs],
+    }
+
+
 @dataclass(frozen=True)
 class Selection:
     agents: list[str]
@@ -197,12 +249,18 @@ def evaluation_create(
     wall_budget_s: int | None = None,
     success_timeout_s: int | None = None,
     desktop_lanes: int | None = None,
+    tournament: str = "",
+    best_of: int = 1,
+    seed: int = 0,
+    opening: Sequence[Sequence[str]] | None = None,
 ) -> Evaluation:
     """An evaluation of these agents (in this order) on the team's suite;
     ``selection_seed`` when they were drawn (``random_selection``), for the record.
     ``attachments`` are the desktop tasks' files by the path the suite names them with
     (``eval_attachments_store``); the budgets, the success command's bound and the lanes
-    at once default as ``desktop_settings`` says."""
+    at once default as ``desktop_settings`` says. With a ``tournament`` format the judge
+    (optional, as in 003) plays the pairwise games of that schedule (``best_of``,
+    ``seed``, single elimination's ``opening`` matchups): ``pairwise`` is implied."""
     if suite.team_id != team.pk or (rubric is not None and rubric.team_id != team.pk):
         raise ApplicationError("no such suite or rubric", code="not_found", status=404)
     if not agent_slugs:
@@ -223,6 +281,16 @@ def evaluation_create(
         if any(task["kind"] == "desktop" for task in suite.tasks)
         else None
     )
+    schedule = tournament_settings(
+        slugs=agent_slugs,
+        format=tournament,
+        best_of=best_of,
+        seed=seed,
+        opening=opening,
+        rubric=rubric,
+    )
+    if tournament and judge_slug:
+        pairwise = True  # a tournament's games are pairwise games
     judge = None
     if rubric is not None or pairwise:
         if not judge_slug:
@@ -244,6 +312,7 @@ def evaluation_create(
         rubric=rubric,
         judge=judge,
         pairwise=pairwise,
+        **schedule,
         settings={
             "candidate_max_tokens": max_tokens,
             "attempts": calls.ATTEMPTS,

@@ -5,7 +5,9 @@ call.
 
 Two phases: every candidate's answers (chat tasks' calls, then desktop tasks' lanes,
 ``evals.services.desktop``), then the judges (rubric and pairwise), which need those
-answers. Within a phase the calls run on a thread pool, at most
+answers. A tournament's games (``evals.tournaments``) are played per task, one after
+another — who meets whom next depends on the outcomes — and the tasks side by side;
+what a task already stored replays, so a resumed tournament judges only what it lacks. Within a phase the calls run on a thread pool, at most
 ``concurrency`` (``ARENA_EVAL_PROVIDER_CONCURRENCY``) in flight per provider endpoint
 (provider and base URL) across every evaluation worker of the arena (``evals.gates``):
 one slow or rate-limited provider neither stalls nor floods the others, and two
@@ -33,17 +35,23 @@ from evals import calls, scoring
 from evals.gates import gates
 from evals.models import CriterionScore, EvalRun, EvalSpan, Evaluation, PairJudgement
 from evals.services import desktop
+from evals.tournament_selectors import replaying, schedule_of, stored_outcomes, task_tournaments
+from evals.tournaments import Play, Unplayed, run_task
 
 CANCEL_POLL_S = 0.5  # a cancel stops the evaluation within this long of its next call
 
 
 @dataclass(frozen=True)
 class Work:
-    """One call to make and store: ``endpoint`` names whose concurrency it counts against."""
+    """One call to make and store: ``endpoint`` names whose concurrency it counts against.
+    A task's tournament is one item of many calls, one after another (each game's
+    schedule depends on the outcomes before it): it ticks per game itself
+    (``ticks=False``)."""
 
     endpoint: str
     label: str
     do: Callable[[], None]
+    ticks: bool = True
 
 
 def endpoint_of(agent: Agent) -> str:
@@ -71,13 +79,22 @@ def _spans(records, *, evaluation: Evaluation, role: str, run=None, pair=None) -
     )
 
 
+def _duplicate(error: IntegrityError) -> bool:
+    """Whether the error is a unique constraint's (PostgreSQL's SQLSTATE 23505, or
+    SQLite's message for ``make run`` without a database), not a broken row."""
+    cause = error.__cause__
+    return getattr(cause, "sqlstate", None) == "23505" or str(cause).startswith("UNIQUE constraint")
+
+
 def _store(build: Callable[[], object]) -> None:
-    """Store one result; a concurrent executor that stored it first wins."""
+    """Store one result; a concurrent executor that stored it first wins. Any other
+    integrity error is a bug, raised."""
     try:
         with transaction.atomic():
             build()
-    except IntegrityError:
-        pass
+    except IntegrityError as error:
+        if not _duplicate(error):
+            raise
 
 
 def _run_all(
@@ -96,7 +113,8 @@ def _run_all(
                 if not held or cancelled():
                     return
                 item.do()
-            tick(item.label)
+            if item.ticks:
+                tick(item.label)
         return
     # This job's own bound as well: its threads never poll Redis for more places than
     # they could hold.
@@ -105,7 +123,6 @@ def _run_all(
     )
     for item in work:  # created up front: the defaultdict is not thread-safe
         local[item.endpoint]
-    lock = threading.Lock()
 
     def one(item: Work) -> None:
         try:
@@ -115,7 +132,7 @@ def _run_all(
             ):
                 if held and not cancelled():
                     item.do()
-                    with lock:
+                    if item.ticks:
                         tick(item.label)
         finally:
             connection.close()  # this thread's; the next item opens its own
@@ -171,9 +188,12 @@ def evaluation_execute(
             polled["at"] = now
         return polled["cancelled"]
 
+    ticking = threading.Lock()  # ticks come from the pool's threads
+
     def tick(label: str) -> None:
         if progress:
-            progress(label)
+            with ticking:
+                progress(label)
 
     run = dict(concurrency=concurrency, cancelled=cancelled, tick=tick)
     _run_all(_candidate_work(evaluation, tasks, agents, clients, sleep), **run)
@@ -196,7 +216,13 @@ def evaluation_execute(
     }
     judging: list[Work] = []
     judge = evaluation.judge
-    if judge is not None and not isinstance(clients[judge.pk], AgentFailure):
+    if judge is not None and evaluation.tournament:
+        # a tournament plays on with a judge that cannot be built: each game it asks
+        # fails with the reason, as a candidate's calls do, and the record says so
+        judging += _tournament_work(
+            evaluation, tasks, agents, runs, judge, clients, sleep, cancelled, tick
+        )
+    elif judge is not None and not isinstance(clients[judge.pk], AgentFailure):
         if evaluation.rubric is not None:
             judging += _rubric_work(evaluation, tasks, agents, runs, judge, clients, sleep)
         if evaluation.pairwise:
@@ -332,7 +358,77 @@ def _rubric_work(evaluation, tasks, agents, runs, judge, clients, sleep) -> list
     return work
 
 
+def _play_game(
+    evaluation: Evaluation,
+    *,
+    task: dict,
+    a: Agent,
+    b: Agent,
+    number: int,
+    run_a: EvalRun,
+    run_b: EvalRun,
+    judge: Agent,
+    client,
+    sleep,
+) -> str:
+    """Judges game ``number`` of (a, b) on the task (both orientations), stores it and
+    returns its outcome ("A", "B", "tie" or "failed"). A judge that cannot be built
+    fails the game with its reason, asking nothing; so does a candidate with no reply
+    (its run failed): there is nothing to judge. When another executor stored the game
+    first, its outcome is the one returned."""
+    fields = dict(evaluation=evaluation, task_id=task["id"], agent_a=a, agent_b=b, game=number)
+    failure = ""
+    if isinstance(client, AgentFailure):
+        failure = f"the judge cannot be asked: {client}"
+    else:
+        silent = [(x, r) for x, r in ((a, run_a), (b, run_b)) if r.status != EvalRun.Status.DONE]
+        if silent:
+            x, r = silent[0]
+            failure = f"no reply to judge: {x.slug}'s run failed ({r.error or r.status})"
+    if failure:
+        _store(
+            lambda: PairJudgement.objects.create(
+                **fields, failure=failure[:2000], judge_model=judge.model_id, duration_ms=0
+            )
+        )
+        return PairJudgement.objects.get(**fields).outcome
+    game = calls.pairwise_game(
+        client,
+        task_prompt=task["prompt"],
+        response_a=run_a.output,
+        response_b=run_b.output,
+        sleep=sleep,
+    )
+    ab, ba = game.ab.verdict, game.ba.verdict
+
+    def build() -> None:
+        pair = PairJudgement.objects.create(
+            **fields,
+            winner=game.resolved.winner if game.resolved else "",
+            agreement=game.resolved.agreement if game.resolved else None,
+            ab_winner=ab.winner if ab else "",
+            ba_winner=ba.winner if ba else "",
+            ab_reason=ab.reason if ab else "",
+            ba_reason=ba.reason if ba else "",
+            ab_raw=game.ab.outcome.raw,
+            ba_raw=game.ba.outcome.raw,
+            failure=game.failure,
+            judge_model=judge.model_id,
+            duration_ms=game.duration_ms,
+        )
+        _spans(
+            game.ab.outcome.spans + game.ba.outcome.spans,
+            evaluation=evaluation,
+            role="pairwise",
+            pair=pair,
+        )
+
+    _store(build)
+    return PairJudgement.objects.get(**fields).outcome
+
+
 def _pair_work(evaluation, tasks, agents, runs, judge, clients, sleep) -> list[Work]:
+    """Game 1 of every pair of done runs on every task, not yet judged."""
     done = set(
         PairJudgement.objects.filter(evaluation=evaluation).values_list(
             "task_id", "agent_a_id", "agent_b_id"
@@ -348,41 +444,54 @@ def _pair_work(evaluation, tasks, agents, runs, judge, clients, sleep) -> list[W
                 continue
 
             def do(task=task, a=a, b=b, run_a=run_a, run_b=run_b) -> None:
-                game = calls.pairwise_game(
-                    clients[judge.pk],
-                    task_prompt=task["prompt"],
-                    response_a=run_a.output,
-                    response_b=run_b.output,
-                    sleep=sleep,
-                )
-                ab, ba = game.ab.verdict, game.ba.verdict
-
-                def build() -> None:
-                    pair = PairJudgement.objects.create(
-                        evaluation=evaluation,
-                        task_id=task["id"],
-                        agent_a=a,
-                        agent_b=b,
-                        winner=game.resolved.winner if game.resolved else "",
-                        agreement=game.resolved.agreement if game.resolved else None,
-                        ab_winner=ab.winner if ab else "",
-                        ba_winner=ba.winner if ba else "",
-                        ab_reason=ab.reason if ab else "",
-                        ba_reason=ba.reason if ba else "",
-                        ab_raw=game.ab.outcome.raw,
-                        ba_raw=game.ba.outcome.raw,
-                        failure=game.failure,
-                        judge_model=judge.model_id,
-                        duration_ms=game.duration_ms,
-                    )
-                    _spans(
-                        game.ab.outcome.spans + game.ba.outcome.spans,
-                        evaluation=evaluation,
-                        role="pairwise",
-                        pair=pair,
-                    )
-
-                _store(build)
+                _play_game(evaluation, task=task, a=a, b=b, number=1, run_a=run_a, run_b=run_b,
+                           judge=judge, client=clients[judge.pk], sleep=sleep)  # fmt: skip
 
             work.append(Work(endpoint_of(judge), f"{task['id']} · {a.slug} vs {b.slug}", do))
     return work
+
+
+def _tournament_work(
+    evaluation, tasks, agents, runs, judge, clients, sleep, cancelled, tick
+) -> list[Work]:
+    """Each task's tournament not yet finished, as one item: its stored games replay
+    (the schedule depends only on outcomes), then the missing ones are judged one after
+    another, each stored as it ends. A cancel stops a task before its next game; a
+    candidate with no run yet leaves the task for a later resume."""
+    by_slug = {a.slug: a for a in agents}
+    slugs = [a.slug for a in agents]
+    outcomes = stored_outcomes(evaluation, {a.pk: a.slug for a in agents})
+    schedule = schedule_of(evaluation)
+    finished = {
+        t.task_id for t in task_tournaments(evaluation, slugs, outcomes) if t.status != "unfinished"
+    }
+    stored = replaying(outcomes)
+
+    def play_for(task: dict) -> Play:
+        def play(task_id: str, a: str, b: str, number: int) -> str:
+            try:
+                return stored(task_id, a, b, number)
+            except Unplayed:
+                pass
+            agent_a, agent_b = by_slug[a], by_slug[b]
+            run_a, run_b = runs.get((task_id, agent_a.pk)), runs.get((task_id, agent_b.pk))
+            if cancelled() or run_a is None or run_b is None:
+                raise Unplayed
+            outcome = _play_game(evaluation, task=task, a=agent_a, b=agent_b, number=number,
+                                 run_a=run_a, run_b=run_b, judge=judge,
+                                 client=clients[judge.pk], sleep=sleep)  # fmt: skip
+            tick(f"{task_id} · {a} vs {b} · game {number}")
+            return outcome
+
+        return play
+
+    return [
+        Work(
+            endpoint_of(judge),
+            f"{task['id']} · tournament",
+            lambda task=task: run_task(task["id"], slugs, play=play_for(task), **schedule),
+            ticks=False,
+        )
+        for task in tasks
+        if task["id"] not in finished
+    ]

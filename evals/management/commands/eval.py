@@ -1,14 +1,18 @@
-"""``manage.py eval run``: an offline evaluation of roster agents on a task suite, run
-here (sequentially, one call at a time), written as one JSON run record.
+"""``manage.py eval``: offline evaluations of roster agents on a task suite, run here,
+written as one JSON run record; and the audit report of a tournament's record.
 
     python manage.py eval run --team T --suite suite.yaml --agent a --agent b \\
         [--rubric rubric.yaml] [--judge j] [--pairwise] [--output run.json] [--resume ID]
+    python manage.py eval run --team T --suite suite.json --agent a ... --judge j \\
+        --tournament single-elimination [--best-of 3] [--seed 7] [--opening a,d ...]
+    python manage.py eval report --input run.json --output report.html
 
 The record goes to ``--output`` (stdout without it) even when something failed; the
 exit status is then 1. A bad flag or file exits 2 with one line saying what to fix.
 ``--resume ID`` runs only what evaluation ID is missing (after an interruption). A
 desktop task's attachments are read beside the suite file (their paths are relative
-to it; none may lead out of its directory). A summary per agent goes to stderr."""
+to it; none may lead out of its directory). A summary per agent goes to stderr. With
+``--tournament`` the record is the tournament record (evals/tournament_record.schema.json)."""
 
 import json
 import sys
@@ -20,7 +24,7 @@ from tqdm import tqdm
 
 from accounts.models import Team
 from arena_site.exceptions import ApplicationError
-from evals import selectors, services
+from evals import selectors, services, tournament_selectors, tournaments
 from evals.services.files import attachment_paths
 
 
@@ -62,8 +66,28 @@ class Command(BaseCommand):
             "sandbox's shell bound, ARENA_SHELL_TIMEOUT_S, the default)",
         )  # fmt: skip
         run.add_argument("--desktop-lanes", type=int, help="desktop lanes at once (2)")
+        run.add_argument(
+            "--tournament", choices=tournaments.FORMATS,
+            help="play the judge's pairwise games as a tournament of this format",
+        )  # fmt: skip
+        run.add_argument("--best-of", type=int, help="games per series, odd (1)")
+        run.add_argument(
+            "--seed", type=int,
+            help="seeds the ratings' bootstrap and the elimination seeded fallback (0)",
+        )  # fmt: skip
+        run.add_argument(
+            "--opening", action="append", metavar="A,B",
+            help="single elimination's first-round matchup (repeat; default: adjacent pairs "
+            "in --agent order)",
+        )  # fmt: skip
+        report = sub.add_parser("report", help="render a tournament record as an HTML report")
+        report.add_argument("--input", required=True, help="the record (JSON) to report")
+        report.add_argument("--output", required=True, help="where to write the HTML file")
 
     def handle(self, *args, action, **options) -> None:
+        if action == "report":
+            self._report(options["input"], options["output"])
+            return
         try:
             code = self._run(**options)
         except ApplicationError as error:
@@ -103,7 +127,7 @@ class Command(BaseCommand):
     def _run(
         self, *, team, suite, agent, rubric, judge, pairwise, max_tokens, output, resume,
         draw, selection_seed, plots, step_budget, wall_budget, success_timeout,
-        desktop_lanes, **_,
+        desktop_lanes, tournament, best_of, seed, opening, **_,
     ):  # fmt: skip
         owner = Team.objects.filter(name=team).first()
         if owner is None:
@@ -119,7 +143,7 @@ class Command(BaseCommand):
                 if rubric
                 else None
             )
-            seed = None
+            drawn_seed = None
             if draw is not None:
                 if agent or judge:
                     raise CommandError(
@@ -128,10 +152,10 @@ class Command(BaseCommand):
                 drawn = services.random_selection(
                     team=owner,
                     candidates=draw,
-                    judge=bool(stored_rubric or pairwise),
+                    judge=bool(stored_rubric or pairwise or tournament),
                     seed=selection_seed,
                 )
-                agent, judge, seed = drawn.agents, drawn.judge, drawn.seed
+                agent, judge, drawn_seed = drawn.agents, drawn.judge, drawn.seed
             elif selection_seed is not None:
                 raise CommandError("--selection-seed goes with --random", returncode=2)
             evaluation = services.evaluation_create(
@@ -142,19 +166,28 @@ class Command(BaseCommand):
                 judge_slug=judge,
                 pairwise=pairwise,
                 max_tokens=max_tokens,
-                selection_seed=seed,
+                selection_seed=drawn_seed,
                 attachments=self._attachments(suite, stored_suite),
                 step_budget=step_budget,
                 wall_budget_s=wall_budget,
                 success_timeout_s=success_timeout,
                 desktop_lanes=desktop_lanes,
+                tournament=tournament or "",
+                best_of=1 if best_of is None else best_of,
+                seed=0 if seed is None else seed,
+                opening=None if opening is None else [self._pair(p) for p in opening],
             )
         tasks = len(evaluation.suite.tasks)
         agents = evaluation.candidates.count()
         total = tasks * agents
         if evaluation.rubric:
             total += tasks * agents * len(evaluation.rubric.criteria)
-        if evaluation.pairwise:
+        if evaluation.tournament and evaluation.judge:
+            # 003's estimate: scheduled series × tasks × best-of (early stops, tie-breaks
+            # and failures make the games played differ)
+            series = tournaments.scheduled_series(agents, evaluation.tournament)
+            total += series * tasks * evaluation.best_of
+        elif evaluation.pairwise:
             total += tasks * agents * (agents - 1) // 2
         with tqdm(
             total=total, desc=f"evaluation {evaluation.pk}", unit="call", file=sys.stderr,
@@ -163,17 +196,76 @@ class Command(BaseCommand):
             evaluation = services.evaluation_execute(
                 evaluation_id=evaluation.pk, progress=lambda label: bar.update(1)
             )
-        record = selectors.evaluation_record(evaluation)
+        record = tournament_selectors.record_of(evaluation)
         text = json.dumps(record, indent=2, ensure_ascii=False)
         if output:
             Path(output).write_text(text + "\n")
             self.stderr.write(f"evaluation {evaluation.pk}: record written to {output}")
         else:
             self.stdout.write(text)
+        if evaluation.tournament:
+            self._tournament_summary(record)
+            failed = any(r["status"] != "done" for r in record["results"])
+            return 1 if failed or not record["run"].get("complete", True) else 0
         if plots:
             self._plots(Path(plots), evaluation, record)
         self._summary(record)
         return 0 if record["run"]["complete"] else 1
+
+    def _pair(self, text: str) -> tuple[str, str]:
+        parts = [p.strip() for p in text.split(",")]
+        if len(parts) != 2 or not all(parts):
+            raise CommandError(
+                f"--opening takes two agent slugs separated by a comma (a,b), got {text!r}",
+                returncode=2,
+            )
+        return parts[0], parts[1]
+
+    def _tournament_summary(self, record: dict) -> None:
+        """On stderr: the coverage, then per candidate its results, games and rating."""
+        run, tournament = record["run"], record["tournament"]
+        if "expected_pairs" in run:
+            self.stderr.write(
+                f"{tournament['format']} best of {tournament['best_of']}: "
+                f"{run['resolved_pairs']} of {run['expected_pairs']} games resolved, "
+                f"{run['failed_pairs']} failed; {tournament['status']}"
+            )
+        else:
+            self.stderr.write(f"{tournament['format']}: no judge, no games")
+        stats = {s["model"]: s for s in record.get("statistics", [])}
+        rated = {r["model"]: r for r in record.get("ratings", [])}
+        for agent in tournament["candidates"]:
+            rows = [r for r in record["results"] if r["model"] == agent]
+            parts = [f"{agent}: {sum(r['status'] != 'done' for r in rows)} failed runs"]
+            if agent in stats:
+                s = stats[agent]
+                parts.append(f"{s['wins']}W {s['losses']}L {s['draws']}D")
+            if agent in rated:
+                r = rated[agent]
+                if r["rating"] is None:
+                    parts.append(f"unrated ({r['unavailable']})")
+                elif "rating_lower" in r:
+                    parts.append(
+                        f"{r['rating']:.0f} [{r['rating_lower']:.0f}, {r['rating_upper']:.0f}]"
+                    )
+                else:
+                    parts.append(f"{r['rating']:.0f}")
+            self.stderr.write(" · ".join(parts))
+
+    def _report(self, source: str, target: str) -> None:
+        """The audit report of a saved tournament record, refused (exit 2) when the file
+        is not one: a report is rendered only from a record its schema accepts."""
+        from evals.report import RecordRejected, audit_report_from_file
+
+        try:
+            html = audit_report_from_file(self._read(source))
+        except RecordRejected as error:
+            raise CommandError(f"{source}: {error}", returncode=2) from None
+        try:
+            Path(target).write_text(html, encoding="utf-8")
+        except OSError as error:
+            raise CommandError(f"cannot write {target}: {error.strerror}", returncode=2) from None
+        self.stderr.write(f"report written to {target}")
 
     def _summary(self, record: dict) -> None:
         """One line per agent on stderr: its runs and failures, exact-match rate and

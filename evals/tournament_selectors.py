@@ -1,0 +1,168 @@
+"""Reads of tournament evaluations: the run record of 003's shape
+(``evals.tournament_record``), built from what the evaluation stored — its runs, its
+judged games, and each task's tournament replayed from those games' outcomes (the
+schedule depends on nothing else), so a record read mid-run or after a cancel shows
+the tasks not yet finished as ``unfinished``."""
+
+from typing import Any
+
+from evals import provenance, tournaments
+from evals.models import EvalRun, Evaluation, PairJudgement
+from evals.selectors import agent_provenance, evaluation_record, iso
+from evals.tournament_record import GameDetail, tournament_record
+
+REPLICATES = 1000  # 003's bootstrap replicates
+
+
+def _results(evaluation: Evaluation, slug_of: dict[int, str]) -> list[dict[str, Any]]:
+    return [
+        {
+            "task_id": r.task_id,
+            "model": slug_of[r.agent_id],
+            "status": r.status,
+            "output": r.output,
+            "error": r.error,
+            "exact_score": r.exact_score,
+            "duration_ms": r.duration_ms,
+            "attempts": r.attempts,
+        }
+        for r in EvalRun.objects.filter(evaluation=evaluation).only(
+            "task_id",
+            "agent_id",
+            "status",
+            "output",
+            "error",
+            "exact_score",
+            "duration_ms",
+            "attempts",
+        )
+    ]
+
+
+def _games(evaluation: Evaluation, slug_of: dict[int, str]) -> list[GameDetail]:
+    """Every stored game in the order it was stored (its series' play order)."""
+    return [
+        GameDetail(
+            task_id=p.task_id,
+            a=slug_of[p.agent_a_id],
+            b=slug_of[p.agent_b_id],
+            game=p.game,
+            winner=p.winner or None,
+            agreement=p.agreement,
+            failure=p.failure,
+            ab_winner=p.ab_winner,
+            ba_winner=p.ba_winner,
+            ab_reason=p.ab_reason,
+            ba_reason=p.ba_reason,
+            ab_raw=tuple(p.ab_raw),
+            ba_raw=tuple(p.ba_raw),
+            duration_ms=p.duration_ms,
+        )
+        for p in PairJudgement.objects.filter(evaluation=evaluation).order_by("pk")
+    ]
+
+
+Key = tuple[str, str, str, int]  # (task, a, b, game number)
+
+
+def stored_outcomes(evaluation: Evaluation, slug_of: dict[int, str]) -> dict[Key, str]:
+    """Each stored game's outcome ("A", "B", "tie" or "failed")."""
+    return {
+        (task_id, slug_of[a], slug_of[b], number): winner or "failed"
+        for task_id, a, b, number, winner in PairJudgement.objects.filter(
+            evaluation=evaluation
+        ).values_list("task_id", "agent_a_id", "agent_b_id", "game", "winner")
+    }
+
+
+def replaying(outcomes: dict[Key, str]) -> tournaments.Play:
+    """A ``play`` that answers from the stored outcomes and stops at the first game
+    not stored (``Unplayed``)."""
+
+    def play(task_id: str, a: str, b: str, number: int) -> str:
+        key = (task_id, a, b, number)
+        if key not in outcomes:
+            raise tournaments.Unplayed
+        return outcomes[key]
+
+    return play
+
+
+def schedule_of(evaluation: Evaluation) -> dict[str, Any]:
+    """The evaluation's tournament as ``evals.tournaments.run_task`` takes it."""
+    opening = [(a, b) for a, b in evaluation.opening] if evaluation.opening else None
+    return {"format": evaluation.tournament, "best_of": evaluation.best_of,
+            "seed": evaluation.seed, "opening": opening}  # fmt: skip
+
+
+def task_tournaments(
+    evaluation: Evaluation, slugs: list[str], outcomes: dict[Key, str]
+) -> list[tournaments.TaskTournament]:
+    """Each task's tournament replayed from the stored outcomes (the schedule depends on
+    nothing else); a task stops, ``unfinished``, at its first game not stored."""
+    schedule, play = schedule_of(evaluation), replaying(outcomes)
+    return [
+        tournaments.run_task(task["id"], slugs, play=play, **schedule)
+        for task in evaluation.suite.tasks
+    ]
+
+
+def tournament_record_of(evaluation: Evaluation) -> dict[str, Any]:
+    """The record of a tournament evaluation (evals/tournament_record.schema.json)."""
+    candidates = [c.agent for c in evaluation.candidates.select_related("agent")]
+    slugs = [a.slug for a in candidates]
+    slug_of = {a.pk: a.slug for a in candidates}
+    judge = evaluation.judge
+    settings = evaluation.settings
+    run: dict[str, Any] = {
+        "app_version": provenance.app_version(),
+        "run_id": evaluation.pk,
+        "status": evaluation.status,
+        "created_at": iso(evaluation.created_at),
+        "started_at": iso(evaluation.started_at),
+        "finished_at": iso(evaluation.finished_at),
+        "candidate_max_tokens": settings["candidate_max_tokens"],
+        "attempts": settings["attempts"],
+        "backoff_s": settings["backoff_s"],
+        "concurrency": settings["concurrency"],
+        "selection_seed": settings.get("selection_seed"),
+        "suite": {
+            "name": evaluation.suite.name,
+            "sha256": evaluation.suite.sha256,
+            "tasks": len(evaluation.suite.tasks),
+        },
+        "agents": [agent_provenance(a) for a in candidates],
+    }
+    games: list[GameDetail] = []
+    played = None
+    if judge is not None:
+        run["judge_decoding"] = settings["judge_decoding"]
+        stored = _games(evaluation, slug_of)
+        outcomes = {(g.task_id, g.a, g.b, g.game): g.winner or "failed" for g in stored}
+        played = task_tournaments(evaluation, slugs, outcomes)
+        in_schedule = {
+            (t.task_id, s.a, s.b, g.number) for t in played for s in t.series for g in s.games
+        }
+        games = [g for g in stored if (g.task_id, g.a, g.b, g.game) in in_schedule]
+    return tournament_record(
+        run=run,
+        tasks=list(evaluation.suite.tasks),
+        results=_results(evaluation, slug_of),
+        games=games,
+        tournaments=played,
+        candidates=slugs,
+        judge=agent_provenance(judge) if judge is not None else None,
+        seed=evaluation.seed,
+        replicates=REPLICATES,
+        format=evaluation.tournament,
+        best_of=evaluation.best_of,
+        opening=evaluation.opening,
+    )
+
+
+def record_of(evaluation: Evaluation) -> dict[str, Any]:
+    """The one record an evaluation publishes: a tournament's (003's shape) when it has
+    a format, else the evaluation record (evals/record.schema.json)."""
+    if evaluation.tournament:
+        return tournament_record_of(evaluation)
+    return evaluation_record(evaluation)
