@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 from accounts.tenancy import TenantScopedApiMixin
 from arena_site.exceptions import ApplicationError
 from arena_site.schema import StrictCharField, error_response
-from evals import selectors, services
+from evals import services, tournament_selectors, tournaments
 from evals.models import Evaluation
 from evals.suites import MAX_FILE_BYTES
 
@@ -75,6 +75,27 @@ class EvaluationCreateInput(serializers.Serializer):
     desktop_lanes = serializers.IntegerField(
         required=False, min_value=1, max_value=16, help_text="Desktop lanes at once (2)."
     )
+    tournament = serializers.ChoiceField(
+        choices=tournaments.FORMATS, required=False,
+        help_text="Play the judge's pairwise games as a tournament of this format (003); "
+        "the candidates' order is the schedule's (king of the hill's challenge order, "
+        "single elimination's adjacent pairs). The record is then the tournament record.",
+    )  # fmt: skip
+    best_of = serializers.IntegerField(
+        required=False, min_value=1, max_value=99, help_text="Games per series, odd (1)."
+    )
+    seed = serializers.IntegerField(
+        required=False, min_value=0, max_value=2**63 - 1,
+        help_text="Seeds the ratings' bootstrap and the elimination seeded fallback (0).",
+    )  # fmt: skip
+    opening = serializers.ListField(
+        child=serializers.ListField(
+            child=StrictCharField(max_length=64), min_length=2, max_length=2
+        ),
+        required=False, max_length=8,
+        help_text="Single elimination's first-round pairs of slugs (default: adjacent "
+        "candidates in order).",
+    )  # fmt: skip
 
 
 def _decoded(attachments: list[dict]) -> dict[str, bytes]:
@@ -109,6 +130,10 @@ class EvaluationOutput(serializers.ModelSerializer):
             "suite_sha256",
             "agents",
             "pairwise",
+            "tournament",
+            "best_of",
+            "seed",
+            "opening",
             "created_at",
             "started_at",
             "finished_at",
@@ -146,6 +171,7 @@ class EvaluationListCreateApi(TenantScopedApiMixin, generics.ListAPIView):
                 "cannot_drive, too_few_agents, invalid_desktop_setting; attachments: "
                 "missing_attachment, unknown_attachment, duplicate_attachment, "
                 "invalid_attachment, too_many_attachments, empty_attachment, "
+                "invalid_tournament, not_a_tournament, invalid_seed, rubric_in_tournament, "
                 "invalid_attachment_name, unsupported_attachment_type, "
                 "attachment_content_mismatch (each naming the task and the path)."
             ),
@@ -197,6 +223,10 @@ class EvaluationListCreateApi(TenantScopedApiMixin, generics.ListAPIView):
                 wall_budget_s=v.get("wall_budget_s"),
                 success_timeout_s=v.get("success_timeout_s"),
                 desktop_lanes=v.get("desktop_lanes"),
+                tournament=v.get("tournament", ""),
+                best_of=v.get("best_of", 1),
+                seed=v.get("seed", 0),
+                opening=v.get("opening"),
             )
             services.evaluation_enqueue(evaluation.pk)
         return Response(
@@ -212,11 +242,12 @@ class EvaluationDetailApi(TenantScopedApiMixin, APIView):
     @extend_schema(
         operation_id="evaluations_retrieve",
         responses={200: dict},
-        description="The evaluation's run record (evals/record.schema.json): provenance, "
-        "results, judgements and statistics so far.",
+        description="The evaluation's run record so far: provenance, results, judgements "
+        "and statistics (evals/record.schema.json); a tournament's is the tournament record "
+        "(evals/tournament_record.schema.json: games, series, coverage, ratings).",
     )
     def get(self, request, pk: int):
-        return Response(selectors.evaluation_record(self.get_object()))
+        return Response(tournament_selectors.record_of(self.get_object()))
 
 
 class EvaluationCancelApi(TenantScopedApiMixin, APIView):

@@ -463,3 +463,52 @@ def test_the_command_says_what_is_wrong_with_a_schedule(acme, world, tmp_path, f
             "--agent", "p", "--agent", "q", "--judge", "judge", *flags,
         )  # fmt: skip
     assert refused.value.returncode == 2 and message in str(refused.value)
+
+
+def test_the_api_starts_a_tournament_and_serves_its_record_to_the_team_only(
+    alice, charlie, api, world
+):
+    world.judge.script = {(1, "q", "p"): ["BB"], (1, "p", "r"): ["AA"]}
+    client = api(alice)
+    body = {
+        "suite": {"name": "lines.json", "content": suite_bytes(1).decode()},
+        "agents": ["q", "p", "r"], "judge": "judge", "tournament": "king-of-the-hill",
+        "seed": 11,
+    }  # fmt: skip
+    created = client.post("/api/evaluations/", body, format="json")
+    assert created.status_code == 201, created.content
+    row = created.json()
+    assert (row["agents"], row["tournament"], row["best_of"], row["seed"], row["pairwise"]) == (
+        ["q", "p", "r"], "king-of-the-hill", 1, 11, True,
+    )  # fmt: skip
+    services.evaluation_execute(evaluation_id=row["id"])
+    record = client.get(f"/api/evaluations/{row['id']}/").json()
+    VALIDATOR.validate(record)
+    # the challenge order is the candidates' order: p takes the hill from q, holds against r
+    assert brief(record) == {"t01": ("complete", "p", ["q-p won p b", "p-r won p a"])}
+    assert record["tournament"]["candidates"] == ["q", "p", "r"]
+    assert record["run"]["bootstrap_seed"] == 11
+    assert api(charlie).get(f"/api/evaluations/{row['id']}/").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("extra", "status", "code"),
+    [
+        ({"tournament": "round-robin", "best_of": 2}, 400, "invalid_tournament"),
+        ({"tournament": "single-elimination"}, 400, "invalid_tournament"),
+        ({"best_of": 3}, 400, "not_a_tournament"),
+        ({"tournament": "round-robin", "opening": [["p", "q", "r"]]}, 400, "invalid"),
+        ({"tournament": "knockout"}, 400, "invalid"),
+        ({"tournament": "round-robin", "seed": -3}, 400, "invalid"),
+    ],
+)  # fmt: skip
+def test_the_api_says_what_is_wrong_with_a_schedule(alice, api, world, extra, status, code):
+    body = {
+        "suite": {"name": "lines.json", "content": suite_bytes(1).decode()},
+        "agents": ["p", "q", "r"], "judge": "judge", **extra,
+    }  # fmt: skip
+    refused = api(alice).post("/api/evaluations/", body, format="json")
+    assert refused.status_code == status, refused.content
+    error = refused.json()["error"]
+    assert error["code"].startswith(code) and error["message"]
+    assert not Evaluation.objects.exists()
