@@ -7,9 +7,10 @@ Two phases: every candidate's answers (chat tasks' calls, then desktop tasks' la
 ``evals.services.desktop``), then the judges (rubric and pairwise), which need those
 answers. A tournament's games (``evals.tournaments``) are played per task, one after
 another — who meets whom next depends on the outcomes — and the tasks side by side;
-what a task already stored replays, so a resumed tournament judges only what it lacks. Within a phase the calls run on a thread pool, at most
-``concurrency`` (``ARENA_EVAL_PROVIDER_CONCURRENCY``) in flight per provider endpoint
-(provider and base URL) across every evaluation worker of the arena (``evals.gates``):
+what a task already stored replays, so a resumed tournament judges only what it lacks.
+Within a phase the calls run on a thread pool, at most ``concurrency``
+(``ARENA_EVAL_PROVIDER_CONCURRENCY``) in flight per provider endpoint (provider and
+base URL) across every evaluation worker of the arena (``evals.gates``):
 one slow or rate-limited provider neither stalls nor floods the others, and two
 evaluations running at once share the bound. With a concurrency of 1 the calls run in
 the caller's thread, one by one. Desktop lanes have a bound of their own: at most the
