@@ -512,3 +512,23 @@ def test_the_api_says_what_is_wrong_with_a_schedule(alice, api, world, extra, st
     error = refused.json()["error"]
     assert error["code"].startswith(code) and error["message"]
     assert not Evaluation.objects.exists()
+
+
+def test_the_command_draws_a_tournament_at_random_and_keeps_the_seed(acme, world, tmp_path):
+    world.judge.default = lambda n, a, b, game: "AA"  # the first side always wins
+    out = tmp_path / "run.json"
+    args = ["eval", "run", "--team", acme.name, "--suite", str(_suite_file(tmp_path)),
+            "--random", "4", "--selection-seed", "5", "--tournament", "single-elimination",
+            "--output", str(out)]  # fmt: skip
+    call_command(*args)
+    record = json.loads(out.read_text())
+    VALIDATOR.validate(record)
+    drawn = record["tournament"]["candidates"]
+    assert sorted([*drawn, record["run"]["judge"]["slug"]]) == ["judge", "p", "q", "r", "s"]
+    assert record["run"]["selection_seed"] == 5
+    # the first candidate wins every series: it is every task's champion
+    assert [t["champion"] for t in record["tournament"]["tasks"]] == [drawn[0]] * 2
+    call_command(*args[:-1], str(tmp_path / "again.json"))  # the same seed, the same draw
+    again = json.loads((tmp_path / "again.json").read_text())
+    assert again["tournament"]["candidates"] == drawn
+    assert again["run"]["judge"] == record["run"]["judge"]
