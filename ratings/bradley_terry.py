@@ -89,7 +89,8 @@ class Rating:
     reference_agents: int = 0  # agents whose mean strength is R0 (reference ∩ fitted)
     interval: str = intervals.BATTLE  # the published interval's kind
     critical_value: float = intervals.Z95  # its multiplier of the standard error
-    bootstrap_resamples: str = "battles"  # what a replicate resamples
+    bootstrap_resamples: str = "battles"  # what a replicate resamples: battles, clusters, tasks
+    bootstrap_clusters: int | None = None  # the clusters (judges, tasks) it draws; None: battles
     floored: int = 0  # agents whose published half-width is the floor
     effective_clusters: float | None = None  # G*, the clustered interval's t is t(G* − 1)
 
@@ -330,6 +331,7 @@ def rate(
     progress: Callable[[int], None] | None = None,
     count: np.ndarray | None = None,
     clustered: ClusterSums | None = None,
+    tasks: ClusterSums | None = None,
 ) -> Rating:
     """The published board from battles (a_b, b_b, y_b from a's view, weight w_b).
 
@@ -346,7 +348,11 @@ def rate(
     weight and cluster: what a GROUP BY in the database gives, ``ratings.refit``); every
     figure, the bootstrap's replicates included, is that of the battles listed one by
     one, in any order. ``clustered`` gives the clusters as sums per (cluster, pair)
-    instead of ``cluster`` per row: the same intervals and bands."""
+    instead of ``cluster`` per row: the same intervals and bands.
+
+    ``tasks``, the battles summed per (task, pair) like ``clustered``, makes every
+    replicate resample whole tasks instead, whatever interval is published (the arena's
+    choice, ``agents.models.Arena.bootstrap_unit``); the intervals stay as they are."""
     if clustered is not None and cluster is not None:
         raise ValueError("give cluster or clustered, not both")
     if not (np.isfinite(ridge) and ridge >= 0):
@@ -429,38 +435,36 @@ def rate(
     )
 
     groups = _cluster_cells(a, b, y, w, count, cluster, clustered, n_agents)
-    clusters = robust_hw = effective = None
+    clusters = robust_hw = effective = judged = None
     if groups is not None:
-        keep = fitted[groups.i] & fitted[groups.j]
-        _, cluster_index = np.unique(groups.cluster[keep], return_inverse=True)
-        clusters = int(cluster_index.max()) + 1 if len(cluster_index) else 0
-        gi, gj = local[groups.i[keep]], local[groups.j[keep]]
-        group_total, group_wins = groups.total[keep], groups.wins[keep]
-        mass = np.bincount(cluster_index, group_total, minlength=clusters)
+        judged = _fitted_cells(groups, fitted, local)
+        clusters = judged.clusters
+        mass = np.bincount(judged.cluster, judged.total, minlength=clusters)
         effective = intervals.effective_clusters(mass)
         if clusters >= max(m, 2) and effective > 1:
-            residual = group_wins - group_total * win_probability(fit.theta, gi, gj)
+            residual = judged.wins - judged.total * win_probability(fit.theta, judged.i, judged.j)
             scores = intervals.cluster_scores(
-                cluster_index, gi, gj, residual, n_clusters=clusters, n_agents=m
+                judged.cluster, judged.i, judged.j, residual, n_clusters=clusters, n_agents=m
             )
             robust_hw = intervals.halfwidth(
                 intervals.robust_variance(bread, scores), intervals.t95(effective)
             )
     choice = intervals.publish(battle_hw, robust_hw, clusters=effective)
 
+    # What a replicate resamples: tasks when asked, else what the published interval
+    # treats as independent (its clusters, or the battles).
+    resampled = None
+    if tasks is not None:
+        by_task = _cluster_cells(a, b, y, w, count, None, tasks, n_agents)
+        resampled = _fitted_cells(by_task, fitted, local)
+    elif choice.kind == intervals.CLUSTERED:
+        resampled = judged
     rank_lower = rank_upper = None
     if bootstrap > 0:
         from ratings import bootstrap as resampling  # builds on this module's Newton fit
 
-        if choice.kind == intervals.CLUSTERED:
-            draw = resampling.cluster_resampler(
-                cluster_index,
-                np.searchsorted(pi * m + pj, gi * m + gj),
-                group_total,
-                group_wins,
-                n_pairs=len(pi),
-                clusters=clusters,
-            )
+        if resampled is not None:
+            draw = resampling.cells_resampler(resampled, pi, pj)
         else:
             draw = resampling.battle_resampler(kept)
         rank_lower, rank_upper = resampling.rank_bands(
@@ -507,7 +511,10 @@ def rate(
         reference_agents=int(ref.sum()),
         interval=choice.kind,
         critical_value=choice.critical,
-        bootstrap_resamples="clusters" if choice.kind == intervals.CLUSTERED else "battles",
+        bootstrap_resamples=(
+            "tasks" if tasks is not None else "battles" if resampled is None else "clusters"
+        ),
+        bootstrap_clusters=None if resampled is None else resampled.clusters,
         floored=choice.floored,
         effective_clusters=effective,
     )
@@ -522,6 +529,21 @@ def battle_meat(kept: cells_module.Cells, mu: np.ndarray) -> np.ndarray:
 
     return kernels.battle_meat(
         kept.pair, kept.count, _f(kept.w), _f(kept.y), _f(mu), kept.pairs.battles
+    )
+
+
+def _fitted_cells(groups: ClusterCells, fitted: np.ndarray, local: np.ndarray) -> ClusterCells:
+    """The sums of ``groups`` on pairs of fitted agents, in the fit's local indices,
+    clusters renumbered 0..G−1 over those that keep a battle."""
+    keep = fitted[groups.i] & fitted[groups.j]
+    _, cluster_index = np.unique(groups.cluster[keep], return_inverse=True)
+    return ClusterCells(
+        cluster=cluster_index,
+        i=local[groups.i[keep]],
+        j=local[groups.j[keep]],
+        total=groups.total[keep],
+        wins=groups.wins[keep],
+        clusters=int(cluster_index.max()) + 1 if len(cluster_index) else 0,
     )
 
 
