@@ -24,7 +24,37 @@ from arena_site.exceptions import ApplicationError
 
 @admin.register(Arena)
 class ArenaAdmin(admin.ModelAdmin):
-    list_display = ["slug", "name", "team", "created_at"]
+    list_display = ["slug", "name", "team", "bootstrap_unit", "created_at"]
+    board_fields = ["bootstrap_unit"]
+
+    def get_fieldsets(self, request, obj=None):
+        """The arena's fields as its form gives them (an admin that extends this one may
+        narrow its form's fields), then the board's own in a section of their own."""
+        fields = [f for f in self.get_fields(request, obj) if f not in self.board_fields]
+        return [
+            (None, {"fields": fields}),
+            (
+                "Leaderboard",
+                {
+                    "fields": self.board_fields,
+                    "description": "How the board's rank bands are resampled "
+                    "(docs/intervals.md, “Rank bands”).",
+                },
+            ),
+        ]
+
+    def get_form(self, request, obj=None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)  # a class of its own, fresh fields
+        for name in self.board_fields:
+            if name in form.base_fields:
+                # Posted empty or without it (a form or script from before it existed),
+                # the arena keeps its choice.
+                field = form.base_fields[name]
+                field.required = False
+                field.empty_value = (
+                    getattr(obj, name) if obj else Arena._meta.get_field(name).default
+                )
+        return form
 
 
 class AgentForm(forms.ModelForm):

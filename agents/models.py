@@ -18,6 +18,10 @@ class ArenaQuerySet(models.QuerySet):
 class Arena(models.Model):
     """One leaderboard's scope. The public arena exists from the first migration."""
 
+    class BootstrapUnit(models.TextChoices):
+        BATTLES = "battles", "What the interval treats as independent (battles, or judges)"
+        TASKS = "tasks", "Whole tasks (all battles of a task together)"
+
     slug = models.SlugField(unique=True)
     name = models.CharField(max_length=100)
     # Team-private arenas come later; null means public.
@@ -49,6 +53,16 @@ class Arena(models.Model):
         blank=True,
         editable=False,
         help_text="SHA-256 of the rubric's canonical JSON (what each rubric verdict cites).",
+    )
+    # What the board's bootstrap (its rank bands) resamples (docs/intervals.md, "Rank
+    # bands"): by default what the published interval treats as independent; tasks when
+    # a task's battles are alike (reruns of one task, a task shared across battles).
+    bootstrap_unit = models.CharField(
+        max_length=8,
+        choices=BootstrapUnit.choices,
+        default=BootstrapUnit.BATTLES,
+        help_text="What the board's rank bands resample: battles (judges while the "
+        "clustered interval is shown), or whole tasks, all battles of a task drawn together.",
     )
 
     objects = ArenaQuerySet.as_manager()

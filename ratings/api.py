@@ -72,7 +72,24 @@ class LeaderboardRowOutput(serializers.Serializer):
     draws = serializers.IntegerField(min_value=0, help_text="Ties and both-bad outcomes.")
 
 
-class RefitStatusOutput(serializers.Serializer):
+class BootstrapOutput(serializers.Serializer):
+    """What a board's rank bands rest on (docs/intervals.md, "Rank bands")."""
+
+    bootstrap_unit = serializers.ChoiceField(
+        choices=["battles", "judges", "tasks"],
+        allow_null=True,
+        help_text="What each replicate of the rank bands resampled: battles, judges (while "
+        "the clustered interval is shown) or whole tasks (the arena's choice); null: no fit.",
+    )
+    bootstrap_clusters = serializers.IntegerField(
+        min_value=1,
+        allow_null=True,
+        help_text="How many judges or tasks a replicate drew from, with replacement; null "
+        "when it resampled battles, or without a fit.",
+    )
+
+
+class RefitStatusOutput(BootstrapOutput):
     period_s = serializers.IntegerField(help_text="Δ: the refit runs every this many seconds.")
     last_run_at = serializers.DateTimeField(
         allow_null=True, help_text="When the refit last ran (even if nothing had changed)."
@@ -124,7 +141,7 @@ class RefitStatusOutput(serializers.Serializer):
     snapshot_id = serializers.IntegerField(allow_null=True)
 
 
-class CategoryBoardOutput(serializers.Serializer):
+class CategoryBoardOutput(BootstrapOutput):
     category = serializers.ChoiceField(choices=list(CATEGORIES))
     label = serializers.CharField()
     battles = serializers.IntegerField(help_text="Rated battles of tasks of this category.")

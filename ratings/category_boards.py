@@ -27,7 +27,7 @@ from django.utils import timezone
 from battles.classify import CATEGORIES, CATEGORY_LABELS
 from battles.services.categories import task_categories_backfill
 from ratings.board_query import BoardQuery, board_narrow
-from ratings.refit import FitInput, FitParams, _points, fit, refit_input
+from ratings.refit import FitInput, FitParams, _points, bootstrap_unit, fit, refit_input
 from ratings.selectors import (
     battle_categories,
     category_leaderboard,
@@ -85,7 +85,7 @@ def category_board_build(
     id), the pair counts for its matrices and what the fit rests on."""
     if category not in CATEGORIES:
         raise ValueError(f"unknown category {category!r}")
-    params = params or FitParams.from_settings()
+    params = params or FitParams.for_arena(arena_id)
     started = time.perf_counter()
     if data is None:
         data = refit_input(arena_id=arena_id, params=params, category=category)
@@ -146,6 +146,8 @@ def category_board_build(
         "robust_intervals": bool(rating and rating.robust_published),
         "clusters": rating.clusters if rating else None,
         "bootstrap_replicates": rating.bootstrap_replicates if rating else 0,
+        "bootstrap_unit": bootstrap_unit(rating) if rating else None,
+        "bootstrap_clusters": rating.bootstrap_clusters if rating else None,
         # As the published board's snapshot: False when the fit stopped at its iteration
         # cap (the board says its numbers may be off); None when there is no fit.
         "converged": rating.converged if rating else None,
@@ -186,7 +188,7 @@ def category_boards_refresh(*, arena_id: int) -> list[str]:
     if filled:
         logger.info("categorised %s tasks", filled)
     _store_pairs(arena_id, _pairs_build(arena_id))
-    params = FitParams.from_settings()
+    params = FitParams.for_arena(arena_id)
     refitted = []
     for category in CATEGORIES:
         data = refit_input(arena_id=arena_id, params=params, category=category)

@@ -51,6 +51,16 @@ class RatingSnapshot(models.Model):
     floored = models.PositiveIntegerField(
         default=0, help_text="Agents whose clustered half-width was raised to the battle-level one."
     )
+    bootstrap_unit = models.CharField(
+        max_length=8,
+        default="battles",
+        help_text="What a replicate of the rank bands resampled: battles, judges or tasks.",
+    )
+    bootstrap_clusters = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="How many judges or tasks a replicate drew from; empty when battles.",
+    )
 
     class Meta:
         indexes = [models.Index(fields=["arena", "-computed_at"], name="snapshot_arena_recent")]

@@ -7,13 +7,14 @@ snapshot when the input changed, stamp r on the battles it newly includes, push 
 Refit input: battles of the arena that are decided, have an outcome and no exclusion
 reason (retired agents' battles included); y from side A's view; w the evidence weight
 (1 when null); cluster the judge whose vote decided it (``Battle.cluster_judge``; SPEC
-§7.3 clusters = judges).
+§7.3 clusters = judges); and, when the arena's bootstrap resamples tasks
+(``Arena.bootstrap_unit``), their sums per (task, pair) as well.
 """
 
 import hashlib
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from django.conf import settings
@@ -23,6 +24,7 @@ from django.db.models.functions import Coalesce, Greatest, Least
 from django.utils import timezone
 from threadpoolctl import threadpool_limits
 
+from agents.models import Arena
 from battles.models import Battle
 from ratings.bradley_terry import ClusterSums, Rating, rate
 from ratings.models import RatingPoint, RatingSnapshot, RefitState
@@ -38,6 +40,9 @@ class FitParams:
     r0: float
     bootstrap: int
     min_battles: int
+    # What the rank bands resample (``Arena.BootstrapUnit``): "battles" (what the
+    # published interval treats as independent) or "tasks".
+    bootstrap_unit: str = Arena.BootstrapUnit.BATTLES
 
     @classmethod
     def from_settings(cls) -> "FitParams":
@@ -49,13 +54,24 @@ class FitParams:
             min_battles=int(arena.n0),
         )
 
+    @classmethod
+    def for_arena(cls, arena_id: int) -> "FitParams":
+        """The settings' parameters with the arena's own choice of bootstrap unit."""
+        unit = Arena.objects.filter(pk=arena_id).values_list("bootstrap_unit", flat=True).get()
+        return replace(cls.from_settings(), bootstrap_unit=unit)
+
+    @property
+    def resamples_tasks(self) -> bool:
+        return self.bootstrap_unit == Arena.BootstrapUnit.TASKS
+
 
 @dataclass(frozen=True)
 class FitInput:
     """The rated battles of an arena as counted by the database, never a row per battle:
     ``a``, ``b``, ``y``, ``w``, ``count`` one row per distinct (pair, y from the lower
-    index's side, weight) with its number of battles, and ``clustered`` their sums per
-    (deciding judge, pair). The fit, its intervals and its bootstrap on
+    index's side, weight) with its number of battles, ``clustered`` their sums per
+    (deciding judge, pair) and, when the bootstrap resamples tasks, ``tasks`` their sums
+    per (task, pair). The fit, its intervals and its bootstrap on
     these are those of the battles listed one by one (``ratings.bradley_terry.rate``)."""
 
     battles: int
@@ -68,6 +84,7 @@ class FitInput:
     count: np.ndarray
     clustered: ClusterSums
     digest: str
+    tasks: ClusterSums | None = None  # sums per (task id, pair); None: bands resample battles
 
     @property
     def seed(self) -> int:
@@ -85,20 +102,23 @@ class RefitResult:
 
 
 # Row kinds of ``refit_rows``, in the order they come.
-PAIR_ROW, CLUSTER_ROW, UNSTAMPED_ROW = 0, 1, 2
+PAIR_ROW, CLUSTER_ROW, UNSTAMPED_ROW, TASK_ROW = 0, 1, 2, 3
+ROW_KINDS = (PAIR_ROW, CLUSTER_ROW, UNSTAMPED_ROW, TASK_ROW)
 
 
-def refit_rows(*, arena_id: int, category: str | None = None) -> list[tuple]:
+def refit_rows(*, arena_id: int, category: str | None = None, tasks: bool = False) -> list[tuple]:
     """The arena's rated battles (of tasks of ``category`` only, when given: a category's
     board) counted in the database, in one statement (one snapshot
-    of the table, so the three parts agree), as (kind, lower agent id, higher agent id,
+    of the table, so the parts agree), as (kind, lower agent id, higher agent id,
     y, weight, cluster key, battles, Σ w, Σ w y) rows, y from the lower id's side (1 a
     win, 0 a loss, ½ a tie or both bad):
 
     - PAIR_ROW per (pair, y, weight): its battles;
     - CLUSTER_ROW per (cluster key, pair): its battles, Σ w and Σ w y;
     - UNSTAMPED_ROW per battle no published refit includes yet (r null), its id in the
-      cluster key column: the battles since the last refit, few.
+      cluster key column: the battles since the last refit, few;
+    - with ``tasks``, TASK_ROW per (task, pair), the task id in the cluster key column:
+      its battles, Σ w and Σ w y (what a bootstrap over tasks draws).
 
     The weight is 1 when unset; the cluster key is the deciding judge, or minus the
     battle id when that judge is gone (a cluster of its own)."""
@@ -115,6 +135,7 @@ def refit_rows(*, arena_id: int, category: str | None = None) -> list[tuple]:
             y=Case(When(agent_a_id__lt=F("agent_b_id"), then=y_a), default=Value(1.0) - y_a),
             w=Coalesce(F("evidence_weight"), Value(1.0), output_field=FloatField()),
             c=Coalesce(F("cluster_judge_id"), -F("pk"), output_field=BigIntegerField()),
+            **({"t": F("task_id")} if tasks else {}),
         )
     )
     battles, params = rated.query.sql_with_params()
@@ -126,6 +147,11 @@ def refit_rows(*, arena_id: int, category: str | None = None) -> list[tuple]:
         .values("pk")
         .query.sql_with_params()
     )
+    by_task = f"""
+        UNION ALL
+        SELECT {TASK_ROW}, lo, hi, NULL, NULL, t, count(*), sum(w), sum(w * y)
+          FROM ({battles}) AS rated GROUP BY t, lo, hi
+    """  # noqa: S608 (the selector's own SQL; every value is a parameter)
     # The battles' query is repeated, not shared through a WITH: a WITH read three
     # times is materialised (a million rows written aside, then read back).
     sql = f"""
@@ -137,34 +163,38 @@ def refit_rows(*, arena_id: int, category: str | None = None) -> list[tuple]:
         UNION ALL
         SELECT {UNSTAMPED_ROW}, NULL, NULL, NULL, NULL, pk, 1, NULL, NULL
           FROM ({unstamped}) AS fresh
+        {by_task if tasks else ""}
         ORDER BY 1, 2, 3, 4, 5, 6
     """  # noqa: S608 (the selector's own SQL; every value is a parameter)
-    params = (*params, *params, *unstamped_params)
+    params = (*params, *params, *unstamped_params, *(params if tasks else ()))
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
 
 
 def refit_input(*, arena_id: int, params: FitParams, category: str | None = None) -> FitInput:
-    rows = refit_rows(arena_id=arena_id, category=category)
-    by_kind: dict[int, list[tuple]] = {PAIR_ROW: [], CLUSTER_ROW: [], UNSTAMPED_ROW: []}
+    rows = refit_rows(arena_id=arena_id, category=category, tasks=params.resamples_tasks)
+    by_kind: dict[int, list[tuple]] = {kind: [] for kind in ROW_KINDS}
     for row in rows:
         by_kind[row[0]].append(row)
-    pairs, clusters = by_kind[PAIR_ROW], by_kind[CLUSTER_ROW]
+    pairs, clusters, tasks = by_kind[PAIR_ROW], by_kind[CLUSTER_ROW], by_kind[TASK_ROW]
     # Agents indexed in id order, so every row's lower id is its lower index too.
     agent_ids = sorted({agent for row in pairs for agent in row[1:3]})
     index = {agent: i for i, agent in enumerate(agent_ids)}
+    # The unit is named only when it is not the default, so the default's digest (and
+    # every board published before the choice existed) stays as it was.
+    unit = f";bootstrap_unit={params.bootstrap_unit}" if params.resamples_tasks else ""
     digest = hashlib.sha256(
         f"ridge={params.ridge!r};r0={params.r0!r};bootstrap={params.bootstrap};"
-        f"n0={params.min_battles}\n".encode()
+        f"n0={params.min_battles}{unit}\n".encode()
     )
     for row in pairs:
         digest.update("p{1},{2},{3!r},{4!r},{6}\n".format(*row).encode())
     for row in clusters:
         digest.update("c{5}:{1},{2},{6}\n".format(*row).encode())
+    for row in tasks:
+        digest.update("t{5}:{1},{2},{6}\n".format(*row).encode())
     columns = list(zip(*pairs, strict=True)) if pairs else [()] * 9
-    cells = list(zip(*clusters, strict=True)) if clusters else [()] * 9
-    cluster_index: dict[int, int] = {}
     return FitInput(
         battles=sum(columns[6]),
         unstamped_ids=[row[5] for row in by_kind[UNSTAMPED_ROW]],
@@ -174,17 +204,25 @@ def refit_input(*, arena_id: int, params: FitParams, category: str | None = None
         y=np.array(columns[3], dtype=np.float64),
         w=np.array(columns[4], dtype=np.float64),
         count=np.array(columns[6], dtype=np.int64),
-        clustered=ClusterSums(
-            cluster=np.array(
-                [cluster_index.setdefault(key, len(cluster_index)) for key in cells[5]],
-                dtype=np.int64,
-            ),
-            a=np.array([index[agent] for agent in cells[1]], dtype=np.int64),
-            b=np.array([index[agent] for agent in cells[2]], dtype=np.int64),
-            total=np.array(cells[7], dtype=np.float64),
-            wins=np.array(cells[8], dtype=np.float64),
-        ),
+        clustered=_cluster_sums(clusters, index, renumber=True),
         digest=digest.hexdigest(),
+        tasks=_cluster_sums(tasks, index) if params.resamples_tasks else None,
+    )
+
+
+def _cluster_sums(rows: list[tuple], index: dict[int, int], renumber: bool = False) -> ClusterSums:
+    """CLUSTER_ROWs or TASK_ROWs of ``refit_rows`` as ClusterSums: the cluster its key
+    (a task id), or with ``renumber`` the key's place in order of first appearance
+    (a judge: the numbering the judges' bootstrap draws have always had)."""
+    cells = list(zip(*rows, strict=True)) if rows else [()] * 9
+    keys: dict[int, int] = {}
+    cluster = [keys.setdefault(key, len(keys)) for key in cells[5]] if renumber else cells[5]
+    return ClusterSums(
+        cluster=np.array(cluster, dtype=np.int64),
+        a=np.array([index[agent] for agent in cells[1]], dtype=np.int64),
+        b=np.array([index[agent] for agent in cells[2]], dtype=np.int64),
+        total=np.array(cells[7], dtype=np.float64),
+        wins=np.array(cells[8], dtype=np.float64),
     )
 
 
@@ -207,12 +245,22 @@ def fit(data: FitInput, params: FitParams) -> Rating:
             w=data.w,
             count=data.count,
             clustered=data.clustered,
+            tasks=data.tasks,
             reference=reference if reference.any() else None,
             ridge=params.ridge,
             r0=params.r0,
             bootstrap=params.bootstrap,
             seed=data.seed,
         )
+
+
+# What a replicate resampled, in the board's words: the live board's clusters are judges.
+BOOTSTRAP_UNITS = {"battles": "battles", "clusters": "judges", "tasks": "tasks"}
+
+
+def bootstrap_unit(rating: Rating) -> str:
+    """What the rating's bootstrap resampled: battles, judges or tasks."""
+    return BOOTSTRAP_UNITS[rating.bootstrap_resamples]
 
 
 def _points(snapshot: RatingSnapshot, data: FitInput, rating: Rating, n0: int) -> list:
@@ -245,7 +293,7 @@ def arena_refit(*, arena_id: int) -> RefitResult:
     its RefitState, so two running at once write one snapshot: the second finds the
     digest unchanged. Precondition: not inside a transaction (stamping r and the push
     follow the commit of the snapshot)."""
-    params = FitParams.from_settings()
+    params = FitParams.for_arena(arena_id)
     state, _ = RefitState.objects.get_or_create(arena_id=arena_id)
     snapshot = None
     with transaction.atomic():
@@ -279,6 +327,8 @@ def arena_refit(*, arena_id: int) -> RefitResult:
                 critical_value=rating.critical_value if rating else 1.96,
                 effective_clusters=rating.effective_clusters if rating else None,
                 floored=rating.floored if rating else 0,
+                bootstrap_unit=bootstrap_unit(rating) if rating else params.bootstrap_unit,
+                bootstrap_clusters=rating.bootstrap_clusters if rating else None,
             )
             if rating is not None:
                 RatingPoint.objects.bulk_create(_points(snapshot, data, rating, params.min_battles))

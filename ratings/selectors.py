@@ -91,6 +91,8 @@ def refit_status(*, arena_id: int, now: datetime | None = None) -> dict[str, Any
         "critical_value": snapshot.critical_value if snapshot else None,
         "effective_clusters": snapshot.effective_clusters if snapshot else None,
         "bootstrap_replicates": snapshot.bootstrap_replicates if snapshot else 0,
+        "bootstrap_unit": snapshot.bootstrap_unit if snapshot else None,
+        "bootstrap_clusters": snapshot.bootstrap_clusters if snapshot else None,
         # False: the fit stopped at its iteration cap, so the numbers may be off (shown
         # on the board). None while nothing is published.
         "converged": snapshot.converged if snapshot else None,

@@ -27,12 +27,15 @@ def decided_battle(
     exclusion_reason: str = "",
     judged_at: datetime | None = None,
     instruction: str = "compare these",
+    task: Task | None = None,
 ) -> Battle:
     """A battle of ``submitter``'s team between ``a`` and ``b``, decided ``outcome`` by
-    ``judge``'s admissible vote (no vote when judge is None)."""
+    ``judge``'s admissible vote (no vote when judge is None), on ``task`` (a new task of
+    ``instruction`` when None)."""
     judged_at = judged_at or timezone.now() - timedelta(minutes=5)
     team = submitter.memberships.first().team
-    task = Task.objects.create(team=team, submitter=submitter, instruction=instruction)
+    if task is None:
+        task = Task.objects.create(team=team, submitter=submitter, instruction=instruction)
     battle = Battle.objects.create(
         arena_id=a.arena_id,
         team=team,

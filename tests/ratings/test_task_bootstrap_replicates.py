@@ -1,7 +1,7 @@
 """The tournaments' task bootstrap (ratings.task_bootstrap.rate_games) draws its replicates
-through the board's resampler (ratings.bootstrap.cluster_resampler): the same seed gives
-the same replicates, draw for draw, as its own multinomial loop did before. The loop is
-kept here as the reference it replaced."""
+through the board's resampler (ratings.bootstrap.cells_resampler over the games summed
+per (task, pair)): the same seed gives the same replicates, draw for draw, as its own
+multinomial loop did before. The loop is kept here as the reference it replaced."""
 
 import numpy as np
 import pytest
