@@ -82,7 +82,7 @@ class BootstrapOutput(serializers.Serializer):
         "the clustered interval is shown) or whole tasks (the arena's choice); null: no fit.",
     )
     bootstrap_clusters = serializers.IntegerField(
-        min_value=1,
+        min_value=0,
         allow_null=True,
         help_text="How many judges or tasks a replicate drew from, with replacement; null "
         "when it resampled battles, or without a fit.",
