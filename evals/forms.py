@@ -1,13 +1,29 @@
 """The "New evaluation" form: the files and the choices as a page sends them. It checks
-only what the browser sends (a file is there and not too big, a number is a number);
-every rule of an evaluation is the services' (their ApplicationError is shown beside
-the form)."""
+only what the browser sends (a file is there and not too big, a number is a number, the
+order names the ticked candidates, a matchup is two names); every rule of an evaluation
+or a tournament is the services' (their ApplicationError is shown beside the form)."""
+
+import re
 
 from django import forms
 
 from agents.models import Agent
-from evals import calls
+from evals import calls, tournaments
 from evals.suites import MAX_FILE_BYTES
+
+FORMAT_CHOICES = [
+    ("", "None: no tournament"),
+    (tournaments.ROUND_ROBIN, "Round robin: every pair plays one series per task"),
+    (tournaments.SINGLE_ELIMINATION, "Single elimination: a bracket, winners advance"),
+    (tournaments.KING_OF_THE_HILL, "King of the hill: the holder meets each challenger in turn"),
+]
+# A list of slugs as a person types it: separated by commas and/or spaces.
+_SEPARATORS = re.compile(r"[\s,]+")
+# One matchup: "p vs s", "p v s", "p, s" or "p s".
+_VERSUS = re.compile(r"\s+vs?\.?\s+|\s*,\s*|\s+", re.IGNORECASE)
+
+
+TOURNAMENT_FIELDS = ("tournament", "best_of", "seed", "opening")
 
 
 def _agent_label(agent: Agent) -> str:
@@ -23,7 +39,18 @@ class EvaluationForm(forms.Form):
     )
     agents = forms.MultipleChoiceField(
         widget=forms.CheckboxSelectMultiple,
-        help_text="The candidates, in this order: your team's model agents or the arena's.",
+        help_text="The candidates: your team's model agents or the arena's. Without an order "
+        "below they play in this list's order.",
+    )
+    order = forms.CharField(
+        required=False,
+        max_length=2000,
+        label="Candidates' order",
+        help_text="Optional: the ticked candidates' slugs in the order they should play, "
+        "separated by spaces or commas (e.g. q p s r); it must name every ticked "
+        "candidate once. The order is the tournament's seeding: round robin plays the pairs "
+        "in it, single elimination pairs neighbours (1st v 2nd, 3rd v 4th) unless opening "
+        "matchups are given, king of the hill starts with the first as the holder.",
     )
     judge = forms.ChoiceField(
         required=False, help_text="Judges the rubric and the pairs; never one of the candidates."
@@ -35,12 +62,49 @@ class EvaluationForm(forms.Form):
         initial=calls.MAX_TOKENS,
         label="Candidates' max_tokens",
     )
+    tournament = forms.ChoiceField(
+        required=False,
+        choices=FORMAT_CHOICES,
+        label="Format",
+        help_text="A tournament plays pairwise games under the judge (pairwise is implied); "
+        "it takes no rubric.",
+    )
+    best_of = forms.IntegerField(
+        required=False,
+        initial=1,
+        label="Best of",
+        widget=forms.NumberInput(attrs={"min": 1, "step": 2}),
+        help_text="Games per series, odd (1, 3, 5, …).",
+    )
+    seed = forms.IntegerField(
+        required=False,
+        initial=0,
+        label="Seed",
+        widget=forms.NumberInput(attrs={"min": 0}),
+        help_text="Decides the seeded fallback after three drawn tie-breaks, and seeds the "
+        "ratings' bootstrap.",
+    )
+    opening = forms.CharField(
+        required=False,
+        max_length=4000,
+        label="Opening matchups",
+        widget=forms.Textarea(attrs={"rows": 4, "cols": 30}),
+        help_text="Single elimination only, optional: the first round, one pair a line "
+        "('p vs s' or 'p, s'); empty pairs neighbours in the order.",
+    )
 
     def __init__(self, *args, agents: list[Agent], **kwargs) -> None:
         super().__init__(*args, **kwargs)
         choices = [(a.slug, _agent_label(a)) for a in agents]
         self.fields["agents"].choices = choices
         self.fields["judge"].choices = [("", "No judge"), *choices]
+
+    def evaluation_fields(self) -> list[forms.BoundField]:
+        """The fields of every evaluation, in order (the page groups the rest)."""
+        return [field for field in self if field.name not in TOURNAMENT_FIELDS]
+
+    def tournament_fields(self) -> list[forms.BoundField]:
+        return [self[name] for name in TOURNAMENT_FIELDS]
 
     def _file(self, name: str):
         upload = self.cleaned_data.get(name)
@@ -56,3 +120,56 @@ class EvaluationForm(forms.Form):
 
     def clean_rubric(self):
         return self._file("rubric")
+
+    def clean_best_of(self) -> int:
+        value = self.cleaned_data.get("best_of")
+        return 1 if value is None else value
+
+    def clean_seed(self) -> int:
+        value = self.cleaned_data.get("seed")
+        return 0 if value is None else value
+
+    def clean_opening(self) -> list[list[str]] | None:
+        """The matchups, one pair a line (blank lines skipped); None when there are none.
+        Whether they fit the field is the schedule's rule (the service's)."""
+        pairs = []
+        for number, line in enumerate(self.cleaned_data.get("opening", "").splitlines(), 1):
+            names = [n for n in _VERSUS.split(line.strip()) if n]
+            if not names:
+                continue
+            if len(names) != 2:
+                raise forms.ValidationError(
+                    f"Line {number}: '{line.strip()}' is not one pair; write 'p vs s' or 'p, s'."
+                )
+            pairs.append(names)
+        return pairs or None
+
+    def clean(self):
+        """The candidates in play order (``candidates``): the order field's when given,
+        which must name exactly the ticked ones, else the list's."""
+        data = super().clean()
+        ticked = data.get("agents")
+        if ticked is None:
+            return data
+        order = [s for s in _SEPARATORS.split(data.get("order", "")) if s]
+        if not order:
+            data["candidates"] = list(ticked)
+            return data
+        repeated = sorted({s for s in order if order.count(s) > 1})
+        unticked = [s for s in order if s not in ticked]
+        left_out = [s for s in ticked if s not in order]
+        problems = []
+        if repeated:
+            problems.append(f"named more than once: {', '.join(repeated)}")
+        if unticked:
+            problems.append(f"not ticked: {', '.join(unticked)}")
+        if left_out:
+            problems.append(f"ticked but not in the order: {', '.join(left_out)}")
+        if problems:
+            self.add_error(
+                "order",
+                "The order must name every ticked candidate once (" + "; ".join(problems) + ").",
+            )
+        else:
+            data["candidates"] = order
+        return data

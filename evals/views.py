@@ -1,7 +1,8 @@
 """Pages of offline evaluations, private to the team: the list with the "New
-evaluation" form, the run page (live progress over ``ws/evaluations/<id>/``, the
-results so far), its HTTP partial for re-syncing, cancel, the run record as a download
-and one run's page with its waterfall. Another team's evaluation is a 404."""
+evaluation" form (a tournament's schedule included), the run page (live progress over
+``ws/evaluations/<id>/``, the results so far), its HTTP partial for re-syncing, cancel,
+the run record as a download and one run's page with its waterfall. Another team's
+evaluation is a 404."""
 
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -40,12 +41,16 @@ def _create(request: HttpRequest, team: Team, form: EvaluationForm) -> Evaluatio
         evaluation = services.evaluation_create(
             team=team,
             suite=suite,
-            agent_slugs=data["agents"],
+            agent_slugs=data["candidates"],
             rubric=rubric,
             judge_slug=data.get("judge") or None,
             pairwise=data["pairwise"],
             max_tokens=data["max_tokens"],
             user=request.user,
+            tournament=data["tournament"],
+            best_of=data["best_of"],
+            seed=data["seed"],
+            opening=data["opening"],
         )
         services.evaluation_enqueue(evaluation.pk)
     return evaluation
