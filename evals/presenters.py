@@ -1,7 +1,8 @@
 """What the evaluation pages show: who may open an evaluation, its progress (counts of
 what is stored against what is expected, cheap enough for a live frame several times a
-second), the results laid out for the page (from the run record), the figures, and one
-run's waterfall of spans."""
+second), the results laid out for the page (from the run record; a tournament's from its
+tournament record, shaped as the audit report shapes it), the figures, and one run's
+waterfall of spans."""
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -15,8 +16,9 @@ from django.template.loader import render_to_string
 from django.utils.safestring import mark_safe
 
 from battles.models import Span
-from evals import plots
+from evals import plots, tournaments
 from evals.models import Candidate, CriterionScore, EvalRun, EvalSpan, Evaluation, PairJudgement
+from evals.report import report_view
 
 TASKS_PER_PAGE = 50
 FINISHED = (Evaluation.Status.DONE, Evaluation.Status.CANCELLED)
@@ -41,7 +43,9 @@ def access_evaluation(user, evaluation_id: int) -> Evaluation:
 class Progress:
     """Stored against expected, per kind. A failed run is done (it will not be asked
     again) and takes its criterion scores and its pairs out of what is expected, as the
-    record counts them; a failed criterion score or pair judgement is done too."""
+    record counts them; a failed criterion score or pair judgement is done too. A
+    tournament's pairs are its games, whose number is known only once it has finished:
+    until then ``games_estimated`` and the expected games are 003's estimate."""
 
     evaluation_id: int
     status: str
@@ -52,6 +56,8 @@ class Progress:
     scores_expected: int
     pairs_done: int
     pairs_expected: int
+    tournament: str = ""
+    games_estimated: bool = False
 
     @property
     def done(self) -> int:
@@ -78,9 +84,20 @@ class Progress:
             rows.append({"key": "scores", "label": "Criterion scores", "done": self.scores_done,
                          "expected": self.scores_expected})  # fmt: skip
         if self.pairs_expected or self.pairs_done:
-            rows.append({"key": "pairs", "label": "Pair judgements", "done": self.pairs_done,
+            label = "Games" if self.tournament else "Pair judgements"
+            rows.append({"key": "pairs", "label": label, "done": self.pairs_done,
                          "expected": self.pairs_expected})  # fmt: skip
         return rows
+
+
+def games_expected(evaluation: Evaluation, *, candidates: int, tasks: int, played: int) -> int:
+    """A tournament's games: once it has finished, the games it played; until then 003's
+    estimate (the series each task schedules × tasks × best-of), raised to the games
+    already played when tie-breaks outrun it. Series that end early play fewer games."""
+    if evaluation.status in FINISHED:
+        return played
+    series = tournaments.scheduled_series(candidates, evaluation.tournament)
+    return max(series * tasks * evaluation.best_of, played)
 
 
 def progress_of(evaluations: Sequence[Evaluation]) -> dict[int, Progress]:
@@ -130,7 +147,11 @@ def progress_of(evaluations: Sequence[Evaluation]) -> dict[int, Progress]:
         scores_expected = pairs_expected = 0
         if e.rubric_id is not None and e.judge_id is not None:
             scores_expected = (runs_expected - ran["failed"]) * len(e.rubric.criteria)
-        if e.pairwise and e.judge_id is not None:
+        estimated = False
+        if e.tournament and e.judge_id is not None:
+            pairs_expected = games_expected(e, candidates=k, tasks=tasks, played=pairs.get(e.pk, 0))
+            estimated = e.status not in FINISHED
+        elif e.pairwise and e.judge_id is not None:
             # every task's pairs, less those of a failed run (as the record counts them)
             pairs_expected = tasks * comb(k, 2) - sum(
                 comb(k, 2) - comb(k - f, 2) for f in failed_per_task.get(e.pk, [])
@@ -145,6 +166,8 @@ def progress_of(evaluations: Sequence[Evaluation]) -> dict[int, Progress]:
             scores_expected=scores_expected,
             pairs_done=pairs.get(e.pk, 0),
             pairs_expected=pairs_expected,
+            tournament=e.tournament,
+            games_estimated=estimated,
         )
     return result
 
@@ -217,25 +240,21 @@ def _cell(
     }
 
 
-def results_view(
-    evaluation: Evaluation, record: dict[str, Any], *, page: int | str | None = 1
-) -> dict[str, Any]:
-    """Everything the results part of the run page shows, from the record: the
-    per-task × agent table (one page of tasks), the figures, the per-criterion means
-    with their intervals, exact-match rates, and the pairwise judgements of the page's
-    tasks."""
-    agents = [a["slug"] for a in record["run"]["agents"]]
-    tasks_page = Paginator(record["tasks"], TASKS_PER_PAGE).get_page(page)
-    task_ids = [t["id"] for t in tasks_page]
-    by_key = {(r["task_id"], r["agent"]): r for r in record["results"]}
+def _answer_rows(
+    evaluation: Evaluation,
+    tasks_page: Sequence[dict],
+    by_key: dict[tuple[str, str], dict],
+    agents: list[str],
+    measures: list[dict],
+) -> list[dict[str, Any]]:
+    """The table's rows of one page of tasks: per agent its cells, linked to its run."""
     run_ids = {
         (task_id, slug): pk
         for task_id, slug, pk in EvalRun.objects.filter(
-            evaluation=evaluation, task_id__in=task_ids
+            evaluation=evaluation, task_id__in=[t["id"] for t in tasks_page]
         ).values_list("task_id", "agent__slug", "pk")
     }
-    measures = measures_of(evaluation, record["tasks"])
-    rows = [
+    return [
         {
             "task": task,
             "cells": [
@@ -250,6 +269,21 @@ def results_view(
         }
         for task in tasks_page
     ]
+
+
+def results_view(
+    evaluation: Evaluation, record: dict[str, Any], *, page: int | str | None = 1
+) -> dict[str, Any]:
+    """Everything the results part of the run page shows, from the record: the
+    per-task × agent table (one page of tasks), the figures, the per-criterion means
+    with their intervals, exact-match rates, and the pairwise judgements of the page's
+    tasks."""
+    agents = [a["slug"] for a in record["run"]["agents"]]
+    tasks_page = Paginator(record["tasks"], TASKS_PER_PAGE).get_page(page)
+    task_ids = [t["id"] for t in tasks_page]
+    by_key = {(r["task_id"], r["agent"]): r for r in record["results"]}
+    measures = measures_of(evaluation, record["tasks"])
+    rows = _answer_rows(evaluation, tasks_page, by_key, agents, measures)
     statistics = record["statistics"]
     criteria = [
         (c["name"], c["scale"]) for c in (evaluation.rubric.criteria if evaluation.rubric else [])
@@ -295,6 +329,69 @@ def results_view(
         "judgement_failures": failures,
         "orientation": record["run"].get("orientation_agreement"),
         "run": record["run"],
+    }
+
+
+# Why a rating or its bounds are missing, in words (ratings.task_bootstrap's codes).
+UNAVAILABLE = {
+    "no_comparisons": "no resolved game against another candidate",
+    "disconnected": "no game links it to the others",
+    "separated": "its wins and losses do not link it both ways to the others",
+    "nonconvergence": "the fit did not converge",
+    "nonfinite_result": "the fit gave no finite number",
+    "too_few_tasks": "fewer than two tasks have a resolved game",
+    "original_unrated": "a candidate has no rating on the whole run",
+    "invalid_replicates": "some resampled runs could not rate every candidate",
+}
+
+
+def tournament_results_view(
+    evaluation: Evaluation, record: dict[str, Any], *, page: int | str | None = 1
+) -> dict[str, Any]:
+    """The results part of a tournament's run page, from its tournament record as the
+    audit report shapes it (``evals.report.report_view``): the answers of one page of
+    tasks, those tasks' brackets (or round-robin series) and failed games, and for the
+    whole run its coverage, orientation agreement and each candidate's rating (formatted,
+    with its bounds or why there are none) beside its statistics."""
+    view = report_view(record)
+    run = record["run"]
+    agents = [a["slug"] for a in run["agents"]]
+    tasks_page = Paginator(record["tasks"], TASKS_PER_PAGE).get_page(page)
+    shown = {t["id"] for t in tasks_page}
+    by_key = {(r["task_id"], r["model"]): r for r in record["results"]}
+    measures = measures_of(evaluation, record["tasks"])
+    unavailable = run.get("bootstrap_unavailable")
+    statistics = {row["model"]: row for row in view.get("statistics", [])}
+    return {
+        "tournament": True,
+        "agents": agents,
+        "measures": measures,
+        "rows": _answer_rows(evaluation, tasks_page, by_key, agents, measures),
+        "tasks_page": tasks_page,
+        "judged": view["judged"],
+        "format": view["format"],
+        "elimination": view["format"] != tournaments.ROUND_ROBIN,
+        "status": view["tournament_status"],
+        "task_tournaments": [t for t in view["task_tournaments"] if t["task_id"] in shown],
+        "coverage": view.get("coverage"),
+        "candidates": [
+            {
+                **r,
+                **statistics.get(r["model"], {}),
+                "why": UNAVAILABLE.get(r["unavailable"], r["unavailable"]),
+            }
+            for r in view.get("ratings", [])
+        ],
+        "bootstrap": {
+            "ran": run.get("bootstrap_ran"),
+            "replicates": run.get("bootstrap_replicates"),
+            "valid": run.get("bootstrap_valid"),
+            "clusters": run.get("bootstrap_clusters"),
+            "unavailable": unavailable,
+            "why": UNAVAILABLE.get(unavailable, unavailable),
+        },
+        "failures": [f for f in view.get("failures", []) if f["task_id"] in shown],
+        "run": run,
     }
 
 

@@ -15,6 +15,11 @@ urlpatterns = [
         name="record",
     ),
     path(
+        "evaluations/<int:evaluation_id>/report.html",
+        views.evaluation_report,
+        name="report",
+    ),
+    path(
         "evaluations/<int:evaluation_id>/runs/<int:run_id>/",
         views.evaluation_run_page,
         name="run",

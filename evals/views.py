@@ -1,15 +1,18 @@
 """Pages of offline evaluations, private to the team: the list with the "New
 evaluation" form (a tournament's schedule included), the run page (live progress over
 ``ws/evaluations/<id>/``, the results so far), its HTTP partial for re-syncing, cancel,
-the run record as a download and one run's page with its waterfall. Another team's
+the run record as a download, a tournament's audit report (a download, or a standalone
+page under its own policy) and one run's page with its waterfall. Another team's
 evaluation is a 404."""
 
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db import transaction
 from django.db.models import Prefetch
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.utils.csp import CSP
+from django.views.decorators.csp import csp_override
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.models import Team
@@ -20,11 +23,29 @@ from evals import services
 from evals.forms import EvaluationForm
 from evals.jobs import evaluation_publish
 from evals.models import Candidate, Evaluation
-from evals.presenters import access_evaluation, progress_of, results_view, run_view
-from evals.selectors import evaluation_record
+from evals.presenters import (
+    access_evaluation,
+    progress_of,
+    results_view,
+    run_view,
+    tournament_results_view,
+)
+from evals.report import audit_report_html
 from evals.services.creation import evaluable_agents as evaluable_model_agents
+from evals.tournament_selectors import record_of
 
 EVALUATIONS_PER_PAGE = 20
+# The audit report is a standalone document with its own <style> and nothing else to
+# load: its policy allows that style and refuses everything else (the site's refuses
+# inline styles, so it cannot serve the report).
+REPORT_CSP = {
+    "default-src": [CSP.NONE],
+    "style-src": [CSP.UNSAFE_INLINE],
+    "img-src": [CSP.NONE],
+    "base-uri": [CSP.NONE],
+    "form-action": [CSP.NONE],
+    "frame-ancestors": [CSP.NONE],
+}
 
 
 def _create(request: HttpRequest, team: Team, form: EvaluationForm) -> Evaluation:
@@ -93,11 +114,12 @@ def evaluation_list(request: HttpRequest) -> HttpResponse:
 
 
 def _live_context(request: HttpRequest, evaluation: Evaluation) -> dict:
-    record = evaluation_record(evaluation)
+    record = record_of(evaluation)
+    shape = tournament_results_view if evaluation.tournament else results_view
     return {
         "evaluation": evaluation,
         "progress": progress_of([evaluation])[evaluation.pk],
-        "results": results_view(evaluation, record, page=request.GET.get("page")),
+        "results": shape(evaluation, record, page=request.GET.get("page")),
     }
 
 
@@ -136,10 +158,31 @@ def evaluation_cancel(request: HttpRequest, evaluation_id: int) -> HttpResponse:
 @consent_required
 @require_GET
 def evaluation_record_download(request: HttpRequest, evaluation_id: int) -> HttpResponse:
-    """The run record (evals/record.schema.json), as a file."""
+    """The run record as a file: a tournament's (evals/tournament_record.schema.json)
+    when it has one, else the evaluation record (evals/record.schema.json)."""
     evaluation = access_evaluation(request.user, evaluation_id)
-    response = JsonResponse(evaluation_record(evaluation), json_dumps_params={"indent": 2})
+    response = JsonResponse(record_of(evaluation), json_dumps_params={"indent": 2})
     response["Content-Disposition"] = f'attachment; filename="evaluation-{evaluation.pk}.json"'
+    response["Cache-Control"] = "private, no-store"
+    return response
+
+
+@consent_required
+@require_GET
+@csp_override(REPORT_CSP)
+def evaluation_report(request: HttpRequest, evaluation_id: int) -> HttpResponse:
+    """A tournament's audit report (evals.report) from its record: a file to download,
+    or with ``?inline=1`` the document itself to read in the browser. An evaluation
+    without a tournament has no report (404)."""
+    evaluation = access_evaluation(request.user, evaluation_id)
+    if not evaluation.tournament:
+        raise Http404("No audit report: this evaluation has no tournament (see its record).")
+    response = HttpResponse(audit_report_html(record_of(evaluation)))
+    disposition = "inline" if request.GET.get("inline") == "1" else "attachment"
+    response["Content-Disposition"] = (
+        f'{disposition}; filename="evaluation-{evaluation.pk}-report.html"'
+    )
+    response["X-Content-Type-Options"] = "nosniff"
     response["Cache-Control"] = "private, no-store"
     return response
 
