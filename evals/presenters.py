@@ -1,8 +1,7 @@
 """What the evaluation pages show: who may open an evaluation, its progress (counts of
 what is stored against what is expected, cheap enough for a live frame several times a
-second), the results laid out for the page (from the run record; a tournament's from its
-tournament record, shaped as the audit report shapes it), the figures, and one run's
-waterfall of spans."""
+second), the results laid out for the page (from the run record; a tournament's in
+``evals.tournament_presenters``), the figures, and one run's waterfall of spans."""
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -18,7 +17,6 @@ from django.utils.safestring import mark_safe
 from battles.models import Span
 from evals import plots, tournaments
 from evals.models import Candidate, CriterionScore, EvalRun, EvalSpan, Evaluation, PairJudgement
-from evals.report import report_view
 
 TASKS_PER_PAGE = 50
 FINISHED = (Evaluation.Status.DONE, Evaluation.Status.CANCELLED)
@@ -240,7 +238,7 @@ def _cell(
     }
 
 
-def _answer_rows(
+def answer_rows(
     evaluation: Evaluation,
     tasks_page: Sequence[dict],
     by_key: dict[tuple[str, str], dict],
@@ -283,7 +281,7 @@ def results_view(
     task_ids = [t["id"] for t in tasks_page]
     by_key = {(r["task_id"], r["agent"]): r for r in record["results"]}
     measures = measures_of(evaluation, record["tasks"])
-    rows = _answer_rows(evaluation, tasks_page, by_key, agents, measures)
+    rows = answer_rows(evaluation, tasks_page, by_key, agents, measures)
     statistics = record["statistics"]
     criteria = [
         (c["name"], c["scale"]) for c in (evaluation.rubric.criteria if evaluation.rubric else [])
@@ -329,69 +327,6 @@ def results_view(
         "judgement_failures": failures,
         "orientation": record["run"].get("orientation_agreement"),
         "run": record["run"],
-    }
-
-
-# Why a rating or its bounds are missing, in words (ratings.task_bootstrap's codes).
-UNAVAILABLE = {
-    "no_comparisons": "no resolved game against another candidate",
-    "disconnected": "no game links it to the others",
-    "separated": "its wins and losses do not link it both ways to the others",
-    "nonconvergence": "the fit did not converge",
-    "nonfinite_result": "the fit gave no finite number",
-    "too_few_tasks": "fewer than two tasks have a resolved game",
-    "original_unrated": "a candidate has no rating on the whole run",
-    "invalid_replicates": "some resampled runs could not rate every candidate",
-}
-
-
-def tournament_results_view(
-    evaluation: Evaluation, record: dict[str, Any], *, page: int | str | None = 1
-) -> dict[str, Any]:
-    """The results part of a tournament's run page, from its tournament record as the
-    audit report shapes it (``evals.report.report_view``): the answers of one page of
-    tasks, those tasks' brackets (or round-robin series) and failed games, and for the
-    whole run its coverage, orientation agreement and each candidate's rating (formatted,
-    with its bounds or why there are none) beside its statistics."""
-    view = report_view(record)
-    run = record["run"]
-    agents = [a["slug"] for a in run["agents"]]
-    tasks_page = Paginator(record["tasks"], TASKS_PER_PAGE).get_page(page)
-    shown = {t["id"] for t in tasks_page}
-    by_key = {(r["task_id"], r["model"]): r for r in record["results"]}
-    measures = measures_of(evaluation, record["tasks"])
-    unavailable = run.get("bootstrap_unavailable")
-    statistics = {row["model"]: row for row in view.get("statistics", [])}
-    return {
-        "tournament": True,
-        "agents": agents,
-        "measures": measures,
-        "rows": _answer_rows(evaluation, tasks_page, by_key, agents, measures),
-        "tasks_page": tasks_page,
-        "judged": view["judged"],
-        "format": view["format"],
-        "elimination": view["format"] != tournaments.ROUND_ROBIN,
-        "status": view["tournament_status"],
-        "task_tournaments": [t for t in view["task_tournaments"] if t["task_id"] in shown],
-        "coverage": view.get("coverage"),
-        "candidates": [
-            {
-                **r,
-                **statistics.get(r["model"], {}),
-                "why": UNAVAILABLE.get(r["unavailable"], r["unavailable"]),
-            }
-            for r in view.get("ratings", [])
-        ],
-        "bootstrap": {
-            "ran": run.get("bootstrap_ran"),
-            "replicates": run.get("bootstrap_replicates"),
-            "valid": run.get("bootstrap_valid"),
-            "clusters": run.get("bootstrap_clusters"),
-            "unavailable": unavailable,
-            "why": UNAVAILABLE.get(unavailable, unavailable),
-        },
-        "failures": [f for f in view.get("failures", []) if f["task_id"] in shown],
-        "run": run,
     }
 
 

@@ -23,15 +23,10 @@ from evals import services
 from evals.forms import EvaluationForm
 from evals.jobs import evaluation_publish
 from evals.models import Candidate, Evaluation
-from evals.presenters import (
-    access_evaluation,
-    progress_of,
-    results_view,
-    run_view,
-    tournament_results_view,
-)
+from evals.presenters import access_evaluation, progress_of, results_view, run_view
 from evals.report import audit_report_html
 from evals.services.creation import evaluable_agents as evaluable_model_agents
+from evals.tournament_presenters import tournament_results_view
 from evals.tournament_selectors import record_of
 
 EVALUATIONS_PER_PAGE = 20

@@ -51,9 +51,10 @@ def test_no_template_carries_inline_script_or_style(template):
     text = template.read_text()
 
     assert not re.search(r"<script(?![^>]*\bsrc=)[^>]*>", text), "inline <script>"
-    # The audit report (templates/reports/) is a standalone file, never a page of the
-    # site: it must carry its own CSS (issue 17), and it is served only as a download
-    # (Content-Disposition: attachment). No script in it either.
+    # The audit report (templates/reports/) is a standalone document, never a page of
+    # the site: it must carry its own CSS (issue 17), and it is served as a download or
+    # opened under a policy of its own that allows its inline CSS and nothing else
+    # (evals.views; tests/evals/test_tournament_pages.py). No script in it either.
     if template.relative_to(TEMPLATES).parts[0] != "reports":
         assert not re.search(r"<style\b", text), "<style> block"
         assert not re.search(r"\sstyle\s*=", text), "style attribute"

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 from django.db import connections
 
+from tests.evals.tournament_world import world  # noqa: F401 - the tournaments' world (test_tournaments)
 from tests.servers import LiveArena, live_arena
 
 CHROMIUM = "/usr/lib/chromium/chromium"

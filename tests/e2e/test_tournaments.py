@@ -1,7 +1,7 @@
 """The tournament workbench in Chromium against the real servers (Daphne and a worker on
 the evals queue): a team member fills the "New evaluation" form for a single-elimination
 tournament of four candidates — in an order of their own, with opening matchups, best of
-three and a seed — on the fake provider servers of tests/evals/test_tournament_runs.py's
+three and a seed — on the fake provider servers of tests/evals/tournament_world.py's
 world (in this process, on 127.0.0.1); watches the progress move and reach done without
 a reload; sees each task's bracket, the coverage and the ratings; downloads the record
 and opens the audit report, which renders under its own policy, runs no script and
@@ -24,14 +24,11 @@ from tests.e2e.test_arena_loop import PASSWORD, production_hash
 from tests.e2e.test_csp import PROBE
 from tests.e2e.test_evaluations import SEEN
 from tests.e2e.test_judge_page import log_in
-from tests.evals import test_tournament_runs as runs
 from tests.evals.test_tournament_pages import REPORT_POLICY
 from tests.evals.tournament_world import suite_bytes
 from tests.servers import live_arena
 
 pytestmark = pytest.mark.e2e
-
-world = runs.world  # the fixture: candidates p, q, r, s and a scripted judge on fakes
 
 # The order s, q, p, r with opening matchups s-p and q-r, best of three. Task 1: s beats
 # p 2-1, r sweeps q, s sweeps r. Task 2: p sweeps s; q and r win one each and draw one

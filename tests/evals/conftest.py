@@ -12,6 +12,7 @@ from tests.evals.scripted import (
     judge_policy,
     mixed_judge_policy,
 )
+from tests.evals.tournament_world import acme, world  # noqa: F401 - the tournaments' world
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 form starts a tournament (the candidates in the order given, the schedule stored; a bad
 schedule shows the service's reason and stores nothing); the run page of a tournament
 played for real — candidates on the OpenAI SDK and a scripted judge on the Anthropic
-SDK, against fake servers on 127.0.0.1 (the world of tests/evals/test_tournament_runs.py)
+SDK, against fake servers on 127.0.0.1 (the world of tests/evals/tournament_world.py)
 — shows the brackets, coverage and ratings its record states; the record and the audit
 report download; charlie, of another team, gets 404 on each of them."""
 
@@ -22,15 +22,11 @@ from evals.report import audit_report_html
 from evals.services import execution
 from evals.tournaments import seeded_fallback
 from tests.evals import test_pages as pages
-from tests.evals import test_tournament_runs as runs
 from tests.evals.scripted import RUBRIC
-from tests.evals.tournament_world import suite_bytes
+from tests.evals.tournament_world import VALIDATOR, play, suite_bytes
 
 pytestmark = pytest.mark.django_db
 
-# The tournament runs' world: team Acme, candidates p, q, r, s and a scripted judge
-# (fixtures), the way they play a tournament and the record's schema.
-acme, world, play, VALIDATOR = runs.acme, runs.world, runs.play, runs.VALIDATOR
 
 REPORT_POLICY = (
     "default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; base-uri 'none'; "

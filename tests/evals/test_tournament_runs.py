@@ -7,98 +7,30 @@ asserts the brackets, coverage and record they imply, exactly.
 Waits between a judge's attempts are recorded, not slept."""
 
 import json
-from contextlib import ExitStack
 from pathlib import Path
 
-import jsonschema
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from accounts.models import Team
-from agents.models import Agent, Arena
+from agents.models import Agent
 from arena_site.exceptions import ApplicationError
-from evals import services, tournament_record, tournament_selectors
+from evals import services, tournament_selectors
 from evals.models import EvalSpan, Evaluation, PairJudgement
 from evals.services import execution
 from evals.tournaments import seeded_fallback
-from tests.agents.fake_providers import FakeAnthropic, FakeOpenAI, HttpError
-from tests.evals.tournament_world import KEY, ScriptedJudge, candidate_policy, suite_bytes
+from tests.agents.fake_providers import HttpError
+from tests.evals.tournament_world import (
+    KEY,
+    VALIDATOR,
+    brief,
+    candidate_policy,
+    play,
+    start,
+    suite_bytes,
+)
 
 pytestmark = pytest.mark.django_db
-
-SCHEMA = json.loads(
-    (Path(tournament_record.__file__).parent / "tournament_record.schema.json").read_text()
-)
-VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
-
-
-class World:
-    """Four candidates p, q, r, s and a judge; ``judge.script`` is set by each test."""
-
-    def __init__(self, candidates: FakeOpenAI, judge_fake: FakeAnthropic, judge: ScriptedJudge):
-        self.candidates, self.judge_fake, self.judge = candidates, judge_fake, judge
-
-
-@pytest.fixture
-def acme(alice) -> Team:
-    return Team.objects.get(name="Acme")
-
-
-@pytest.fixture
-def world(monkeypatch, alice):
-    monkeypatch.setenv("TOURNAMENT_TEST_API_KEY", KEY)
-    arena = Arena.objects.public()
-    judge = ScriptedJudge()
-    with ExitStack() as stack:
-        candidates = stack.enter_context(FakeOpenAI(api_key=KEY, policy=candidate_policy))
-        judge_fake = stack.enter_context(FakeAnthropic(api_key=KEY, policy=judge))
-        for slug in ("p", "q", "r", "s"):
-            Agent.objects.create(
-                arena=arena, slug=slug, display_name=slug.upper(), kind="scaffold",
-                provider="openai", model_id=f"{slug}-model",
-                params={"base_url": candidates.base_url, "api_key_env": "TOURNAMENT_TEST_API_KEY"},
-            )  # fmt: skip
-        Agent.objects.create(
-            arena=arena, slug="judge", display_name="Judge", kind="scaffold",
-            provider="anthropic", model_id="judge-model",
-            params={"base_url": judge_fake.base_url, "api_key_env": "TOURNAMENT_TEST_API_KEY"},
-        )  # fmt: skip
-        yield World(candidates, judge_fake, judge)
-
-
-def start(team, *, agents, n_tasks, judge="judge", **schedule) -> Evaluation:
-    suite = services.suite_store(team=team, name="lines.json", data=suite_bytes(n_tasks))
-    return services.evaluation_create(
-        team=team, suite=suite, agent_slugs=agents, judge_slug=judge, **schedule
-    )
-
-
-def play(team, **kwargs) -> tuple[Evaluation, dict, list]:
-    sleeps: list = []
-    evaluation = start(team, **kwargs)
-    evaluation = services.evaluation_execute(evaluation_id=evaluation.pk, sleep=sleeps.append)
-    record = tournament_selectors.record_of(evaluation)
-    VALIDATOR.validate(record)
-    return evaluation, record, sleeps
-
-
-def brief(record: dict) -> dict:
-    """Each task's tournament as (status, champion, series) with each series as
-    "a-b status winner/advanced games" — the bracket at a glance."""
-    out = {}
-    for t in record["tournament"]["tasks"]:
-        rows = []
-        for s in t["series"]:
-            games = "".join(
-                {"A": "a", "B": "b", "tie": "t", "failed": "x"}[g["outcome"]]
-                + ("*" if g["kind"] == "tie_break" else "")
-                for g in s["games"]
-            )
-            who = s["winner"] or (f"→{s['advanced']}" if s["advanced"] else "-")
-            rows.append(f"{s['a']}-{s['b']} {s['status']} {who} {games}")
-        out[t["task_id"]] = (t["status"], t["champion"], rows)
-    return out
 
 
 def test_a_round_robin_of_best_of_three_series(acme, world):

@@ -1,6 +1,8 @@
 """The scripted world of the tournament tests (and of the 8 × 20 demonstration in
 tests/bench/bench_tournaments.py): candidates that answer every task with a reply that
-names them, and a pairwise judge that follows a script of games.
+names them, and a pairwise judge that follows a script of games; the ``world`` and
+``acme`` fixtures (re-exported by tests/evals/conftest.py, imported by the browser
+test) and the helpers that start and play a tournament and read its bracket.
 
 Candidates: one fake OpenAI server answers for every candidate; a request's ``model``
 (``<slug>-model``) says who asks, and the reply is ``<slug> answers task <n>``.
@@ -25,9 +27,18 @@ import random
 import re
 import threading
 from collections.abc import Callable
+from contextlib import ExitStack
 from html import unescape
+from pathlib import Path
 
-from tests.agents.fake_providers import text
+import jsonschema
+import pytest
+
+from accounts.models import Team
+from agents.models import Agent, Arena
+from evals import services, tournament_record, tournament_selectors
+from evals.models import Evaluation
+from tests.agents.fake_providers import FakeAnthropic, FakeOpenAI, text
 
 KEY = "sk-test-tournament-5b1e0c93d7a2"
 REPLY = re.compile(r"^([a-z0-9-]+) answers task (\d+)$")
@@ -135,3 +146,80 @@ class ScriptedJudge:
             return text("Both are fine, I think.")  # not the schema: retried, then failed
         winner = {"A": "A", "B": "B", "t": "tie"}[letter]
         return text(json.dumps({"winner": winner, "reason": f"scripted {letter}"}))
+
+
+# -- the tests' world: fixtures and helpers ---------------------------------------------
+
+SCHEMA = json.loads(
+    (Path(tournament_record.__file__).parent / "tournament_record.schema.json").read_text()
+)
+VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
+
+
+class World:
+    """Four candidates p, q, r, s and a judge; ``judge.script`` is set by each test."""
+
+    def __init__(self, candidates: FakeOpenAI, judge_fake: FakeAnthropic, judge: ScriptedJudge):
+        self.candidates, self.judge_fake, self.judge = candidates, judge_fake, judge
+
+
+@pytest.fixture
+def acme(alice) -> Team:
+    return Team.objects.get(name="Acme")
+
+
+@pytest.fixture
+def world(monkeypatch, alice):
+    monkeypatch.setenv("TOURNAMENT_TEST_API_KEY", KEY)
+    arena = Arena.objects.public()
+    judge = ScriptedJudge()
+    with ExitStack() as stack:
+        candidates = stack.enter_context(FakeOpenAI(api_key=KEY, policy=candidate_policy))
+        judge_fake = stack.enter_context(FakeAnthropic(api_key=KEY, policy=judge))
+        for slug in ("p", "q", "r", "s"):
+            Agent.objects.create(
+                arena=arena, slug=slug, display_name=slug.upper(), kind="scaffold",
+                provider="openai", model_id=f"{slug}-model",
+                params={"base_url": candidates.base_url, "api_key_env": "TOURNAMENT_TEST_API_KEY"},
+            )  # fmt: skip
+        Agent.objects.create(
+            arena=arena, slug="judge", display_name="Judge", kind="scaffold",
+            provider="anthropic", model_id="judge-model",
+            params={"base_url": judge_fake.base_url, "api_key_env": "TOURNAMENT_TEST_API_KEY"},
+        )  # fmt: skip
+        yield World(candidates, judge_fake, judge)
+
+
+def start(team, *, agents, n_tasks, judge="judge", **schedule) -> Evaluation:
+    suite = services.suite_store(team=team, name="lines.json", data=suite_bytes(n_tasks))
+    return services.evaluation_create(
+        team=team, suite=suite, agent_slugs=agents, judge_slug=judge, **schedule
+    )
+
+
+def play(team, **kwargs) -> tuple[Evaluation, dict, list]:
+    """Start and run a tournament (waits recorded, not slept); its record, validated."""
+    sleeps: list = []
+    evaluation = start(team, **kwargs)
+    evaluation = services.evaluation_execute(evaluation_id=evaluation.pk, sleep=sleeps.append)
+    record = tournament_selectors.record_of(evaluation)
+    VALIDATOR.validate(record)
+    return evaluation, record, sleeps
+
+
+def brief(record: dict) -> dict:
+    """Each task's tournament as (status, champion, series) with each series as
+    "a-b status winner/advanced games" — the bracket at a glance."""
+    out = {}
+    for t in record["tournament"]["tasks"]:
+        rows = []
+        for s in t["series"]:
+            games = "".join(
+                {"A": "a", "B": "b", "tie": "t", "failed": "x"}[g["outcome"]]
+                + ("*" if g["kind"] == "tie_break" else "")
+                for g in s["games"]
+            )
+            who = s["winner"] or (f"→{s['advanced']}" if s["advanced"] else "-")
+            rows.append(f"{s['a']}-{s['b']} {s['status']} {who} {games}")
+        out[t["task_id"]] = (t["status"], t["champion"], rows)
+    return out
