@@ -274,10 +274,14 @@ def tournament_record(
         record_run["judge_decoding"] = _pick(
             run.get("judge_decoding") or {}, ("temperature", "max_tokens"), "run.judge_decoding"
         )
-        ratings, meta = judged.ratings(games, candidates, seed=seed, replicates=replicates)
-        record_run.update(meta)
+        # Games in the record's order (task-file order, then play order within a task):
+        # the bootstrap numbers its task clusters in the order it meets them, so rating
+        # the stored order would tie the bounds to how concurrent tasks interleaved, and
+        # the record's own judgments, rated again with its seed, would not reproduce them.
         order = {t: i for i, t in enumerate(task_ids)}
         in_order = sorted(games, key=lambda g: order[g.task_id])  # stable: play order within
+        ratings, meta = judged.ratings(in_order, candidates, seed=seed, replicates=replicates)
+        record_run.update(meta)
         record["judgments"] = [_game(g) for g in in_order if g.resolved]
         record["judgment_failures"] = [_game(g) for g in in_order if not g.resolved]
         record["statistics"] = judged.statistics(games, candidates)

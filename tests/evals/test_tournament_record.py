@@ -226,6 +226,42 @@ def test_round_robin_record():
     )
 
 
+def test_the_ratings_reproduce_from_the_records_own_judgments_whatever_the_storage_order():
+    # Concurrent tasks store their games interleaved, in any order: the bounds must not
+    # depend on it. The record rates its games in its own order (task file, then play),
+    # so rating the record's judgments again with its seed gives its bounds back.
+    script = {(t, a, b): [code] for t in ("t1", "t2", "t3", "t4")
+              for (a, b), code in {("alpha", "beta"): "AA", ("alpha", "gamma"): "BB",
+                                   ("beta", "gamma"): "AA"}.items()}  # fmt: skip
+    # each task a cycle (alpha beats beta beats gamma beats alpha), so any resample of
+    # tasks rates everyone; two draws make the tasks differ
+    script[("t2", "alpha", "beta")] = ["tt"]
+    script[("t3", "beta", "gamma")] = ["tt"]
+    tasks = [task(t) for t in ("t1", "t2", "t3", "t4")]
+    judge = Judge(script)
+    first = build(RR, tasks, [], judge, format=ROUND_ROBIN, seed=9, replicates=200)
+    stored = list(judge.games)
+    outcome = {(g.task_id, g.a, g.b, g.game): g.winner for g in stored}
+    again = tournament_record(
+        run=provenance(RR, 4), tasks=tasks, results=[],
+        games=list(reversed(stored[:6])) + stored[9:] + stored[6:9],  # interleaved
+        tournaments=[run_task(t["id"], RR, format=ROUND_ROBIN,
+                              play=lambda *key: outcome[key]) for t in tasks],
+        candidates=RR, judge=agent("judge"), seed=9, replicates=200, format=ROUND_ROBIN,
+        best_of=1, opening=None,
+    )  # fmt: skip
+    assert again["ratings"] == first["ratings"]
+    assert any("rating_lower" in r for r in first["ratings"])
+    from_record = [
+        GameResult(j["task_id"], j["model_a"], j["model_b"], j["game"],
+                   {j["model_a"]: "A", j["model_b"]: "B", "tie": "tie"}[j["winner"]],
+                   j["agreement"])
+        for j in first["judgments"]
+    ]  # fmt: skip
+    rows, _ = ratings(from_record, RR, seed=9, replicates=200)
+    assert rows == first["ratings"]
+
+
 def test_elimination_with_a_seeded_fallback_and_a_failed_game():
     field = ["alpha", "beta", "gamma", "delta"]
     tasks = [task("t1"), task("t2")]
