@@ -72,18 +72,25 @@ def evaluation_arena(request, transactional_db, tmp_path, sandbox_root, monkeypa
         yield servers
 
 
-def test_an_evaluation_from_the_form_runs_live_to_its_results(evaluation_arena, browser):
-    base_url = evaluation_arena.base_url
+def evaluations_page(browser, base_url: str):
+    """erin, logged in, on the evaluations page (no axe finding), in a context that
+    records CSP violations and the live frames swapped in."""
     context = browser.new_context(base_url=base_url, viewport={"width": 1280, "height": 900})
     context.add_init_script(PROBE)  # CSP violations, frames swapped in
     context.add_init_script(SEEN)
     page = context.new_page()
     log_in(page, "erin")
-
-    # Given the form, filled as a person would
     page.get_by_role("link", name="Evaluations").click()
     expect(page).to_have_url(f"{base_url}/evaluations/")
     assert violations(page) == []
+    return page
+
+
+def test_an_evaluation_from_the_form_runs_live_to_its_results(evaluation_arena, browser):
+    base_url = evaluation_arena.base_url
+    page = evaluations_page(browser, base_url)
+
+    # Given the form, filled as a person would
     page.set_input_files(
         "#id_suite", {"name": "arith.yaml", "mimeType": "application/yaml", "buffer": suite_bytes()}
     )
@@ -137,7 +144,7 @@ def test_an_evaluation_from_the_form_runs_live_to_its_results(evaluation_arena, 
     expect(page.locator(".waterfall rect.bar")).to_have_count(4)
     assert page.evaluate("window.__violations") == []
     assert violations(page) == []
-    context.close()
+    page.context.close()
 
     # Another team's member finds no such evaluation
     context = browser.new_context(base_url=base_url)
@@ -145,4 +152,4 @@ def test_an_evaluation_from_the_form_runs_live_to_its_results(evaluation_arena, 
     log_in(page, "charlie")
     assert page.goto(f"/evaluations/{evaluation.pk}/").status == 404
     assert page.goto(f"/evaluations/{evaluation.pk}/runs/{beta_t03.pk}/").status == 404
-    context.close()
+    page.context.close()

@@ -21,8 +21,7 @@ from tests.conftest import make_person
 from tests.e2e.conftest import _LIVE_ARENA
 from tests.e2e.test_accessibility import violations
 from tests.e2e.test_arena_loop import PASSWORD, production_hash
-from tests.e2e.test_csp import PROBE
-from tests.e2e.test_evaluations import SEEN
+from tests.e2e.test_evaluations import evaluations_page
 from tests.e2e.test_judge_page import log_in
 from tests.evals.test_tournament_pages import REPORT_POLICY
 from tests.evals.tournament_world import suite_bytes
@@ -63,16 +62,9 @@ def tournament_arena(request, transactional_db, tmp_path, sandbox_root, monkeypa
 
 def test_a_tournament_from_the_form_runs_live_to_its_brackets_and_report(tournament_arena, browser):
     base_url = tournament_arena.base_url
-    context = browser.new_context(base_url=base_url, viewport={"width": 1280, "height": 900})
-    context.add_init_script(PROBE)  # CSP violations, frames swapped in
-    context.add_init_script(SEEN)
-    page = context.new_page()
-    log_in(page, "erin")
+    page = evaluations_page(browser, base_url)
 
     # Given the form, filled as a person would: four candidates in an order of their own
-    page.get_by_role("link", name="Evaluations").click()
-    expect(page).to_have_url(f"{base_url}/evaluations/")
-    assert violations(page) == []
     page.set_input_files(
         "#id_suite", {"name": "lines.json", "mimeType": "application/json",
                       "buffer": suite_bytes(2)},
@@ -156,7 +148,7 @@ def test_a_tournament_from_the_form_runs_live_to_its_brackets_and_report(tournam
     assert page.evaluate("document.scripts.length + document.images.length") == 0
     assert page.evaluate("window.__violations") == []
     assert requests == [report_url]
-    context.close()
+    page.context.close()
 
     # Another team's member finds none of it
     context = browser.new_context(base_url=base_url)
