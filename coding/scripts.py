@@ -1,0 +1,248 @@
+"""The shell scripts a coding battle runs inside its sandboxes (pure: strings in,
+strings out). Everything git does to untrusted content happens in a sandbox: the host
+only stores bytes (bundles, the patch) and reads bounded, escaped output.
+
+Every value from a task or an agent is quoted with ``shlex.quote``; the scripts end by
+printing ``key=value`` lines that :func:`report` reads back (the sandbox is untrusted,
+so a missing or malformed line is simply absent)."""
+
+import re
+import shlex
+
+# The canonical commits of a repo task's bundles: fixed author and dates, so the same
+# tree always gives the same commit id.
+_CANON_ENV = (
+    "GIT_AUTHOR_NAME=arena GIT_AUTHOR_EMAIL=arena@arena.invalid "
+    "GIT_AUTHOR_DATE=2000-01-01T00:00:00Z GIT_COMMITTER_NAME=arena "
+    "GIT_COMMITTER_EMAIL=arena@arena.invalid GIT_COMMITTER_DATE=2000-01-01T00:00:00Z"
+)
+# Git settings that stop a repository's own config from running anything or asking.
+SAFE_GIT = "git -c core.fsmonitor=false -c core.hooksPath=/dev/null -c advice.detachedHead=false"
+BRANCH = "arena"
+CHECKPOINT_TAG = "arena-checkpoint"
+REPO_DIR = "/work/repo"
+OUT_DIR = "/work/.arena-out"
+PATCH_NAME = "agent.patch"
+# Left out of every diff (seed 002): interpreter caches are not a change.
+DIFF_EXCLUDES = ("':(exclude,glob)**/__pycache__/**'", "':(exclude,glob)**/*.pyc'")
+APPLY_CHAIN = (
+    ("apply", "git apply --whitespace=nowarn"),
+    ("3way", "git apply --3way --whitespace=nowarn"),
+    ("reject", "git apply --reject --whitespace=nowarn"),
+    ("fuzz", "patch -p1 --fuzz=3 --batch --forward --no-backup-if-mismatch"),
+)
+_HEX = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
+_LINE = re.compile(r"^([a-z0-9_]{1,40})=(.{0,2000})$")
+
+
+def report(stdout: str) -> dict[str, str]:
+    """The ``key=value`` lines a script printed (the last of each key wins)."""
+    found: dict[str, str] = {}
+    for line in stdout.splitlines()[-400:]:
+        match = _LINE.match(line.strip())
+        if match:
+            found[match.group(1)] = match.group(2)
+    return found
+
+
+def git_id(value: str | None) -> str:
+    """A full commit or tree id as the sandbox printed it, or "" for anything else."""
+    value = (value or "").strip()
+    return value if _HEX.fullmatch(value) else ""
+
+
+def _fetch_tree(origin: str, url: str, ref: str, into: str) -> str:
+    """Commands that leave the ref's files (no .git) in ``into``."""
+    q_into = shlex.quote(into)
+    if origin == "tarball":
+        return (
+            f"mkdir -p /work/t && tar -xf /work/attachments/upload.tar -C /work/t "
+            f"--no-same-owner --no-same-permissions --exclude=.git\n"
+            # One top-level directory (GitHub's archives): its contents are the tree.
+            f"top=$(ls -A /work/t)\n"
+            f'if [ "$(ls -A /work/t | wc -l)" = 1 ] && [ -d "/work/t/$top" ]; then '
+            f'src="/work/t/$top"; else src=/work/t; fi\n'
+            f'mkdir -p {q_into} && cp -a "$src/." {q_into}/\n'
+        )
+    q_ref = shlex.quote(ref or "HEAD")
+    if origin == "url":
+        branch = "" if ref in ("", "HEAD") else f"--branch {q_ref} "
+        fetch = f"git clone -q --depth 1 {branch}-- {shlex.quote(url)} /work/src\n"
+        rev = "HEAD"
+    else:  # an uploaded bundle: fetch the named ref from it
+        fetch = (
+            "git init -q /work/src && "
+            f"{SAFE_GIT} -C /work/src fetch -q /work/attachments/upload.bundle {q_ref}\n"
+        )
+        rev = "FETCH_HEAD"
+    return (
+        f"[ -d /work/src/.git ] || {{ {fetch.strip()}; }}\n"
+        f"mkdir -p {q_into} && {SAFE_GIT} -C /work/src archive --format=tar {rev} "
+        f"| tar -x -C {q_into}\n"
+    )
+
+
+def prepare_source(*, origin: str, url: str, ref: str, judge_ref: str) -> str:
+    """Turns the task's source into ``out/source.bundle`` (one commit: the ref's tree)
+    and, with a judge ref, ``out/judge.bundle`` (a second commit on top: its tree)."""
+    lines = [
+        "set -eu",
+        "umask 022",
+        "cd /work && mkdir -p out canon",
+        _fetch_tree(origin, url, ref, "/work/tree"),
+        f"cd /work/canon && git init -q -b {BRANCH} . && cp -a /work/tree/. .",
+        f"{SAFE_GIT} add -A -f . && env {_CANON_ENV} {SAFE_GIT} commit -q --no-verify "
+        "--allow-empty -m 'arena source'",
+        f"{SAFE_GIT} bundle create -q /work/out/source.bundle {BRANCH}",
+        "echo commit=$(git rev-parse HEAD)",
+        "echo tree=$(git rev-parse 'HEAD^{tree}')",
+        "echo files=$(git ls-files | wc -l)",
+    ]
+    if judge_ref:
+        if origin == "url":
+            fetch_judge = (
+                f"{SAFE_GIT} -C /work/src fetch -q --depth 1 origin {shlex.quote(judge_ref)}"
+            )
+        else:
+            fetch_judge = (
+                f"{SAFE_GIT} -C /work/src fetch -q /work/attachments/upload.bundle "
+                f"{shlex.quote(judge_ref)}"
+            )
+        lines += [
+            fetch_judge,
+            "mkdir -p /work/jtree && "
+            f"{SAFE_GIT} -C /work/src archive --format=tar FETCH_HEAD | tar -x -C /work/jtree",
+            f"{SAFE_GIT} rm -q -r -f --cached . >/dev/null && find . -mindepth 1 -maxdepth 1 "
+            "! -name .git -exec rm -rf {} +",
+            "cp -a /work/jtree/. . && "
+            f"{SAFE_GIT} add -A -f . && env {_CANON_ENV} {SAFE_GIT} commit -q --no-verify "
+            "--allow-empty -m 'arena judge'",
+            f"{SAFE_GIT} bundle create -q /work/out/judge.bundle {BRANCH}",
+            "echo judge_commit=$(git rev-parse HEAD)",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def checkout(bundle: str) -> str:
+    """A sandbox's fresh copy: the bundle's branch checked out at /work/repo, tagged
+    as the checkpoint, the bundle removed; prints the commit and tree."""
+    return (
+        "set -eu\n"
+        f"git init -q -b {BRANCH} {REPO_DIR} && cd {REPO_DIR}\n"
+        f"{SAFE_GIT} fetch -q {shlex.quote(bundle)} {BRANCH}\n"
+        f"{SAFE_GIT} reset -q --hard FETCH_HEAD\n"
+        f"git tag {CHECKPOINT_TAG} HEAD~0\n"
+        "git config user.name agent && git config user.email agent@arena.invalid\n"
+        "rm -rf /work/attachments\n"
+        f"mkdir -p {OUT_DIR}\n"
+        "echo commit=$(git rev-parse HEAD)\n"
+        "echo tree=$(git rev-parse 'HEAD^{tree}')\n"
+    )
+
+
+def collect_diff(commit: str) -> str:
+    """The agent's change as a binary-safe patch against the checkpoint's commit (not
+    the tag, which the agent could move): new files included, caches excluded. The
+    repository is the agent's, so it runs in the agent's sandbox, before destroy."""
+    excludes = " ".join(DIFF_EXCLUDES)
+    return (
+        "set -u\n"
+        f"mkdir -p {OUT_DIR} && cd {REPO_DIR} || {{ echo diff_error=no repository; exit 0; }}\n"
+        f"{SAFE_GIT} add -A -- . {excludes} >/dev/null 2>&1\n"
+        f"{SAFE_GIT} diff --cached --binary --full-index --no-color --no-ext-diff "
+        f"--no-textconv --no-renames {shlex.quote(commit)} -- . {excludes} "
+        f"> {OUT_DIR}/{PATCH_NAME} 2>{OUT_DIR}/diff.err\n"
+        "echo diff_exit=$?\n"
+    )
+
+
+def judge_prepare(patch: str) -> str:
+    """In the judge sandbox, before the patch: the files it changes (``--numstat``)."""
+    return (
+        "set -u\n"
+        f"cd {REPO_DIR} || exit 3\n"
+        f"git apply --numstat {shlex.quote(patch)} 2>/dev/null | head -n 500\n"
+        "echo numstat_exit=${PIPESTATUS[0]}\n"
+    )
+
+
+def apply_patch(patch: str) -> str:
+    """The fallback chain: each step on a clean checkout, the first that exits 0 wins;
+    prints one ``attempt_<step>=<exit>`` line per step tried and ``applied=<step>``
+    (``none`` when every step failed, leaving the checkout clean)."""
+    q = shlex.quote(patch)
+    lines = ["set -u", f"cd {REPO_DIR} || exit 3", "applied=none"]
+    for step, command in APPLY_CHAIN:
+        source = f"< {q}" if step == "fuzz" else q
+        lines += [
+            'if [ "$applied" = none ]; then',
+            f"  {SAFE_GIT} reset -q --hard {CHECKPOINT_TAG} && git clean -q -f -d -x",
+            f"  {command} {source} >/dev/null 2>&1; rc=$?",
+            f"  echo attempt_{step}=$rc",
+            f'  [ "$rc" = 0 ] && applied={step}',
+            "fi",
+        ]
+    lines += [
+        f'[ "$applied" = none ] && {{ {SAFE_GIT} reset -q --hard {CHECKPOINT_TAG}; '
+        "git clean -q -f -d -x; }",
+        "find . -name '*.rej' -o -name '*.orig' | head -n 1000 | xargs -r rm -f",
+        "echo applied=$applied",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def restore(paths: list[str]) -> str:
+    """Puts each path back as the judge's checkout has it, or removes it when the
+    checkout has no such file; prints ``restored=<n>``."""
+    quoted = " ".join(shlex.quote(p) for p in paths)
+    return (
+        "set -u\n"
+        f"cd {REPO_DIR} || exit 3\n"
+        "n=0\n"
+        f"for f in {quoted}; do\n"
+        '  if git cat-file -e "HEAD:$f" 2>/dev/null; then '
+        f'{SAFE_GIT} checkout -q HEAD -- "$f"; else rm -rf -- "$f"; fi && n=$((n + 1))\n'
+        "done\n"
+        "echo restored=$n\n"
+    )
+
+
+def run_check(command: str, log: str, *, junit: str = "") -> str:
+    """A task command in the repo, its output to a log (the tail is read back), its
+    exit status printed. ``ARENA_JUNIT_XML`` tells a test command where JUnit XML may go."""
+    env = f"ARENA_JUNIT_XML={shlex.quote(junit)} " if junit else ""
+    return (
+        f"cd {REPO_DIR} || exit 3\n"
+        f"{env}bash -c {shlex.quote(command)} > {shlex.quote(log)} 2>&1 < /dev/null\n"
+        "echo check_exit=$?\n"
+    )
+
+
+def tail(path: str, max_bytes: int) -> str:
+    return f"tail -c {int(max_bytes)} {shlex.quote(path)} 2>/dev/null\n"
+
+
+def lint_count(paths: list[str]) -> str:
+    """Ruff's warnings on the given Python files, with ruff's defaults and nothing of
+    the repository's configuration (``--isolated``: an agent cannot silence the measure
+    by editing pyproject.toml). Missing files count nothing."""
+    files = " ".join(shlex.quote(p) for p in paths)
+    return (
+        f"cd {REPO_DIR} || exit 3\n"
+        "n=0\n"
+        f'for f in {files}; do [ -f "$f" ] || continue; '
+        'c=$(ruff check --isolated --no-cache --quiet --exit-zero --output-format concise "$f" '
+        "2>/dev/null | grep -c ':[0-9]*:[0-9]*: '); n=$((n + c)); done\n"
+        "echo lint=$n\n"
+    )
+
+
+def complexity_csv(paths: list[str]) -> str:
+    """lizard's per-function CSV for the given files (those that exist)."""
+    files = " ".join(shlex.quote(p) for p in paths)
+    return (
+        f"cd {REPO_DIR} || exit 3\n"
+        f'set -- ; for f in {files}; do [ -f "$f" ] && set -- "$@" "$f"; done\n'
+        '[ "$#" -gt 0 ] && lizard --csv "$@" 2>/dev/null | head -n 5000\n'
+        "exit 0\n"
+    )
