@@ -33,9 +33,13 @@ orchestrator) use :meth:`EgressProxy.run_in_thread`.
 
 import asyncio
 import contextlib
+import hashlib
+import hmac
 import logging
 import math
 import os
+import re
+import secrets
 import socket
 import stat
 import threading
@@ -112,6 +116,35 @@ IDLE_TIMEOUT_S = 60.0  # a relay with no byte in either direction
 MAX_HEADER_BYTES = 32 * 1024
 LOG_LINES_PER_S, LOG_BURST = 1.0, 20  # the worker's log lines about one sandbox
 
+# The run stamp: on every request to a simulated host the proxy replaces whatever
+# ``X-Arena-Run`` the sandbox sent with ``<run id>.<hex HMAC-SHA256(stamp key, run id)>``.
+# A server of the worker's behind a simulated host (the model gateway) learns from it
+# which run is calling, and a sandbox cannot claim another run's identity: it never
+# sees the key, which lives only in the worker process.
+STAMP_HEADER = "X-Arena-Run"
+STAMP_KEY_BYTES = 32
+_RUN_ID_RE = re.compile(r"-?(0|[1-9][0-9]{0,18})")
+
+
+def run_stamp(key: bytes, run_id: int) -> str:
+    """The ``X-Arena-Run`` value the proxy sends for ``run_id``."""
+    digest = hmac.new(key, str(run_id).encode("ascii"), hashlib.sha256).hexdigest()
+    return f"{run_id}.{digest}"
+
+
+def verify_run_stamp(key: bytes, value: str | None) -> int | None:
+    """The run id ``value`` (an ``X-Arena-Run`` header) was stamped for with ``key``, or
+    None when it is missing, malformed or not made with ``key``."""
+    if not value or len(value) > 100:
+        return None
+    run_text = value.partition(".")[0]
+    if not _RUN_ID_RE.fullmatch(run_text):
+        return None
+    run_id = int(run_text)
+    if not hmac.compare_digest(run_stamp(key, run_id).encode(), value.encode()):
+        return None
+    return run_id
+
 
 @dataclass
 class _Sandbox:
@@ -160,6 +193,9 @@ class EgressProxy:
     demo web): plain-HTTP requests for one of them on its port are dialled to its fixed
     upstream by ``simulated_dialer``, with every per-sandbox bound and refusal record
     of any other request; everything else about them is refused (docs/demo-web.md).
+    Those requests carry the run stamp (``X-Arena-Run``, :func:`run_stamp`) made with
+    ``stamp_key`` (default: 32 random bytes), which the worker's servers behind them
+    verify with :func:`verify_run_stamp` and the proxy's ``stamp_key`` attribute.
 
     Preconditions: all coroutine methods run on one event loop (use
     :meth:`run_in_thread` from sync code); ``on_refusal`` must be quick and thread-agnostic.
@@ -173,6 +209,7 @@ class EgressProxy:
         on_refusal: RefusalCallback | None = None,
         simulated: SimulatedHosts | None = None,
         simulated_dialer: Dialer = dial_simulated,
+        stamp_key: bytes | None = None,
         max_connections: int = MAX_CONNECTIONS,
         max_sockets: int = MAX_SOCKETS,
         accept_rate_per_s: float = ACCEPT_RATE_PER_S,
@@ -202,11 +239,14 @@ class EgressProxy:
             or log_burst < 1
         ):
             raise ValueError("limits must be positive (and max_sockets >= max_connections)")
+        if stamp_key is not None and len(stamp_key) < 16:
+            raise ValueError("stamp_key must be at least 16 bytes")
         self.resolver = resolver
         self.dialer = dialer
         self.on_refusal = on_refusal
         self.simulated = dict(simulated or {})
         self.simulated_dialer = simulated_dialer
+        self.stamp_key = stamp_key or secrets.token_bytes(STAMP_KEY_BYTES)
         self.max_connections = max_connections
         self.max_sockets = max_sockets
         self.accept_rate_per_s = accept_rate_per_s
@@ -736,17 +776,20 @@ class EgressProxy:
             ),
         )
         upstream = await self._dial(sandbox, target)
+        stamp = None if target.simulated is None else run_stamp(self.stamp_key, sandbox.run_id)
         try:
-            upstream[1].write(self._upstream_head(head, target))
+            upstream[1].write(self._upstream_head(head, target, stamp))
             await asyncio.wait_for(upstream[1].drain(), self.idle_timeout_s)
             await relay((reader, writer), upstream, self.idle_timeout_s, upload_limit=body_length)
         finally:
             await close_writer(upstream[1])
 
     @staticmethod
-    def _upstream_head(head: RequestHead, target: CheckedTarget) -> bytes:
+    def _upstream_head(head: RequestHead, target: CheckedTarget, stamp: str | None) -> bytes:
         """Origin-form request for the upstream. ``Connection: close`` makes the
-        upstream end the response with EOF, so the proxy never parses responses."""
+        upstream end the response with EOF, so the proxy never parses responses.
+        With ``stamp`` (a simulated host), every ``X-Arena-Run`` the sandbox sent is
+        dropped and the stamp is the only one."""
         named_in_connection = {
             token.strip().lower()
             for value in head.values("connection")
@@ -757,7 +800,11 @@ class EgressProxy:
             lowered = name.lower()
             if lowered in HOP_BY_HOP or lowered in named_in_connection:
                 continue
+            if stamp is not None and lowered == STAMP_HEADER.lower():
+                continue
             lines.append(f"{name}: {value}")
+        if stamp is not None:
+            lines.append(f"{STAMP_HEADER}: {stamp}")
         lines.append("Connection: close")
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
