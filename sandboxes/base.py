@@ -50,6 +50,9 @@ class SandboxSpec:
     # Reach the web through the host's filtering egress proxy (when the backend has
     # one); without it the sandbox reaches nothing at all.
     egress: bool = True
+    # Bind the CLI coding agents and the judge's tools (var/toolchain, scripts/toolchain.sh)
+    # read-only at /opt/arena/toolchain in the agent's sandbox, its bin first on PATH.
+    toolchain: bool = False
 
 
 @dataclass

@@ -193,6 +193,13 @@ class DockerBackend(SandboxBackend):
     # -- provisioning ----------------------------------------------------------------
 
     def provision(self, spec: SandboxSpec, *, slot: int = 0) -> DockerSandbox:
+        if spec.toolchain:
+            # The image carries no /opt/arena/toolchain and the container mounts nothing
+            # of the host's but the run dir: the CLI agents run on the local backend only.
+            raise RuntimeError(
+                "the docker backend cannot run the coding toolchain (CLI agents, judge "
+                "tools): its image has no /opt/arena/toolchain; use the local backend"
+            )
         client = self.client()
         self._check_engine(client)
         uid = sandbox_uid(self.uid_base, slot)

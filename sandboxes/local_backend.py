@@ -52,6 +52,10 @@ USR = (
 PROVISION_TIMEOUT_S = 30.0
 # Where the agent's supervisor finds python-xlib (supervisor.XLIB_DIR): input as XTEST.
 SANDBOX_XLIB = "/opt/arena/pylib/Xlib"
+# The CLI coding agents and the judge's tools (scripts/toolchain.sh installs them), bound
+# read-only into the agent's sandbox of a spec with ``toolchain``; its bin leads PATH.
+TOOLCHAIN_DIR = Path(__file__).resolve().parent.parent / "var" / "toolchain"
+SANDBOX_TOOLCHAIN = "/opt/arena/toolchain"
 
 
 @functools.cache
@@ -74,13 +78,14 @@ def bwrap_has_disable_userns() -> bool:
     return "--disable-userns" in listing.stdout
 
 
-def _check_traversable(root: Path) -> None:
-    """The slot uids must reach their work dirs: every ancestor needs o+x."""
+def _check_traversable(root: Path, what: str = "sandbox root") -> None:
+    """The slot uids must reach their work dirs (and the toolchain): every ancestor
+    needs o+x."""
     for directory in [root, *root.resolve().parents]:
         if not os.stat(directory).st_mode & stat.S_IXOTH:
+            hint = "choose another ARENA_SANDBOX_ROOT" if what == "sandbox root" else "chmod o+x it"
             raise RuntimeError(
-                f"sandbox root {root} is not reachable by the sandbox uids: {directory} lacks "
-                "o+x; choose another ARENA_SANDBOX_ROOT"
+                f"{what} {root} is not reachable by the sandbox uids: {directory} lacks o+x; {hint}"
             )
 
 
@@ -88,11 +93,16 @@ class LocalBackend(SandboxBackend):
     name = "local"
 
     def __init__(
-        self, root: Path, uid_base: int, egress: "EgressProxyThread | None" = None
+        self,
+        root: Path,
+        uid_base: int,
+        egress: "EgressProxyThread | None" = None,
+        toolchain: Path = TOOLCHAIN_DIR,
     ) -> None:
         self.root = root
         self.uid_base = uid_base
         self.egress = egress
+        self.toolchain = toolchain
 
     # -- the two sandboxes' command lines ------------------------------------------
 
@@ -114,6 +124,10 @@ class LocalBackend(SandboxBackend):
             if xlib_package() is not None:
                 argv += ["--ro-bind", str(xlib_package()), SANDBOX_XLIB]
         argv += _etc(layout, "agent")
+        path = SANDBOX_PATH
+        if spec.toolchain:
+            argv += ["--ro-bind", str(self.toolchain), SANDBOX_TOOLCHAIN]
+            path = f"{SANDBOX_TOOLCHAIN}/bin:{SANDBOX_PATH}"
         argv += [
             "--ro-bind", str(SUPERVISOR), "/opt/arena/supervisor.py",
             "--bind", str(layout.work), "/work",
@@ -122,7 +136,7 @@ class LocalBackend(SandboxBackend):
             "--clearenv",
             "--setenv", "HOME", "/home/agent",
             "--setenv", "USER", "agent",
-            "--setenv", "PATH", SANDBOX_PATH,
+            "--setenv", "PATH", path,
             "--setenv", "LANG", "C.UTF-8",
         ]  # fmt: skip
         if spec.egress and self.egress is not None:
@@ -180,6 +194,15 @@ class LocalBackend(SandboxBackend):
 
     # -- provisioning ------------------------------------------------------------------
 
+    def _check_toolchain(self, root_worker: bool) -> None:
+        if not (self.toolchain / "bin").is_dir():
+            raise RuntimeError(
+                f"the sandbox toolchain is not installed at {self.toolchain}: run "
+                "scripts/toolchain.sh (make run and make test do)"
+            )
+        if root_worker:
+            _check_traversable(self.toolchain, "the sandbox toolchain")
+
     def provision(
         self, spec: SandboxSpec, *, slot: int = 0, background: bool = False
     ) -> LocalSandbox:
@@ -191,6 +214,8 @@ class LocalBackend(SandboxBackend):
         root_worker = os.geteuid() == 0
         if root_worker:
             _check_traversable(self.root)
+        if spec.toolchain:
+            self._check_toolchain(root_worker)
         layout = RunLayout(self.root / f"run-{spec.run_id}-{time.time_ns()}")
         uid = self.uid_base + slot if root_worker else os.geteuid()
         display_uid = self.uid_base + DISPLAY_UID_OFFSET + slot if root_worker else uid

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the arena needs, idempotently: the Debian packages (only the missing
 # ones, only when we may install them) and the locked Python dependencies into .venv,
-# built on a Python >= 3.12 found on this machine.
+# built on a Python >= 3.12 found on this machine; then the sandboxes' toolchain (the CLI
+# coding agents and the judge's tools: scripts/toolchain.sh, into var/toolchain/).
 #
 #   scripts/setup.sh        the runtime (requirements.lock): what `make run` needs
 #   scripts/setup.sh test   the runtime and the test tools (requirements-test.lock)
@@ -18,7 +19,10 @@ case "$MODE" in
 esac
 
 DEBIAN_PACKAGES=(bubblewrap chromium xvfb xdotool python3 curl procps fonts-dejavu-core
-    tesseract-ocr tesseract-ocr-eng libseccomp2 util-linux strace gdb)
+    tesseract-ocr tesseract-ocr-eng libseccomp2 util-linux strace gdb
+    nodejs git patch python3-venv python3-pip python3-pytest)
+# (python3-venv and python3-pip build the sandbox toolchain on the system python3, which
+# is the sandboxes' python; python3-pytest, git and patch are the judge sandbox's.)
 
 say() { printf 'setup: %s\n' "$*"; }
 
@@ -28,6 +32,8 @@ install_debian_packages() {
     for pkg in "${DEBIAN_PACKAGES[@]}"; do
         dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
     done
+    # Debian's nodejs comes without npm (a package of its own); NodeSource's has it.
+    command -v npm >/dev/null 2>&1 || missing+=(npm)
     [ ${#missing[@]} -eq 0 ] && return 0
     if [ "$(id -u)" -ne 0 ]; then
         say "missing Debian packages: ${missing[*]} (run: sudo apt-get install ${missing[*]})"
@@ -98,5 +104,6 @@ install_python_env() {
 
 install_debian_packages
 install_python_env
+bash scripts/toolchain.sh
 # The secret key of the data dir (generated once, never overwritten; arena_site/secret.py)
 .venv/bin/python -m arena_site.secret "${ARENA_DATA_DIR:-var}"
