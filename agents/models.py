@@ -82,6 +82,9 @@ class Agent(models.Model):
         SCAFFOLD = "scaffold", "Model under the arena scaffold"
         REMOTE = "remote", "Remote system over HTTP"
         BUILTIN = "builtin", "Built-in offline agent"
+        # Claude Code, Codex CLI or Aider (params["cli"]) run inside the run's sandbox on
+        # a repo task, reaching its model only through the arena's gateway (docs/coding.md).
+        CLI = "cli", "CLI coding agent in the sandbox"
 
     class Approval(models.TextChoices):
         APPROVED = "approved", "Approved"

@@ -338,7 +338,39 @@ def entry_problems(agent: Agent) -> dict[str, str]:
         return _scaffold_problems(agent, params, in_play=in_play)
     if agent.kind == Agent.Kind.REMOTE:
         return _remote_problems(agent, params, in_play=in_play)
+    if agent.kind == Agent.Kind.CLI:
+        return _cli_problems(agent, params, in_play=in_play)
     return {"kind": f"Unknown kind {agent.kind!r}: one of {', '.join(Agent.Kind.values)}."}
+
+
+def _cli_problems(agent: Agent, params: dict, *, in_play: bool) -> dict[str, str]:
+    """A CLI coding agent (docs/coding.md): a known CLI, the provider its CLI speaks, a
+    model, and, in play, the arena's own key for that provider (the model gateway holds
+    it; a CLI agent never brings a base URL or key of its own)."""
+    from agents.cli.commands import CLI_PROVIDERS
+    from agents.gateway import grant_for
+    from agents.providers.base import ProviderError
+
+    cli = params.get("cli")
+    if cli not in CLI_PROVIDERS:
+        return {"params": f"params.cli must be one of {', '.join(CLI_PROVIDERS)}, not {cli!r}."}
+    if agent.provider != CLI_PROVIDERS[cli]:
+        return {"provider": f"{cli} talks to the {CLI_PROVIDERS[cli]} API: set provider to "
+                f"{CLI_PROVIDERS[cli]!r}."}  # fmt: skip
+    if not (agent.model_id or "").strip():
+        return {"model_id": f"Name the model {cli} runs with (the gateway pins it)."}
+    if set(params) - {"cli"}:
+        return {"params": "A CLI agent's params hold only cli: the arena's gateway chooses "
+                "the base URL and holds the key."}  # fmt: skip
+    if in_play:
+        try:
+            grant_for(
+                agent.provider, agent.model_id, max_calls=1, max_tokens=1, max_cost_usd=0.0,
+                prices={}, outbound=outbound_policy(),
+            )  # fmt: skip
+        except ProviderError as exc:
+            return {"provider": str(exc)}
+    return {}
 
 
 def _scaffold_problems(agent: Agent, params: dict, *, in_play: bool) -> dict[str, str]:

@@ -164,6 +164,19 @@ class RosterEntry:
     streaming_rating: float | None
     # Battle lanes that failed through the agent's own fault: exposure for the draw.
     failed_lanes: int = 0
+    kind: str = ""
+    tool_set: list | None = None
+
+    def runs(self, task_kind: str) -> bool:
+        """Whether the agent can take a task of this kind: a repo task needs the shell
+        (a CLI agent, or a scaffold or remote agent offered it); a CLI agent only ever
+        works on repositories."""
+        if task_kind == "repo":
+            return self.kind == "cli" or (
+                self.kind in ("scaffold", "remote")
+                and (not self.tool_set or "shell" in self.tool_set)
+            )
+        return self.kind != "cli"
 
 
 @dataclass(frozen=True)
@@ -199,7 +212,7 @@ def admission_lock(*, slug: str, team_id: int) -> Locked | None:
         f"SELECT q.total, q.team, a.id, a.team_id, a.step_budget, a.wall_budget_s, "
         f"r.rated_battles, r.streaming_rating, "
         f"(SELECT COUNT(*) FROM {_table(Run)} f WHERE f.agent_id = a.id "
-        f" AND f.agent_fault = %s AND f.battle_id IS NOT NULL) "
+        f" AND f.agent_fault = %s AND f.battle_id IS NOT NULL), a.kind, a.tool_set "
         f"FROM (SELECT COUNT(*) AS total, "
         f"      COALESCE(SUM(CASE WHEN team_id = %s THEN 1 ELSE 0 END), 0) AS team "
         f"      FROM {_table(Battle)} WHERE status = %s "
@@ -231,7 +244,9 @@ def admission_lock(*, slug: str, team_id: int) -> Locked | None:
     if not found:
         return None
     roster = [
-        RosterEntry(row[2], row[3], row[4], row[5], row[6] or 0, row[7], row[8] or 0)
+        RosterEntry(
+            row[2], row[3], row[4], row[5], row[6] or 0, row[7], row[8] or 0, row[9], row[10]
+        )
         for row in rows
         if row[2] is not None
     ]

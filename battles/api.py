@@ -22,6 +22,7 @@ from battles.models import Attachment, Battle, Run, Task
 from battles.presenters import attachment_rows, battle_payload, battle_what_happened
 from battles.selectors import team_ids_of, user_may_see_identities
 from battles.services import Conversation, task_submit
+from battles.services.repo_admission import RepoRequest
 
 START_URL_MAX_CHARS = 2000  # as battles.services.admission checks it
 
@@ -46,7 +47,61 @@ class TaskSubmitInput(serializers.Serializer):
     )
 
 
-class TaskSubmitMultipartInput(TaskSubmitInput):
+class RepoTaskFields(serializers.Serializer):
+    """A repo task's fields (docs/coding.md): given ``repo_url`` or ``repo_upload``,
+    the task is a coding task graded by tests in a judge sandbox."""
+
+    repo_url = StrictCharField(
+        required=False,
+        allow_blank=True,
+        max_length=2000,
+        help_text="A repo task's source: an http(s) git URL the egress policy allows "
+        "(fetched inside a sandbox through the egress proxy). Or send repo_upload.",
+    )
+    repo_ref = StrictCharField(
+        required=False,
+        allow_blank=True,
+        max_length=200,
+        help_text="The branch or tag to check out (default HEAD).",
+    )
+    repo_judge_ref = StrictCharField(
+        required=False,
+        allow_blank=True,
+        max_length=200,
+        help_text="Optional: a branch or tag whose tree the judge sandbox checks out "
+        "instead (hidden tests). No agent sandbox ever receives it.",
+    )
+    success_cmd = StrictCharField(
+        required=False,
+        allow_blank=True,
+        max_length=2000,
+        help_text="A repo task's functional gate: a shell command run in the repository "
+        "in the judge sandbox; exit 0 passes.",
+    )
+    test_cmd = StrictCharField(
+        required=False,
+        allow_blank=True,
+        max_length=2000,
+        help_text="Optional: the regression tests (pytest's summary, 'X/Y tests passed', "
+        "or JUnit XML written to $ARENA_JUNIT_XML are read).",
+    )
+    time_limit_s = serializers.IntegerField(
+        required=False,
+        min_value=10,
+        max_value=3600,
+        help_text="A repo task's time limit for each agent, in seconds (default 600).",
+    )
+
+
+class TaskSubmitMultipartInput(TaskSubmitInput, RepoTaskFields):
+    repo_upload = serializers.FileField(
+        required=False,
+        allow_empty_file=False,
+        use_url=False,
+        help_text="A repo task's source as a git bundle (git bundle create x.bundle --all) "
+        "or a tarball; at most ARENA ATTACHMENTS_MAX_TOTAL_BYTES.",
+    )
+
     attachments = LimitedListField(
         child=serializers.FileField(allow_empty_file=True, use_url=False),
         required=False,
@@ -262,12 +317,28 @@ class TaskListCreateApi(TenantScopedApiMixin, generics.ListAPIView):
                 instruction=data.validated_data["instruction"],
                 start_url=data.validated_data.get("start_url", ""),
                 attachments=data.validated_data.get("attachments", []),
+                repo=repo_request(data.validated_data),
             )
         except Conversation as talk:
             # Nothing was created: a reply, not a task.
             return Response({"status": "conversation", "reply": talk.reply})
         body = {"task": battle.task_id, "battle": battle.pk, "status": battle.status}
         return Response(body, status=status.HTTP_201_CREATED)
+
+
+def repo_request(fields: dict) -> RepoRequest | None:
+    """The repo task the submitted fields describe, or None for a desktop task."""
+    if not fields.get("repo_url") and fields.get("repo_upload") is None:
+        return None
+    return RepoRequest(
+        url=fields.get("repo_url", ""),
+        ref=fields.get("repo_ref") or "HEAD",
+        judge_ref=fields.get("repo_judge_ref", ""),
+        upload=fields.get("repo_upload"),
+        success_cmd=fields.get("success_cmd", ""),
+        test_cmd=fields.get("test_cmd", ""),
+        time_limit_s=fields.get("time_limit_s", 600),
+    )
 
 
 class TaskDetailApi(TenantScopedApiMixin, generics.RetrieveAPIView):

@@ -40,10 +40,15 @@ from dataclasses import dataclass
 
 BROWSING, FILES_AND_DATA, GENERAL = "browsing", "files_and_data", "general"
 CATEGORIES = (BROWSING, FILES_AND_DATA, GENERAL)
+# Repo tasks (docs/coding.md) are "coding" by admission, never by these rules: their
+# battles form a board of their own beside the classifier's three.
+CODING = "coding"
+BOARD_CATEGORIES = (*CATEGORIES, CODING)
 CATEGORY_LABELS = {
     BROWSING: "Browsing",
     FILES_AND_DATA: "Files and data",
     GENERAL: "General",
+    CODING: "Coding",
 }
 
 CONVERSATION_REPLY = (

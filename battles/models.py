@@ -6,6 +6,10 @@ from django.db.models import F, Q
 
 
 class Task(models.Model):
+    class Kind(models.TextChoices):
+        DESKTOP = "desktop", "a desktop task (display, browser, shell)"
+        REPO = "repo", "a coding task on a git repository, graded by tests"
+
     team = models.ForeignKey("accounts.Team", on_delete=models.PROTECT, related_name="tasks")
     submitter = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="tasks"
@@ -25,6 +29,8 @@ class Task(models.Model):
     # The task's category (battles.classify: browsing, files and data, ...): each category
     # has a board of its own. Empty for tasks classified before categories existed.
     category = models.CharField(max_length=20, blank=True, db_index=True)
+    # A repo task's source, commands and limits are its ``repo`` (battles.coding_models).
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.DESKTOP)
 
     class Meta:
         indexes = [models.Index(fields=["submitter", "-created_at"], name="task_submitter_recent")]
@@ -409,3 +415,8 @@ class Span(TimedCall):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.name} ({self.latency_ms} ms)"
+
+
+# The coding battles' rows (a repo task's source, each run's diff and judged scores, the
+# live phases) live in their own module; importing them here registers them.
+from battles.coding_models import CodingOutcome, CodingPhase, RepoSource  # noqa: E402, F401

@@ -22,6 +22,22 @@ class LaneAttachment:
 
 
 @dataclass(frozen=True)
+class LaneRepo:
+    """What a lane of a repo task receives: the canonical bundle (stored, by hash), the
+    commit and tree it holds, and the time the agent has (docs/coding.md)."""
+
+    bundle_path: str
+    bundle_sha256: str
+    bundle_size: int
+    commit: str
+    tree: str
+    time_limit_s: int
+    # The commit the copy checks out: ``commit`` for agents, the judge's own commit
+    # (hidden tests on top) for a judge sandbox.
+    head: str = ""
+
+
+@dataclass(frozen=True)
 class LaneInputs:
     instruction: str
     start_url: str
@@ -29,9 +45,14 @@ class LaneInputs:
     wall_budget_s: int
     tools: tuple[str, ...] = TOOL_NAMES
     attachments: tuple[LaneAttachment, ...] = ()
+    # A repo task's source: the digest then covers the bundle's hash, commit and tree.
+    repo: LaneRepo | None = None
 
     def digest(self) -> str:
-        canonical = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        inputs = asdict(self)
+        if inputs["repo"] is None:  # a desktop task's digest is what it always was
+            del inputs["repo"]
+        canonical = json.dumps(inputs, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 
 

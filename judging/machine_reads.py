@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db.models import Q
 
-from battles.classify import CATEGORIES, CATEGORY_LABELS
+from battles.classify import BOARD_CATEGORIES, CATEGORY_LABELS
 from battles.models import Battle
 from judging import agreement
 from judging.models import MachineVerdict
@@ -101,7 +101,7 @@ def machine_agreement(*, arena_id: int) -> dict[str, Any]:
     grouped: dict[tuple[str, str], dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for judge_model, method, machine, human, category in rows:
         grouped[(judge_model, method)][category or UNCATEGORISED].append((human, machine))
-    order = [*CATEGORIES, UNCATEGORISED]
+    order = [*BOARD_CATEGORIES, UNCATEGORISED]
     judges = []
     for (judge_model, method), by_category in sorted(grouped.items()):
         every = [pair for pairs in by_category.values() for pair in pairs]

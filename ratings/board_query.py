@@ -7,9 +7,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from battles.classify import CATEGORIES, CATEGORY_LABELS
+from battles.classify import BOARD_CATEGORIES, CATEGORY_LABELS
 
-KINDS = {"builtin": "built-in", "scaffold": "scaffold model", "remote": "remote system"}
+KINDS = {
+    "builtin": "built-in",
+    "scaffold": "scaffold model",
+    "remote": "remote system",
+    "cli": "CLI coding agent",
+}
 MAX_FILTER_CHARS = 100
 
 
@@ -59,8 +64,8 @@ def board_query(params: Mapping[str, str]) -> BoardQuery:
         values[name] = value
     if values["category"] in ("overall", "all"):
         values["category"] = ""
-    if values["category"] and values["category"] not in CATEGORIES:
-        choices = ", ".join(f"{c} ({CATEGORY_LABELS[c].lower()})" for c in CATEGORIES)
+    if values["category"] and values["category"] not in BOARD_CATEGORIES:
+        choices = ", ".join(f"{c} ({CATEGORY_LABELS[c].lower()})" for c in BOARD_CATEGORIES)
         raise BoardQueryError(
             f"There is no {values['category']!r} board; category is one of {choices}, "
             "or blank for the overall board."

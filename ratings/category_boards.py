@@ -24,7 +24,7 @@ from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
-from battles.classify import CATEGORIES, CATEGORY_LABELS
+from battles.classify import BOARD_CATEGORIES, CATEGORY_LABELS
 from battles.services.categories import task_categories_backfill
 from ratings.board_query import BoardQuery, board_narrow
 from ratings.refit import FitInput, FitParams, _points, bootstrap_unit, fit, refit_input
@@ -83,7 +83,7 @@ def category_board_build(
 ) -> dict[str, Any]:
     """The category's board document: its fit's figures per agent (``points``, by agent
     id), the pair counts for its matrices and what the fit rests on."""
-    if category not in CATEGORIES:
+    if category not in BOARD_CATEGORIES:
         raise ValueError(f"unknown category {category!r}")
     params = params or FitParams.for_arena(arena_id)
     started = time.perf_counter()
@@ -190,7 +190,7 @@ def category_boards_refresh(*, arena_id: int) -> list[str]:
     _store_pairs(arena_id, _pairs_build(arena_id))
     params = FitParams.for_arena(arena_id)
     refitted = []
-    for category in CATEGORIES:
+    for category in BOARD_CATEGORIES:
         data = refit_input(arena_id=arena_id, params=params, category=category)
         try:
             stored = cache.get(_key(arena_id, category))

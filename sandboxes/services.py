@@ -133,6 +133,14 @@ def egress_proxy() -> EgressProxyThread:
         return _egress
 
 
+def simulated_host_add(host: SimulatedHost) -> None:
+    """Serves one more simulated host to this process's sandboxes from now on (the
+    model gateway, ``models.arena.internal``, which a battle worker starts on first
+    use). The proxy reads its map on its own loop; replacing an entry is atomic."""
+    proxy = egress_proxy().proxy
+    proxy.simulated = {**proxy.simulated, **netpolicy.simulated_hosts(host)}
+
+
 _backend: SandboxBackend | None = None
 
 

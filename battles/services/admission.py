@@ -25,10 +25,12 @@ from battles.attachments import (
     attachments_stage,
     attachments_store,
 )
-from battles.classify import categorize, classify
+from battles.classify import CODING, categorize, classify
+from battles.coding_models import RepoSource
 from battles.matchmaking import Candidate, draw_pair
 from battles.models import Battle, Task
 from battles.services.creation import Entrant, battle_enqueue, battle_rows, redundancy_draw
+from battles.services.repo_admission import CheckedRepo, RepoRequest, repo_check, repo_store
 from battles.similarity import most_similar, signature, trigrams
 from sandboxes.netpolicy import EgressRefused, check_url, default_resolver
 from sandboxes.services import simulated_host_names
@@ -212,6 +214,7 @@ def task_submit(
     start_url: object = "",
     attachments: Sequence[object] = (),
     rng: random.Random | None = None,
+    repo: RepoRequest | None = None,
 ) -> Battle:
     """Admits a task and creates its battle in one transaction; the battle job is
     enqueued after commit. Raises ``ApplicationError`` with the reason on refusal.
@@ -241,9 +244,21 @@ def task_submit(
     if refused is not None:
         raise refused
     pending = attachments_check(list(attachments))
-    verdict = classify(text)
-    if not verdict.is_task:
-        raise Conversation(verdict.reply)
+    checked_repo = None
+    if repo is not None:
+        # A repository with a success command is a task by construction; it runs on the
+        # repository alone (docs/coding.md).
+        checked_repo = repo_check(repo)
+        if pending or start_url:
+            raise ApplicationError(
+                "A repo task takes no attachments and no start URL: put what the agents "
+                "need in the repository.",
+                code="invalid_repo",
+            )
+    else:
+        verdict = classify(text)
+        if not verdict.is_task:
+            raise Conversation(verdict.reply)
     url = _check_start_url(start_url)
     _near_duplicate_check(grams=grams, similar=submitter.similar)
     if submitter.team_id is None:
@@ -253,6 +268,8 @@ def task_submit(
         and submitter.earlier_tasks < settings.ARENA.calibration_tasks
     )
     staged = attachments_stage(pending)
+    if checked_repo is not None:
+        checked_repo = repo_store(checked_repo, repo.upload)
     try:
         battle = _task_create(
             user=user,
@@ -263,6 +280,7 @@ def task_submit(
             staged=staged,
             calibration=calibration,
             rng=rng or _system_rng,
+            repo=checked_repo,
         )
     except BaseException:
         staged.discard()
@@ -281,6 +299,7 @@ def _task_create(
     staged: Staged,
     calibration: bool,
     rng: random.Random,
+    repo: CheckedRepo | None = None,
 ) -> Battle:
     """The "do" half of admission: the queue bound, the draw and every row, under the
     arena's row lock."""
@@ -291,12 +310,16 @@ def _task_create(
             locked = admission_db.admission_lock(slug=PUBLIC_ARENA_SLUG, team_id=team_id)
         _queue_check(locked=locked)
         # A team's own agents never meet its tasks (SPEC §5.1 conflicts of interest).
+        kind = Task.Kind.REPO if repo is not None else Task.Kind.DESKTOP
         roster = [
-            entry for entry in locked.roster if entry.team_id is None or entry.team_id != team_id
+            entry
+            for entry in locked.roster
+            if (entry.team_id is None or entry.team_id != team_id) and entry.runs(kind)
         ]
         if len(roster) < 2:
+            what = "coding agents" if repo is not None else "active agents"
             raise ApplicationError(
-                "The arena has fewer than two active agents your team did not enter; an "
+                f"The arena has fewer than two {what} your team did not enter; an "
                 "admin must add some.",
                 code="roster_too_small",
                 status=503,
@@ -310,7 +333,9 @@ def _task_create(
         )
         task = Task(
             team_id=team_id, submitter=user, instruction=text, start_url=url, minhash=minhash,
-            category=categorize(text, start_url=url),  # its board (battles.classify)
+            # its board (battles.classify); coding battles have a board of their own
+            category=CODING if repo is not None else categorize(text, start_url=url),
+            kind=kind,
         )  # fmt: skip
         by_id = {e.agent_id: Entrant(e.agent_id, e.team_id, e.step_budget, e.wall_budget_s)
                  for e in roster}  # fmt: skip
@@ -322,7 +347,22 @@ def _task_create(
             redundancy_target=redundancy_draw(rng),
             is_calibration=pair is not None,
         )
-        if staged.files:
+        if repo is not None:
+            admission_db.rows_insert(task)
+            RepoSource.objects.create(
+                task=task,
+                origin=repo.origin,
+                url=repo.url,
+                ref=repo.ref,
+                judge_ref=repo.judge_ref,
+                upload_path=repo.upload_path,
+                upload_sha256=repo.upload_sha256,
+                success_cmd=repo.success_cmd,
+                test_cmd=repo.test_cmd,
+                time_limit_s=repo.time_limit_s,
+            )
+            admission_db.battle_and_runs_insert(battle=battle, runs=runs)
+        elif staged.files:
             # The files are stored under the task's id, between its INSERT and the
             # battle's; a later failure still undoes them (the caller discards them).
             admission_db.rows_insert(task)

@@ -23,6 +23,7 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
+from agents.models import Agent
 from agents.policies import GiveUp, Observation, Policy, observes_page
 from agents.services import AgentFailure, policy_for
 from arena_site.worker import fault_point
@@ -32,6 +33,8 @@ from battles.attachments import (
 )
 from battles.models import Run, Span, Step, TestDrive
 from battles.parity import LaneInputs
+from battles.services.cli_lane import cli_drive
+from battles.services.coding_sandbox import repo_checkout, repo_spec
 from battles.services.live import battle_heartbeat, battle_publish
 from sandboxes.base import TOOL_NAMES, Sandbox, ToolResult
 from sandboxes.services import egress_refusals_take, lane_sandbox_spec, sandbox_session
@@ -78,8 +81,12 @@ def run_lane(
     spec = lane_sandbox_spec(
         run_id=run.pk, start_url=inputs.start_url, lifetime_s=inputs.wall_budget_s + 120
     )
+    if inputs.repo is not None:
+        spec = repo_spec(spec, inputs.repo)
     try:
         with sandbox_session(spec) as sandbox:
+            if inputs.repo is not None:
+                repo_checkout(sandbox, inputs.repo)  # both lanes: the same tree
             if inputs.attachments:
                 # Part of provisioning: both lanes hold the same files before either
                 # starts. Both backends expose the run's work dir (bound at /work) and
@@ -92,7 +99,10 @@ def run_lane(
             if barrier is not None:
                 barrier.wait(timeout=120)
             try:
-                _drive(run, inputs, sandbox)
+                if run.agent.kind == Agent.Kind.CLI:
+                    _drive_cli(run, inputs, sandbox)
+                else:
+                    _drive(run, inputs, sandbox)
             finally:
                 if after is not None:
                     _after(run, after, sandbox)
@@ -189,6 +199,23 @@ def _drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> None:
         return _drive_policy(run, inputs, sandbox, policy)
     finally:
         _close_policy(run, policy)
+
+
+def _drive_cli(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> None:
+    """A CLI coding agent: one bounded command in the sandbox (battles.services.cli_lane),
+    its transcript stored as steps; the run ends as the CLI did."""
+    run.status = Run.Status.RUNNING
+    run.started_at = timezone.now()
+    run.save(update_fields=["status", "started_at"])
+    _publish(run)
+    end = cli_drive(run, inputs, sandbox)
+    _end_run(
+        run,
+        end.reason,
+        final_message=end.final_message,
+        error=end.error,
+        agent_fault=end.agent_fault,
+    )
 
 
 def _close_policy(run: Run, policy: object) -> None:

@@ -18,8 +18,9 @@ from django.utils import timezone
 from arena_site.exceptions import ApplicationError
 from arena_site.redis import queue
 from arena_site.worker import fault_point
-from battles.models import Battle, Run, Span, Step
+from battles.models import Battle, Run, Span, Step, Task
 from battles.parity import LaneInputs, lane_attachments, shared_tools
+from battles.services.coding import CodingBattleFailed, coding_battle_drive
 from battles.services.failures import battle_lanes_account
 from battles.services.lanes import run_lane
 from battles.services.live import battle_publish
@@ -234,6 +235,8 @@ def _battle_drive(battle_id: int) -> None:
     judging, or fails it with the reason."""
     battle_publish(battle_id=battle_id)
     battle = Battle.objects.select_related("task").get(pk=battle_id)
+    if battle.task.kind == Task.Kind.REPO:
+        return _coding_battle_drive(battle_id)
     runs = list(battle.runs.select_related("agent"))
     inputs = LaneInputs(
         instruction=battle.task.instruction,
@@ -257,6 +260,28 @@ def _battle_drive(battle_id: int) -> None:
         )
         battle_publish(battle_id=battle_id)
         return
+    _lanes_done(battle_id)
+
+
+def _coding_battle_drive(battle_id: int) -> None:
+    """A repo task's battle: lanes, diffs, destroy, then the judge sandboxes
+    (battles.services.coding); a source that cannot be prepared fails the battle."""
+    try:
+        coding_battle_drive(battle_id, lambda: _lanes_started(battle_id))
+    except CodingBattleFailed as exc:
+        _battle_fail(battle_id, f"the task's repository could not be prepared: {exc}")
+        battle_publish(battle_id=battle_id)
+        return
+    except Exception as exc:
+        logger.exception("coding battle %s failed", battle_id)
+        _battle_fail(battle_id, f"orchestrator error: {exc}")
+        battle_publish(battle_id=battle_id)
+        return
+    _lanes_done(battle_id)
+
+
+def _lanes_done(battle_id: int) -> None:
+    """Both lanes have ended: each side to its agent's account, then screening."""
     fault_point("screening")
     # No judge is served it before exclusion rules 1–5 (SPEC §5.3, the identity-leak
     # scan first) have run: screening is the judging queue's job, so this slot is free

@@ -1,0 +1,216 @@
+"""A CLI coding agent's lane (Claude Code, Codex CLI, Aider; docs/coding.md): one bounded
+command inside the run's sandbox, its model reached only through this worker's model
+gateway (``agents.gateway``), which holds the key, pins the model, keeps the budget
+and records every call as a span. The CLI's own transcript becomes the run's steps
+and its own usage report the run's tokens and cost."""
+
+import json
+import logging
+import shlex
+import tempfile
+import threading
+from dataclasses import asdict, dataclass, replace
+from decimal import Decimal
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from agents.cli.commands import CLI_PROVIDERS, CLIS, cli_command, transcript_steps
+from agents.gateway import HOST, ModelGateway, grant_for
+from agents.gateway_usage import GatewayCall
+from agents.providers.base import ProviderError
+from agents.services import outbound_policy
+from battles.coding_models import CodingOutcome
+from battles.models import Run, Span, Step
+from battles.parity import LaneInputs
+from battles.services.coding_sandbox import sh
+from coding import metrics, scripts
+from sandboxes.base import Sandbox, ToolError
+from sandboxes.services import egress_proxy, simulated_host_add
+from sandboxes.untrusted import storable, storable_text
+
+logger = logging.getLogger(__name__)
+
+# What one CLI run may spend through the gateway (a run's own budget, not the arena's).
+MAX_TOKENS = 4_000_000
+MAX_COST_USD = 5.0
+TRANSCRIPT_MAX_BYTES = 2 * 1024**2
+USAGE_OF = {
+    "claude-code": metrics.usage_from_claude_json,
+    "codex": metrics.usage_from_codex_jsonl,
+    "aider": metrics.usage_from_aider,
+}
+
+_gateway: ModelGateway | None = None
+_gateway_lock = threading.Lock()
+
+
+def _store_span(run_id: int, call: GatewayCall) -> None:
+    """The gateway's record of one call as the run's model span (on the gateway's
+    request thread, which then gives its connection back)."""
+    try:
+        _span_create(run_id, call)
+    finally:
+        connection.close()
+
+
+def _span_create(run_id: int, call: GatewayCall) -> None:
+    Span.objects.create(
+        run_id=run_id,
+        kind=Span.Kind.MODEL,
+        name=call.name[:200],
+        input={"api": call.api, "model": call.model, "stream": call.stream},
+        output={
+            "status": call.status,
+            "cache_read_tokens": call.cache_read_tokens,
+            "cache_write_tokens": call.cache_write_tokens,
+        },
+        error=storable_text(call.error[:2000])[0],
+        started_at=call.started_at,
+        latency_ms=call.latency_ms,
+        input_tokens=call.input_tokens,
+        output_tokens=call.output_tokens,
+        cost_usd=Decimal(str(round(call.cost_usd or 0.0, 6))),
+    )
+
+
+def worker_gateway() -> ModelGateway:
+    """This worker process's gateway (started on first use), served to its sandboxes as
+    ``models.arena.internal`` by its egress proxy, whose stamp it verifies."""
+    global _gateway
+    with _gateway_lock:
+        if _gateway is None:
+            proxy = egress_proxy()
+            gateway = ModelGateway(on_span=_store_span, stamp_key=proxy.proxy.stamp_key).start()
+            simulated_host_add(gateway.simulated_host())
+            _gateway = gateway
+        return _gateway
+
+
+@dataclass(frozen=True)
+class CliEnd:
+    reason: str
+    final_message: str = ""
+    error: str = ""
+    agent_fault: bool = False
+
+
+def _read_out(sandbox: Sandbox, name: str) -> str:
+    """The tail of one of the CLI's output files (bounded, never through a link)."""
+    capped = f"{scripts.OUT_DIR}/{name}.tail"
+    sh(sandbox, f"tail -c {TRANSCRIPT_MAX_BYTES} {scripts.OUT_DIR}/{name} > {capped}", 60)
+    with tempfile.TemporaryDirectory(dir=settings.PRIVATE_MEDIA_ROOT) as tmp:
+        try:
+            files = sandbox.collect_files([capped], Path(tmp) / "out")
+        except ToolError:
+            return ""
+        return files[0].path.read_bytes().decode("utf-8", "replace")
+
+
+def cli_drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> CliEnd:
+    agent = run.agent
+    cli = str((agent.params or {}).get("cli", ""))
+    if cli not in CLIS:
+        return CliEnd(Run.EndReason.ERROR, error=f"unknown CLI {cli!r}; one of {', '.join(CLIS)}")
+    outbound = outbound_policy()
+    try:
+        grant = grant_for(
+            CLI_PROVIDERS[cli],
+            agent.model_id,
+            max_calls=run.step_budget,
+            max_tokens=MAX_TOKENS,
+            max_cost_usd=MAX_COST_USD,
+            prices=settings.ARENA.model_prices,
+            outbound=outbound,
+        )
+    except ProviderError as exc:  # the arena's configuration, not the entrant's fault
+        return CliEnd(Run.EndReason.ERROR, error=f"the model gateway has no access: {exc}")
+    gateway = worker_gateway()
+    gateway.grant(run.pk, grant, outbound=outbound)
+    try:
+        argv, env = cli_command(
+            cli,
+            instruction=inputs.instruction,
+            model=agent.model_id,
+            gateway_url=f"http://{HOST}",
+            time_limit_s=inputs.repo.time_limit_s,
+        )
+        assignments = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
+        command = (
+            f"cd {scripts.REPO_DIR} && env {assignments} {shlex.join(argv)} "
+            f"> {scripts.OUT_DIR}/cli.out 2> {scripts.OUT_DIR}/cli.err < /dev/null"
+        )
+        started = timezone.now()
+        result = sandbox.shell(command, timeout_s=inputs.repo.time_limit_s)
+        output, errors = _read_out(sandbox, "cli.out"), _read_out(sandbox, "cli.err")
+    finally:
+        spent = gateway.revoke(run.pk)
+    _store_steps(run, cli, output + "\n" + errors, started)
+    usage = USAGE_OF[cli](output + "\n" + errors)
+    if usage is not None:
+        if usage.cost_usd is None and spent is not None and grant.price is not None:
+            # The CLI counted tokens but no cost: what the gateway charged at the
+            # arena's price for the model (every call passed through it).
+            usage = replace(
+                usage, cost_usd=round(spent.cost_usd, 6), source=f"{usage.source}+gateway"
+            )
+        else:  # its own cost, else the dated price table
+            usage = metrics.usage_resolved(usage, agent.model_id)
+        CodingOutcome.objects.update_or_create(run=run, defaults={"usage": asdict(usage)})
+    tail = storable_text(errors[-1500:] or output[-1500:])[0]
+    if result.timed_out:
+        return CliEnd(Run.EndReason.TIME_BUDGET, final_message=tail[-500:])
+    if result.exit_code == 0:
+        return CliEnd(Run.EndReason.DELIVERED, final_message=_final_message(cli, output))
+    refused = dict(spent.refused) if spent is not None else {}
+    return CliEnd(
+        Run.EndReason.GAVE_UP,
+        final_message=_final_message(cli, output),
+        error=f"the CLI exited with status {result.exit_code}"
+        + (f" (gateway refusals: {refused})" if refused else "")
+        + (f": {tail[-500:]}" if tail else ""),
+    )
+
+
+def _final_message(cli: str, output: str) -> str:
+    """The CLI's last words: Claude Code's result text, else the output's last lines."""
+    if cli == "claude-code":
+        for line in reversed(output.splitlines()[-200:]):
+            try:
+                found = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(found, dict) and isinstance(found.get("result"), str):
+                return found["result"][:4000]
+    lines = [line for line in output.splitlines() if line.strip()]
+    return "\n".join(lines[-5:])[:4000]
+
+
+def _store_steps(run: Run, cli: str, transcript: str, started) -> None:
+    """The CLI's own steps (its tool uses, in order) as the run's steps: judges read
+    them, and directness is measured from them."""
+    steps = transcript_steps(cli, transcript, repo_dir=scripts.REPO_DIR)
+    Step.objects.bulk_create(
+        Step(
+            run=run,
+            index=index,
+            tool=str(step.get("tool", ""))[:20],
+            args=storable(
+                {
+                    "kind": "edit"
+                    if step.get("is_edit")
+                    else "read"
+                    if step.get("is_read")
+                    else "other",
+                    "path": step.get("path"),
+                    "summary": str(step.get("summary", ""))[:500],
+                }
+            )[0],
+            result={"ok": True, "tool": str(step.get("tool", ""))[:20]},
+            started_at=started,
+            duration_ms=0,
+        )
+        for index, step in enumerate(steps[:500])
+    )
