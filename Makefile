@@ -2,7 +2,7 @@
 # `make test` (the whole suite). Both install what is missing first.
 # `setup` installs the runtime only (requirements.lock); `setup-test` adds the test tools
 # (requirements-test.lock), which `make test`, `make lint` and `make bench` need.
-.PHONY: setup setup-test run test lint bench doctor
+.PHONY: setup setup-test run test soak lint bench doctor
 
 setup:
 	@bash scripts/setup.sh run
@@ -15,6 +15,10 @@ run: setup
 
 test: setup-test
 	@bash scripts/test.sh
+
+# The long variants `make test` leaves out (pytest -m soak): more kill phases, more stops.
+soak: setup-test
+	@bash scripts/test.sh -m soak
 
 lint: setup-test
 	.venv/bin/ruff check .

@@ -42,6 +42,9 @@ def test_the_banner_comes_once_the_server_answers_and_ctrl_c_stops_everything(ar
     run.assert_gone()
 
 
+# The two SIGTERM stops take the path Ctrl-C and the killed launcher test below (the
+# launcher's own signal handling); they run in `make soak`.
+@pytest.mark.soak
 def test_sigterm_to_make_alone_stops_everything(arena):
     run = arena()
     run.wait_for(BANNER)
@@ -49,6 +52,7 @@ def test_sigterm_to_make_alone_stops_everything(arena):
     run.assert_gone()
 
 
+@pytest.mark.soak
 def test_sigterm_to_the_process_group_stops_everything(arena):
     run = arena()
     run.wait_for(BANNER)
