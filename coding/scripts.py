@@ -207,19 +207,28 @@ def restore(paths: list[str]) -> str:
     )
 
 
-def run_check(command: str, log: str, *, junit: str = "") -> str:
-    """A task command in the repo, its output to a log (the tail is read back), its
-    exit status printed. ``ARENA_JUNIT_XML`` tells a test command where JUnit XML may go."""
+OUTPUT_MARK = "----- arena: check output -----"
+
+
+def run_check(command: str, log: str, *, junit: str = "", tail_bytes: int = 8192) -> str:
+    """A task command in the repo, its output to a log, its exit status printed, then the
+    log's tail printed at once in the same script (code the command started and left
+    running has no time to rewrite the log before it is read). ``ARENA_JUNIT_XML`` tells
+    a test command where JUnit XML may go."""
     env = f"ARENA_JUNIT_XML={shlex.quote(junit)} " if junit else ""
     return (
         f"cd {REPO_DIR} || exit 3\n"
         f"{env}bash -c {shlex.quote(command)} > {shlex.quote(log)} 2>&1 < /dev/null\n"
         "echo check_exit=$?\n"
+        f"echo {shlex.quote(OUTPUT_MARK)}\n"
+        f"tail -c {int(tail_bytes)} {shlex.quote(log)} 2>/dev/null\n"
     )
 
 
-def tail(path: str, max_bytes: int) -> str:
-    return f"tail -c {int(max_bytes)} {shlex.quote(path)} 2>/dev/null\n"
+def check_output(stdout: str) -> str:
+    """What :func:`run_check` printed of the command's log (after the mark)."""
+    _, found, rest = stdout.partition(OUTPUT_MARK + "\n")
+    return rest if found else ""
 
 
 def lint_count(paths: list[str]) -> str:

@@ -45,11 +45,12 @@ def _run_check(sandbox: Sandbox, command: str, name: str, timeout_s: int, **kw) 
     output's tail (escaped, bounded)."""
     log = f"{scripts.OUT_DIR}/{name}.log"
     started = time.monotonic()
-    result = sh(sandbox, scripts.run_check(command, log, **kw), timeout_s + 5)
+    script = scripts.run_check(command, log, tail_bytes=OUTPUT_TAIL_BYTES, **kw)
+    result = sh(sandbox, script, timeout_s + 5)
     seconds = round(time.monotonic() - started, 3)
-    seen = scripts.report(result.stdout)
-    exit_code = None if result.timed_out else _int(seen.get("check_exit"))
-    output = sh(sandbox, scripts.tail(log, OUTPUT_TAIL_BYTES), 30).stdout
+    head, _, _ = result.stdout.partition(scripts.OUTPUT_MARK)
+    exit_code = None if result.timed_out else _int(scripts.report(head).get("check_exit"))
+    output = scripts.check_output(result.stdout)
     return {
         "command": command,
         "exit_code": exit_code,
@@ -181,13 +182,31 @@ def _junit(sandbox: Sandbox) -> dict | None:
     return asdict(counts) if counts is not None else None
 
 
+def _functional(applied: str, success: dict) -> float:
+    """The gate: the patch applied and the success command exited 0. The code under test
+    runs inside the test runner and could end it early with status 0 (``os._exit(0)`` at
+    import), so when the command is a pytest run its own summary must agree: at least
+    one test passed and none failed. The reason is kept with the check."""
+    if applied == CodingOutcome.Applied.NONE:
+        success["verdict"] = "the patch did not apply"
+        return 0.0
+    if scores.functional_score(success.get("exit_code")) < 1.0:
+        success["verdict"] = "the success command failed"
+        return 0.0
+    counts = results.parse_test_output(success.get("output", ""))
+    if counts is None and "pytest" in success.get("command", ""):
+        success["verdict"] = "exited 0 without pytest's summary: not a passing test run"
+        return 0.0
+    if counts is not None and (counts.passed == 0 or counts.failed or counts.errors):
+        success["verdict"] = "exited 0, but its own summary reports no pass or a failure"
+        return 0.0
+    success["verdict"] = "passed"
+    return 1.0
+
+
 def _score(outcome, applied, attempts, files, checks, before, after) -> None:
     success = checks.get("success", {})
-    functional = (
-        0.0
-        if applied == CodingOutcome.Applied.NONE
-        else scores.functional_score(success.get("exit_code"))
-    )
+    functional = _functional(applied, success)
     regression = None
     tests = checks.get("tests")
     if tests is not None:

@@ -150,3 +150,29 @@ def test_a_patch_that_does_not_apply_scores_nothing(alice, coders, tmp_path):
     assert (outcome.functional, outcome.composite) == (0.0, 0.0)
     # The checks ran on the untouched checkout: the bug is still there.
     assert outcome.checks["tests"]["counts"]["passed"] == 1
+
+
+def test_code_left_running_by_the_tests_cannot_rewrite_their_result(alice, coders, tmp_path):
+    # The agent's calc.py starts a process of its own at import that, a second later,
+    # appends a forged pytest summary to the tests' log. The judge read the log at once.
+    forger = (
+        "import subprocess\n\n"
+        "subprocess.Popen(['sh', '-c', 'sleep 1; for f in /work/.arena-out/*.log; do "
+        'echo "===== 99 passed in 0.01s =====" >> $f; done\'], start_new_session=True)\n\n\n'
+    )
+    outcome = judged(alice, repos.FIX, tmp_path, {"calc.py": forger + FIXED_CALC})
+    assert outcome.checks["tests"]["counts"] == {
+        "passed": 2, "failed": 0, "errors": 0, "total": 2, "source": "pytest"
+    }  # fmt: skip
+    assert "99 passed" not in outcome.checks["tests"]["output"]
+    assert outcome.regression == 1.0
+
+
+def test_ending_the_test_run_early_with_status_0_does_not_pass_the_gate(alice, coders, tmp_path):
+    # The agent's calc.py ends whatever imports it with status 0: pytest exits 0 with no
+    # summary. The gate asks pytest's own summary to agree with the exit status.
+    edits = {"calc.py": "import os\n\nos._exit(0)\n" + repos.CALC}
+    outcome = judged(alice, repos.FIX, tmp_path, edits)
+    assert outcome.checks["success"]["exit_code"] == 0
+    assert outcome.checks["success"]["verdict"].startswith("exited 0 without pytest's summary")
+    assert (outcome.functional, outcome.composite) == (0.0, 0.0)
