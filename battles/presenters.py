@@ -244,8 +244,16 @@ def waterfall(run: Run) -> dict[str, Any]:
 
 
 def render_battle_panel(battle_id: int) -> str:
-    """The blind live panel of a battle (status + both lanes), as sent over the socket."""
+    """The blind live panel of a battle (status + both lanes; for a coding battle also
+    its phases, both diffs and their results), as sent over the socket."""
+    from battles.coding_presenters import battle_phases, coding_sides, is_coding
+
     battle = Battle.objects.select_related("task").get(pk=battle_id)
-    return render_to_string(
-        "battles/_panel.html", {"battle": battle, "payload": battle_payload(battle, reveal=False)}
-    )
+    context = {"battle": battle, "payload": battle_payload(battle, reveal=False)}
+    if is_coding(battle):
+        redactor = Redactor.for_roster()
+        context.update(
+            coding=coding_sides(battle, redactor),
+            phases=battle_phases(battle_id, redactor, status=battle.status),
+        )
+    return render_to_string("battles/_panel.html", context)

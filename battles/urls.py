@@ -1,6 +1,6 @@
 from django.urls import path
 
-from battles import drive_views, views
+from battles import drive_views, event_stream, views
 
 app_name = "battles"
 
@@ -8,6 +8,8 @@ urlpatterns = [
     path("submit/", views.submit, name="submit"),
     path("battles/<int:battle_id>/", views.battle_page, name="detail"),
     path("battles/<int:battle_id>/panel/", views.battle_panel, name="panel"),
+    # Server-Sent Events of a coding battle's phases, for command-line clients
+    path("battles/<int:battle_id>/events/", event_stream.battle_events, name="events"),
     path("battles/<int:battle_id>/runs/<str:side>/", views.run_page, name="run"),
     path("battles/<int:battle_id>/end/<str:side>/", views.end_side, name="end-side"),
     path(

@@ -15,6 +15,7 @@ from accounts.views import consent_required, consent_required_or_token
 from agents.models import Arena
 from arena_site.exceptions import ApplicationError
 from battles.attachments import stored_path
+from battles.coding_presenters import coding_sides
 from battles.models import Battle
 from battles.presenters import Redactor, battle_payload, battle_reveal, blind_file_name
 from battles.selectors import access_battle
@@ -52,9 +53,14 @@ def judge_page(request: HttpRequest) -> HttpResponse:
         min_read = reading_time_s(battle)
         elapsed = (timezone.now() - served_at).total_seconds()
         payload = battle_payload(battle, reveal=False)
+        coding = coding_sides(battle, Redactor.for_roster())
+        sides = replay_sides(payload)
+        for side in sides if coding else []:
+            side["blank_only"] = False  # a coding agent has no browser to leave blank
         context.update(
             payload=payload,
-            sides=replay_sides(payload),
+            coding=coding,
+            sides=sides,
             min_read_s=min_read,
             read_left_s=max(0.0, min_read - elapsed),
             choices=[(value, label, *VOTE_KEYS[value]) for value, label in Vote.Choice.choices],

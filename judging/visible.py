@@ -82,6 +82,36 @@ def judge_visible_texts(runs: Iterable[Any]) -> Iterator[tuple[str, str]]:
         yield from _typed_together(side, typed)
 
 
+def coding_visible_texts(outcomes: Iterable[tuple[str, Any]]) -> Iterator[tuple[str, str]]:
+    """(where, text) for what a judge reads of a coding battle's runs beyond their steps:
+    each side's diff (whole, though the page shows only its first lines), the changed
+    files' paths, what the judge sandbox printed (the success and test commands' output)
+    and the errors shown. ``outcomes``: (side, CodingOutcome) pairs."""
+    for side, outcome in outcomes:
+        label = f"side {side}"
+        for where, text in (
+            ("diff", outcome.diff),
+            ("diff error", outcome.diff_error),
+            ("judge error", outcome.judge_error),
+        ):
+            yield f"{label} {where}", text
+            if "\\x" in text:  # stored escaped (NUL, bytes that are not UTF-8)
+                yield f"{label} {where}, escapes skipped", unescaped(text)
+        for entry in outcome.files if isinstance(outcome.files, list) else []:
+            if isinstance(entry, dict):
+                yield f"{label} changed file path", str(entry.get("path", ""))
+        checks = outcome.checks if isinstance(outcome.checks, dict) else {}
+        for name in ("success", "tests"):
+            record = checks.get(name)
+            if isinstance(record, dict) and isinstance(record.get("output"), str):
+                yield f"{label} {name} command output", record["output"]
+                if "\\x" in record["output"]:
+                    yield (
+                        f"{label} {name} command output, escapes skipped",
+                        unescaped(record["output"]),
+                    )
+
+
 def _typed_together(side: str, typed: list[tuple[int, str]]) -> Iterator[tuple[str, str]]:
     if len(typed) > 1:
         steps = f"steps {typed[0][0]}–{typed[-1][0]}"

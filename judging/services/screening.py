@@ -7,6 +7,7 @@ then one short transaction opens the battle for judging or excludes it."""
 import os
 import stat
 from collections.abc import Iterator
+from itertools import chain
 from pathlib import Path, PurePosixPath
 
 from django.conf import settings
@@ -16,12 +17,13 @@ from django.db.models import Count
 from agents.identity import Leak, LeakScanner
 from agents.models import Agent
 from agents.textfold import TooComplex
+from battles.coding_models import CodingOutcome
 from battles.models import Battle, Run
 from battles.services.live import battle_publish
 from judging import ocr
 from judging.services.exclusions import battle_exclude_locked
 from judging.services.machine import battle_machine_judge_enqueue
-from judging.visible import delivered_file_texts, judge_visible_texts
+from judging.visible import coding_visible_texts, delivered_file_texts, judge_visible_texts
 
 Reason = Battle.ExclusionReason
 
@@ -144,11 +146,16 @@ def _printable(excerpt: str) -> str:
 def battle_leak_note(runs: list[Run]) -> str:
     """The exclusion note when something a judge would see names a roster agent, or
     cannot be scanned in full (the scan fails closed), else "". Text first (every
-    text, counted), then delivered files, then screenshots (the first hit ends it).
+    text, counted; a coding battle's diffs and check output among them), then delivered
+    files, then screenshots (the first hit ends it).
     ``runs`` have their steps prefetched. Reads files: call outside any lock."""
     scanner = battle_leak_scanner()
+    outcomes = CodingOutcome.objects.filter(run__in=[run.pk for run in runs]).select_related("run")
     try:
-        texts = judge_visible_texts(runs)
+        texts = chain(
+            judge_visible_texts(runs),
+            coding_visible_texts((outcome.run.side, outcome) for outcome in outcomes),
+        )
         leaks = [leak for where, text in texts if (leak := _leak(scanner, where, text))]
         if leaks:
             first = leaks[0]
