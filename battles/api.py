@@ -20,7 +20,7 @@ from arena_site.schema import LimitedCharField, LimitedListField, StrictCharFiel
 from battles.attachments import REQUEST_OVERHEAD_BYTES, attachments_check_request_size
 from battles.models import Attachment, Battle, Run, Task
 from battles.presenters import attachment_rows, battle_payload, battle_what_happened
-from battles.selectors import team_ids_of, user_may_see_identities
+from battles.selectors import team_ids_of, team_tasks, user_may_see_identities
 from battles.services import Conversation, task_submit
 from battles.services.repo_admission import RepoRequest
 
@@ -256,7 +256,7 @@ class BattleOutput(serializers.Serializer):
 
 
 def _tasks_with_files(team_ids: list[int]) -> QuerySet:
-    return Task.objects.filter(team_id__in=team_ids).prefetch_related(
+    return team_tasks(team_ids).prefetch_related(
         Prefetch("battles", queryset=Battle.objects.order_by("pk")),
         Prefetch("attachments", queryset=Attachment.objects.order_by("pk")),
     )

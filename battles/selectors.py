@@ -52,7 +52,10 @@ def user_may_see_identities(user: AbstractBaseUser, battle: Battle) -> bool:
 
 
 def team_tasks(team_ids: list[int]):
-    return Task.objects.filter(team_id__in=team_ids)
+    """The teams' tasks: every submitted task. A repo task without a battle is an
+    offline evaluation's own copy of a suite's task (evals.services.repo), listed with
+    its evaluation and not here."""
+    return Task.objects.filter(team_id__in=team_ids).exclude(kind=Task.Kind.REPO, battles=None)
 
 
 def access_task(user: AbstractBaseUser, task_id: int) -> Task:

@@ -1,4 +1,5 @@
-"""Aggregates over scored runs ("000" §4): weighted scores, win rates, bootstrap intervals.
+"""Aggregates over scored runs ("000" §4): weighted scores, win rates, bootstrap intervals;
+and pass@k over repeated runs of repo tasks.
 
 Pure functions over plain numbers, so the report pages and the command line compute the
 same figures, and the bootstrap reproduces the reference's numbers draw for draw.
@@ -7,6 +8,8 @@ same figures, and the bootstrap reproduces the reference's numbers draw for draw
 import math
 import random
 from collections.abc import Iterable, Mapping, Sequence
+
+from coding.metrics import pass_at_k
 
 TIE_TOLERANCE = 1e-9
 
@@ -137,3 +140,27 @@ def criterion_means(rows: Iterable[tuple[str, str, float]]) -> dict[str, dict[st
                 "n": len(scores),
             }
     return result
+
+
+def pass_at_ks(replicates: int) -> list[int]:
+    """The k reported for ``replicates`` runs of a task: 1 and min(n, 5)."""
+    return sorted({1, min(replicates, 5)})
+
+
+def pass_at_k_table(
+    functional: Mapping[str, Sequence[float]], ks: Sequence[int]
+) -> dict[str, object]:
+    """pass@k of one agent: per task (``functional`` maps a task to its runs' functional
+    scores) n runs, c of them correct (functional 1) and the unbiased estimate for each
+    k (``coding.metrics.pass_at_k``; None for k > n); and per k the mean over the tasks
+    where it is defined (None where it is nowhere)."""
+    tasks = []
+    for task_id, scores in functional.items():
+        n, c = len(scores), sum(1 for s in scores if s == 1.0)
+        estimates = {str(k): pass_at_k(n, c, k) if k <= n else None for k in ks}
+        tasks.append({"task_id": task_id, "n": n, "c": c, "pass_at_k": estimates})
+    mean = {}
+    for k in ks:
+        values = [t["pass_at_k"][str(k)] for t in tasks if t["pass_at_k"][str(k)] is not None]
+        mean[str(k)] = sum(values) / len(values) if values else None
+    return {"tasks": tasks, "mean": mean}

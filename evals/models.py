@@ -6,7 +6,11 @@ run record cites); an evaluation has one ``EvalRun`` per (task, agent), stored a
 finishes, so that running an interrupted evaluation again does only what is missing.
 A desktop task's run is a lane like a battle's (``EvalRun.lane``, a ``battles.Run``
 with its steps, screenshots and spans), with the files the evaluation gave it
-(``EvalAttachment``) and the result of the task's success command.
+(``EvalAttachment``) and the result of the task's success command. A repo task's run is
+a coding lane (docs/coding.md): its lane's ``coding`` outcome holds the diff and the
+judge sandbox's scores; the task's source is a hidden ``battles.Task`` with its
+``RepoSource`` (``EvalRepo``), and the task runs ``settings["replicates"]`` times per
+agent (``EvalRun.replicate``) for pass@k.
 """
 
 from django.conf import settings
@@ -164,10 +168,35 @@ class EvalAttachment(models.Model):
         return f"{self.path} ({self.sha256[:12]}) of task {self.task_id}"
 
 
+class EvalRepo(models.Model):
+    """A repo task of the evaluation and its source: a ``battles.Task`` of kind repo
+    owned by the evaluation's team, never admitted as a battle (no battle points at
+    it), whose ``RepoSource`` the coding services prepare once and every lane and judge
+    sandbox of the task clones."""
+
+    evaluation = models.ForeignKey(Evaluation, on_delete=models.CASCADE, related_name="repos")
+    task_id = models.CharField(max_length=200)
+    source_task = models.OneToOneField(
+        "battles.Task",
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="Holds the RepoSource.",
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["evaluation", "task_id"], name="eval_repo_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"repo task {self.task_id} of evaluation {self.evaluation_id}"
+
+
 class EvalRun(models.Model):
     """One agent on one task of the suite: a chat task's answer, or a desktop task's
     lane (``lane``) and its success command's result (``success_*``: null when the task
-    has none, or the sandbox never started)."""
+    has none, or the sandbox never started), or one replicate of a repo task's coding
+    lane (``lane``, its ``coding`` outcome holding the scores)."""
 
     class Status(models.TextChoices):
         DONE = "done"
@@ -183,6 +212,9 @@ class EvalRun(models.Model):
     started_at = models.DateTimeField()
     duration_ms = models.PositiveIntegerField()
     attempts = models.PositiveIntegerField(default=1)
+    replicate = models.PositiveSmallIntegerField(
+        default=0, help_text="Which run of a repo task (0..replicates-1); 0 otherwise."
+    )
     lane = models.OneToOneField(
         "battles.Run",
         null=True,
@@ -201,7 +233,8 @@ class EvalRun(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["evaluation", "task_id", "agent"], name="evalrun_unique_task_agent"
+                fields=["evaluation", "task_id", "agent", "replicate"],
+                name="evalrun_unique_task_agent_replicate",
             ),
             models.CheckConstraint(
                 condition=Q(success_score__isnull=True, success_duration_ms__isnull=True)

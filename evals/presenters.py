@@ -213,6 +213,11 @@ def measures_of(evaluation: Evaluation, tasks: Sequence[dict]) -> list[dict[str,
         measures.append(
             {"key": "success", "label": "Success", "title": "the success command's exit code"}
         )
+    if any(t.get("kind") == "repo" for t in tasks):
+        measures.append(
+            {"key": "composite", "label": "Composite", "title": "the tests' composite score "
+             "of the first run (docs/coding.md)"}
+        )  # fmt: skip
     measures.append({"key": "status", "label": "Status", "title": "the run, and why it failed"})
     return measures
 
@@ -222,7 +227,9 @@ def _cell(
 ) -> dict[str, Any]:
     status = result["status"] if result else "missing"
     success = (result or {}).get("success")
+    coding = (result or {}).get("coding") or {}
     values = {
+        "composite": _shown(coding.get("composite")),
         "exact": _shown(result.get("exact_score"), 0) if result else "–",
         "weighted": _shown(result.get("weighted_score")) if result else "–",
         "success": "–"
@@ -249,7 +256,7 @@ def answer_rows(
     run_ids = {
         (task_id, slug): pk
         for task_id, slug, pk in EvalRun.objects.filter(
-            evaluation=evaluation, task_id__in=[t["id"] for t in tasks_page]
+            evaluation=evaluation, task_id__in=[t["id"] for t in tasks_page], replicate=0
         ).values_list("task_id", "agent__slug", "pk")
     }
     return [
@@ -279,10 +286,12 @@ def results_view(
     agents = [a["slug"] for a in record["run"]["agents"]]
     tasks_page = Paginator(record["tasks"], TASKS_PER_PAGE).get_page(page)
     task_ids = [t["id"] for t in tasks_page]
-    by_key = {(r["task_id"], r["agent"]): r for r in record["results"]}
+    # a repo task's table cell shows its first run; pass@k speaks for all of them
+    by_key = {(r["task_id"], r["agent"]): r for r in record["results"] if not r.get("replicate")}
     measures = measures_of(evaluation, record["tasks"])
     rows = answer_rows(evaluation, tasks_page, by_key, agents, measures)
     statistics = record["statistics"]
+    passes = statistics.get("pass_at_k")
     criteria = [
         (c["name"], c["scale"]) for c in (evaluation.rubric.criteria if evaluation.rubric else [])
     ]
@@ -322,6 +331,19 @@ def results_view(
             for s in agents
             if (statistics.get("success") or {}).get(s)
         ],
+        "pass_at_k": {
+            "ks": passes["ks"],
+            "rows": [
+                {
+                    "agent": s,
+                    "means": [passes["agents"][s]["mean"][str(k)] for k in passes["ks"]],
+                    "runs": sum(t["n"] for t in passes["agents"][s]["tasks"]),
+                }
+                for s in agents
+            ],
+        }
+        if passes
+        else None,
         "pairwise": evaluation.pairwise,
         "judgements": judgements,
         "judgement_failures": failures,

@@ -55,6 +55,43 @@ def _lane(run: EvalRun, steps: dict[int, int]) -> dict[str, Any] | None:
     }
 
 
+CODING_SCORES = ("functional", "regression", "lint", "complexity", "cost_efficiency", "composite")
+
+
+def coding_scores(run: EvalRun) -> dict[str, Any] | None:
+    """A repo task's run as its judge sandbox scored it (docs/coding.md): the scores
+    (None where not measured), the apply step, the diff's hash and size, the cost."""
+    coding = getattr(run.lane, "coding", None) if run.lane_id else None
+    if coding is None:
+        return None
+    return {
+        **{name: getattr(coding, name) for name in CODING_SCORES},
+        "applied": coding.applied,
+        "diff_sha256": coding.diff_sha256,
+        "diff_bytes": coding.diff_bytes,
+        "cost_usd": (coding.usage or {}).get("cost_usd"),
+        "judge_error": coding.judge_error,
+    }
+
+
+def _pass_at_k(evaluation, tasks, candidates, all_runs) -> dict[str, Any] | None:
+    """Per agent, pass@k over each repo task's judged runs (c: functional 1), and
+    averaged over the tasks; None without repo tasks."""
+    repo_tasks = [t["id"] for t in tasks if t["kind"] == "repo"]
+    if not repo_tasks:
+        return None
+    ks = aggregates.pass_at_ks((evaluation.settings.get("repo") or {}).get("replicates", 1))
+    per_agent: dict[str, Any] = {}
+    for agent in candidates:
+        functional: dict[str, list[float]] = {t: [] for t in repo_tasks}
+        for (task_id, agent_id, _), run in sorted(all_runs.items(), key=lambda kv: kv[0][2]):
+            scored = coding_scores(run) if agent_id == agent.pk and task_id in functional else None
+            if scored and scored["functional"] is not None:
+                functional[task_id].append(scored["functional"])
+        per_agent[agent.slug] = aggregates.pass_at_k_table(functional, ks)
+    return {"ks": ks, "agents": per_agent}
+
+
 def _success(run: EvalRun) -> dict[str, Any] | None:
     if run.success_duration_ms is None:
         return None
@@ -101,10 +138,12 @@ def evaluation_record(evaluation: Evaluation) -> dict[str, Any]:
     bootstrap intervals, seed 42)."""
     candidates = [c.agent for c in evaluation.candidates.select_related("agent")]
     tasks = evaluation.suite.tasks
-    runs = {
-        (r.task_id, r.agent_id): r
-        for r in EvalRun.objects.filter(evaluation=evaluation).select_related("lane")
+    all_runs = {
+        (r.task_id, r.agent_id, r.replicate): r
+        for r in EvalRun.objects.filter(evaluation=evaluation).select_related("lane__coding")
     }
+    runs = {(t, a): r for (t, a, replicate), r in all_runs.items() if replicate == 0}
+    replicates = (evaluation.settings.get("repo") or {}).get("replicates", 1)
     steps = dict(
         Step.objects.filter(run__eval_run__evaluation=evaluation)
         .values("run_id")
@@ -120,49 +159,59 @@ def evaluation_record(evaluation: Evaluation) -> dict[str, Any]:
     }
 
     results, per_task, criterion_rows = [], {}, []
-    for task in tasks:
-        for agent in candidates:
-            run = runs.get((task["id"], agent.pk))
-            if run is None:
-                results.append({"task_id": task["id"], "agent": agent.slug, "status": "missing"})
-                continue
-            judged = sorted(scores.get(run.pk, []), key=lambda s: order.get(s.criterion, 0))
-            ok = [s for s in judged if s.status == CriterionScore.Status.OK]
-            weighted = None
-            if evaluation.rubric and ok and len(ok) == len(evaluation.rubric.criteria):
-                weighted = aggregates.weighted_score([(s.score, s.scale, s.weight) for s in ok])
-                per_task.setdefault(task["id"], {})[agent.slug] = weighted
-            criterion_rows += [(agent.slug, s.criterion, float(s.score)) for s in ok]
+    each = [
+        (t, agent, replicate)
+        for t in tasks
+        for agent in candidates
+        for replicate in range(replicates if t["kind"] == "repo" else 1)
+    ]
+    for task, agent, replicate in each:
+        run = all_runs.get((task["id"], agent.pk, replicate))
+        repo_row = {"replicate": replicate} if task["kind"] == "repo" else {}
+        if run is None:
             results.append(
-                {
-                    "task_id": task["id"],
-                    "agent": agent.slug,
-                    "kind": kinds[task["id"]],
-                    "status": run.status,
-                    "output": run.output,
-                    "error": run.error,
-                    "exact_score": run.exact_score,
-                    "duration_ms": run.duration_ms,
-                    "attempts": run.attempts,
-                    "weighted_score": weighted,
-                    "criteria": [
-                        {
-                            "criterion": s.criterion,
-                            "score": s.score,
-                            "scale": s.scale,
-                            "weight": s.weight,
-                            "justification": s.justification,
-                            "status": s.status,
-                            "error": s.error,
-                            "corrected": s.corrected,
-                            "raw": s.raw,
-                        }
-                        for s in judged
-                    ],
-                    "lane": _lane(run, steps),
-                    "success": _success(run),
-                }
+                {"task_id": task["id"], "agent": agent.slug, "status": "missing", **repo_row}
             )
+            continue
+        judged = sorted(scores.get(run.pk, []), key=lambda s: order.get(s.criterion, 0))
+        ok = [s for s in judged if s.status == CriterionScore.Status.OK]
+        weighted = None
+        if evaluation.rubric and ok and len(ok) == len(evaluation.rubric.criteria):
+            weighted = aggregates.weighted_score([(s.score, s.scale, s.weight) for s in ok])
+            per_task.setdefault(task["id"], {})[agent.slug] = weighted
+        criterion_rows += [(agent.slug, s.criterion, float(s.score)) for s in ok]
+        results.append(
+            {
+                "task_id": task["id"],
+                "agent": agent.slug,
+                "kind": kinds[task["id"]],
+                "status": run.status,
+                "output": run.output,
+                "error": run.error,
+                "exact_score": run.exact_score,
+                "duration_ms": run.duration_ms,
+                "attempts": run.attempts,
+                "weighted_score": weighted,
+                "criteria": [
+                    {
+                        "criterion": s.criterion,
+                        "score": s.score,
+                        "scale": s.scale,
+                        "weight": s.weight,
+                        "justification": s.justification,
+                        "status": s.status,
+                        "error": s.error,
+                        "corrected": s.corrected,
+                        "raw": s.raw,
+                    }
+                    for s in judged
+                ],
+                "lane": _lane(run, steps),
+                "success": _success(run),
+                **repo_row,
+                **({"coding": coding_scores(run)} if repo_row else {}),
+            }
+        )
 
     judgments, failures = [], []
     for p in (
@@ -272,6 +321,7 @@ def evaluation_record(evaluation: Evaluation) -> dict[str, Any]:
             "win_rates": aggregates.win_rates(per_task, slugs) if evaluation.rubric else None,
             "criterion_means": aggregates.criterion_means(criterion_rows),
             "success": _success_rates(tasks, candidates, runs),
+            "pass_at_k": _pass_at_k(evaluation, tasks, candidates, all_runs),
         },
     }
     if evaluation.pairwise:

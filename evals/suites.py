@@ -29,9 +29,19 @@ _MAX_DEPTH = 100
 _MAX_VALUES = 5_000_000
 
 _DESKTOP_FIELDS = ("start_url", "attachments", "success_cmd")
-TASK_FIELDS = ("id", "input", "prompt", "reference", "meta", "evaluation", "kind", *_DESKTOP_FIELDS)
+_REPO_FIELDS = ("repo", "ref", "judge_ref", "test_cmd", "time_limit_s")
+TASK_FIELDS = (
+    "id", "input", "prompt", "reference", "meta", "evaluation", "kind",
+    *_DESKTOP_FIELDS, *_REPO_FIELDS,
+)  # fmt: skip
 _CRITERION_FIELDS = ("name", "description", "scale", "weight")
-KINDS = ("chat", "desktop")
+KINDS = ("chat", "desktop", "repo")
+# A repo task's limits, as a battle's repo task has them (battles.services.repo_admission).
+REPO_TIME_LIMIT = (10, 3600)
+REPO_TIME_LIMIT_DEFAULT = 600
+REPO_COMMAND_MAX_CHARS = 2000
+# A branch, tag or HEAD: what the sandbox's git may be asked to check out.
+_REF = re.compile(r"^(?!-)(?!.*\.\.)(?!.*//)[A-Za-z0-9._/-]{1,200}$")
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _DRIVE = re.compile(r"[A-Za-z]:")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -63,7 +73,10 @@ class SuiteError(ValueError):
 @dataclass(frozen=True)
 class SuiteTask:
     """One task, whichever reference shape it came in (``input`` and ``prompt`` both land in
-    ``prompt``); the desktop-only fields are empty on a chat task."""
+    ``prompt``); the desktop-only fields are empty on a chat task, the repo-only ones
+    (``repo`` … ``time_limit_s``) empty on a chat or desktop task. A repo task's ``repo``
+    is an http(s) git URL or a path relative to the suite file (a git bundle or a
+    tarball); its ``success_cmd`` is required."""
 
     id: str
     kind: str
@@ -74,6 +87,11 @@ class SuiteTask:
     start_url: str
     attachments: tuple[str, ...]
     success_cmd: str | None
+    repo: str = ""
+    ref: str = ""
+    judge_ref: str = ""
+    test_cmd: str | None = None
+    time_limit_s: int | None = None
 
 
 @dataclass(frozen=True)
@@ -334,8 +352,6 @@ def _task(raw, index: int, file: str, first_at: dict[str, int]) -> SuiteTask:
     at = _entry(raw, index, file, "task", "id", first_at)
     _check_fields(raw, TASK_FIELDS, at)
     kind = _string(raw, "kind", at, default="chat")
-    if kind == "repo":
-        raise at("repo tasks are not supported yet", "kind")
     if kind not in KINDS:
         raise at(f"must be one of {', '.join(KINDS)}, got {_show(kind)}", "kind")
     given = [key for key in raw if key in ("input", "prompt")]
@@ -349,7 +365,14 @@ def _task(raw, index: int, file: str, first_at: dict[str, int]) -> SuiteTask:
         raise at(f"must be a mapping, got {_show(meta)}", "meta")
     for key in _DESKTOP_FIELDS if kind == "chat" else ():
         if raw.get(key) is not None:
-            raise at("only desktop tasks take it", key)
+            raise at(f"only {'desktop and repo' if key == 'success_cmd' else 'desktop'} "
+                     "tasks take it", key)  # fmt: skip
+    for key in ("start_url", "attachments") if kind == "repo" else ():
+        if raw.get(key) is not None:
+            raise at("only desktop tasks take it (a repo task works on its repository)", key)
+    for key in _REPO_FIELDS if kind != "repo" else ():
+        if raw.get(key) is not None:
+            raise at("only repo tasks take it", key)
     start_url = _string(raw, "start_url", at, default="")
     if raw.get("start_url") is not None:
         _url(start_url, at)
@@ -360,9 +383,8 @@ def _task(raw, index: int, file: str, first_at: dict[str, int]) -> SuiteTask:
     for i, path in enumerate(attachments):
         if path in attachments[:i]:
             raise at(f"names {_show(path)} twice", f"attachments[{i}]")
-    success_cmd = _string(raw, "success_cmd", at, blank_ok=False)
-    if success_cmd is not None and "\x00" in success_cmd:
-        raise at("must not contain a NUL character", "success_cmd")
+    success_cmd = _command(raw, "success_cmd", at, required=kind == "repo")
+    repo = _repo(raw, at) if kind == "repo" else {}
     return SuiteTask(
         id=raw["id"],
         kind=kind,
@@ -373,7 +395,58 @@ def _task(raw, index: int, file: str, first_at: dict[str, int]) -> SuiteTask:
         start_url=start_url,
         attachments=attachments,
         success_cmd=success_cmd,
+        **repo,
     )
+
+
+def _command(raw: dict, key: str, at, *, required: bool = False) -> str | None:
+    command = _string(raw, key, at, required=required, blank_ok=False)
+    if command is not None and "\x00" in command:
+        raise at("must not contain a NUL character", key)
+    if command is not None and len(command) > REPO_COMMAND_MAX_CHARS:
+        raise at(f"must be at most {REPO_COMMAND_MAX_CHARS} characters", key)
+    return command
+
+
+def _git_ref(raw: dict, key: str, at, default: str) -> str:
+    ref = _string(raw, key, at, default=default)
+    if ref and not _REF.fullmatch(ref):
+        raise at(
+            "must be a branch, tag or HEAD (letters, digits, '.', '_', '-', '/'), "
+            f"got {_show(ref)}",
+            key,
+        )
+    return ref
+
+
+def _repo(raw: dict, at) -> dict:
+    """A repo task's source, refs, test command and time limit. The source is an
+    http(s) URL (without credentials) or a safe path relative to the suite file."""
+    source = _string(raw, "repo", at, required=True, blank_ok=False)
+    if urlsplit(source).scheme:
+        parts = urlsplit(source)
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            raise at(f"must be an http(s) git URL or a path to a bundle or tarball, "
+                     f"got {_show(source)}", "repo")  # fmt: skip
+        if parts.username or parts.password or _CONTROL.search(source) or " " in source:
+            raise at("a git URL must not carry credentials, spaces or control characters",
+                     "repo")  # fmt: skip
+    else:
+        _attachment(source, "repo", at)
+    limit = raw.get("time_limit_s")
+    low, high = REPO_TIME_LIMIT
+    if limit is None:
+        limit = REPO_TIME_LIMIT_DEFAULT
+    elif isinstance(limit, bool) or not isinstance(limit, int) or not low <= limit <= high:
+        raise at(f"must be a whole number of seconds from {low} to {high}, got {_show(limit)}",
+                 "time_limit_s")  # fmt: skip
+    return {
+        "repo": source,
+        "ref": _git_ref(raw, "ref", at, "HEAD"),
+        "judge_ref": _git_ref(raw, "judge_ref", at, ""),
+        "test_cmd": _command(raw, "test_cmd", at),
+        "time_limit_s": limit,
+    }
 
 
 def parse_suite(data: bytes, *, name: str) -> Suite:

@@ -1,6 +1,7 @@
 """The record of one tournament run (003 "Output"): one JSON object that says what ran,
 with what, and what came of it — provenance, the tasks, every candidate's result, the
-exact-score comparisons and, when a judge was used, every judged game, the failures,
+exact-score comparisons and, when games were played (a judge, or repo tasks whose games
+the composite score decides, ``composite_tasks``), every game, the failures,
 the coverage, the statistics, the ratings with their bootstrap metadata, and the
 tournament itself. Pure: no ORM, no Django; the caller hands over what it stored.
 
@@ -49,7 +50,11 @@ TASK_DEFAULTS: dict[str, Any] = {
     "attachments": [],
     "success_cmd": None,
 }
+# a repo task's own fields, copied only for a repo task
+REPO_TASK_FIELDS = ("repo", "ref", "judge_ref", "test_cmd", "time_limit_s")
 RESULT_FIELDS = ("status", "output", "error", "exact_score", "duration_ms", "attempts")
+CODING_FIELDS = ("functional", "regression", "lint", "complexity", "cost_efficiency",
+                 "composite", "applied")  # fmt: skip
 
 
 class RecordError(ValueError):
@@ -89,6 +94,8 @@ def _task(task: dict) -> dict:
     for name, default in TASK_DEFAULTS.items():
         value = task.get(name, default)
         out[name] = list(value) if name == "attachments" else value
+    if out["kind"] == "repo":
+        out.update(_pick(task, REPO_TASK_FIELDS, f"repo task {out['id']!r}"))
     return out
 
 
@@ -111,7 +118,10 @@ def _results(results: list[dict], task_ids: list[str], candidates: list[str]) ->
             if r is None:
                 rows.append({**head, "status": "missing"})
             else:
-                rows.append({**head, **_pick(r, RESULT_FIELDS, f"result {t!r}/{c!r}")})
+                row = {**head, **_pick(r, RESULT_FIELDS, f"result {t!r}/{c!r}")}
+                if r.get("coding") is not None:  # a repo task's scores, by name
+                    row["coding"] = {k: r["coding"][k] for k in CODING_FIELDS}
+                rows.append(row)
     return rows
 
 
@@ -212,13 +222,16 @@ def tournament_record(
     format: str,
     best_of: int,
     opening: list | None,
+    composite_tasks: list[str] | None = None,
 ) -> dict:
     """The record. ``run`` holds the provenance of ``RUN_FIELDS`` (plus
     ``judge_decoding`` with a judge): ``suite`` is the suite's name, hash and task
     count, ``agents`` the candidates' provenance in candidate order; ``results`` are rows with
     ``task_id``, ``model`` and ``RESULT_FIELDS``; ``games`` and ``tournaments`` are
     what the judge played (both empty/None without a judge). ``seed`` seeds the
-    bootstrap (the tournaments' fallback already used it)."""
+    bootstrap (the tournaments' fallback already used it). ``composite_tasks`` are the
+    repo tasks whose games the composite scores decided (no judge asked): given, the
+    run has games even without a judge."""
     if format not in FORMATS:
         raise RecordError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
     if "tie" in candidates:
@@ -226,9 +239,10 @@ def tournament_record(
     head = _pick(run, RUN_FIELDS, "run")
     if [a.get("slug") for a in head["agents"]] != list(candidates):
         raise RecordError("agents must be the candidates' provenance, in candidate order")
-    if judge is None and (games or tournaments):
-        raise RecordError("games and tournaments need a judge")
-    if judge is not None and tournaments is None:
+    played = judge is not None or composite_tasks is not None
+    if not played and (games or tournaments):
+        raise RecordError("games and tournaments need a judge (or repo tasks)")
+    if played and tournaments is None:
         raise RecordError("a judged run needs its tournaments")
     task_rows = [_task(t) for t in tasks]
     task_ids = [t["id"] for t in task_rows]
@@ -245,7 +259,7 @@ def tournament_record(
     tournament = _tournament(
         tournaments,
         task_ids,
-        judged_run=judge is not None,
+        judged_run=played,
         candidates=list(candidates),
         format=format,
         best_of=best_of,
@@ -258,7 +272,12 @@ def tournament_record(
         "results": rows,
         "comparisons": _comparisons(rows, task_ids, list(candidates)),
     }
-    if judge is not None:
+    if composite_tasks is not None:
+        unknown = [t for t in composite_tasks if t not in task_ids]
+        if unknown:
+            raise RecordError(f"composite tasks not in the suite: {unknown!r}")
+        record_run["composite_tasks"] = list(composite_tasks)
+    if played:
         _check_games(games, tournaments or [])
         expected = sum(t.games_played for t in tournaments or [])
         record_run.update(judged.coverage(games, expected=expected))
@@ -271,9 +290,10 @@ def tournament_record(
             record_run["complete"] = False
             record_run["unfinished_tasks"] = unfinished
         record_run["orientation_agreement"] = judged.orientation_agreement(games)
-        record_run["judge_decoding"] = _pick(
-            run.get("judge_decoding") or {}, ("temperature", "max_tokens"), "run.judge_decoding"
-        )
+        if judge is not None:
+            record_run["judge_decoding"] = _pick(
+                run.get("judge_decoding") or {}, ("temperature", "max_tokens"), "run.judge_decoding"
+            )
         # Games in the record's order (task-file order, then play order within a task):
         # the bootstrap numbers its task clusters in the order it meets them, so rating
         # the stored order would tie the bounds to how concurrent tasks interleaved, and

@@ -8,7 +8,7 @@ from typing import Any
 
 from evals import provenance, tournaments
 from evals.models import EvalRun, Evaluation, PairJudgement
-from evals.selectors import agent_provenance, evaluation_record, iso
+from evals.selectors import agent_provenance, coding_scores, evaluation_record, iso
 from evals.tournament_record import GameDetail, tournament_record
 
 REPLICATES = 1000  # 003's bootstrap replicates
@@ -25,17 +25,11 @@ def _results(evaluation: Evaluation, slug_of: dict[int, str]) -> list[dict[str, 
             "exact_score": r.exact_score,
             "duration_ms": r.duration_ms,
             "attempts": r.attempts,
+            "coding": coding_scores(r),
         }
-        for r in EvalRun.objects.filter(evaluation=evaluation).only(
-            "task_id",
-            "agent_id",
-            "status",
-            "output",
-            "error",
-            "exact_score",
-            "duration_ms",
-            "attempts",
-        )
+        for r in EvalRun.objects.filter(evaluation=evaluation, replicate=0)
+        .select_related("lane__coding")
+        .defer("lane__coding__diff", "lane__coding__checks")
     ]
 
 
@@ -135,7 +129,10 @@ def tournament_record_of(evaluation: Evaluation) -> dict[str, Any]:
     }
     games: list[GameDetail] = []
     played = None
-    if judge is not None:
+    tasks = evaluation.suite.tasks
+    composite = [t["id"] for t in tasks if t["kind"] == "repo"]
+    decided = judge is not None or (bool(tasks) and len(composite) == len(tasks))
+    if decided:
         run["judge_decoding"] = settings["judge_decoding"]
         stored = _games(evaluation, slug_of)
         outcomes = {(g.task_id, g.a, g.b, g.game): g.winner or "failed" for g in stored}
@@ -157,6 +154,7 @@ def tournament_record_of(evaluation: Evaluation) -> dict[str, Any]:
         format=evaluation.tournament,
         best_of=evaluation.best_of,
         opening=evaluation.opening,
+        composite_tasks=composite if decided and composite else None,
     )
 
 

@@ -4,7 +4,8 @@ Which agents a team may evaluate: its own and the arena's (no team), approved an
 retired — never another team's, whose calls would spend that team's key. The judge
 follows the same rule and must not be a candidate, nor the same model as one (003).
 A candidate must be able to run every kind of task in the suite: a chat task needs a
-model agent; a desktop task any agent that can drive a lane (``lane_refusal``).
+model agent; a desktop task any agent that can drive a lane (``lane_refusal``); a repo
+task an agent that works on a repository (``repo_refusal``).
 """
 
 import random
@@ -24,6 +25,7 @@ from arena_site.exceptions import ApplicationError
 from evals import calls, tournaments
 from evals.models import Candidate, Evaluation, Rubric, Suite
 from evals.services.files import eval_attachments_store
+from evals.services.repo import eval_repos_store
 
 MAX_BEST_OF = 99
 MAX_SEED = 2**63 - 1
@@ -31,6 +33,8 @@ MAX_SEED = 2**63 - 1
 # Desktop lanes of one host's evaluations at once (each is a sandbox: a slot, ~1.3 GB
 # with its desktop); the lanes go through the sandbox slots like a battle's.
 DESKTOP_LANES = 2
+# Runs of each (repo task, agent), for pass@k; pass@k is reported for k ≤ this.
+MAX_REPLICATES = 20
 
 
 def _evaluable(team: Team):
@@ -81,6 +85,18 @@ def lane_refusal(agent: Agent) -> str | None:
     return f"agents of kind {agent.kind!r} cannot run"
 
 
+def repo_refusal(agent: Agent) -> str | None:
+    """Why the agent cannot work on a repo task, by a battle's rule (a CLI agent, or a
+    scaffold or remote agent offered the shell) and ``lane_refusal``'s; None when it can."""
+    if agent.kind == Agent.Kind.CLI:
+        return None if (agent.params or {}).get("cli") else "it names no CLI (params.cli)"
+    if agent.kind not in (Agent.Kind.SCAFFOLD, Agent.Kind.REMOTE):
+        return f"agents of kind {agent.kind!r} do not work on repositories"
+    if agent.tool_set and "shell" not in agent.tool_set:
+        return "it is not offered the shell (tool_set)"
+    return lane_refusal(agent)
+
+
 def _candidate(team: Team, slug: str, tasks: Sequence[dict]) -> Agent:
     """A candidate that can run every task of the suite; refused naming the first task
     it cannot run."""
@@ -99,7 +115,29 @@ def _candidate(team: Team, slug: str, tasks: Sequence[dict]) -> Agent:
             f"agent {slug!r} cannot drive desktop task {desktop!r}: {refusal}",
             code="cannot_drive",
         )
+    repo = next((t["id"] for t in tasks if t["kind"] == "repo"), None)
+    refusal = repo_refusal(agent) if repo is not None else None
+    if refusal:
+        raise ApplicationError(
+            f"agent {slug!r} cannot work on repo task {repo!r}: {refusal}", code="cannot_code"
+        )
     return agent
+
+
+def repo_settings(*, agents: Sequence[Agent], step_budget: int | None, lanes: int | None,
+                  replicates: int) -> dict:  # fmt: skip
+    """The repo lanes' settings: the step budget by the battle rule (``desktop_settings``;
+    each lane's time is its task's ``time_limit_s``), the lanes at once (shared with the
+    desktop lanes' gate) and the runs per (task, agent)."""
+    chosen = desktop_settings(agents=agents, step_budget=step_budget, wall_budget_s=None,
+                              success_timeout_s=None, lanes=lanes)  # fmt: skip
+    if isinstance(replicates, bool) or not 1 <= replicates <= MAX_REPLICATES:
+        raise ApplicationError(
+            f"replicates must lie in 1..{MAX_REPLICATES}, got {replicates}",
+            code="invalid_replicates",
+        )
+    return {"step_budget": chosen["step_budget"], "lanes": chosen["lanes"],
+            "replicates": replicates}  # fmt: skip
 
 
 def desktop_settings(
@@ -253,6 +291,8 @@ def evaluation_create(
     best_of: int = 1,
     seed: int = 0,
     opening: Sequence[Sequence[str]] | None = None,
+    repos: Mapping[str, bytes] | None = None,
+    replicates: int = 1,
 ) -> Evaluation:
     """An evaluation of these agents (in this order) on the team's suite;
     ``selection_seed`` when they were drawn (``random_selection``), for the record.
@@ -260,7 +300,10 @@ def evaluation_create(
     (``eval_attachments_store``); the budgets, the success command's bound and the lanes
     at once default as ``desktop_settings`` says. With a ``tournament`` format the judge
     (optional, as in 003) plays the pairwise games of that schedule (``best_of``,
-    ``seed``, single elimination's ``opening`` matchups): ``pairwise`` is implied."""
+    ``seed``, single elimination's ``opening`` matchups): ``pairwise`` is implied.
+    ``repos`` are the repo tasks' uploads by the path the suite names them with
+    (``eval_repos_store``); each (repo task, agent) runs ``replicates`` times (pass@k);
+    a tournament compares one run per agent, so it takes one."""
     if suite.team_id != team.pk or (rubric is not None and rubric.team_id != team.pk):
         raise ApplicationError("no such suite or rubric", code="not_found", status=404)
     if not agent_slugs:
@@ -281,6 +324,24 @@ def evaluation_create(
         if any(task["kind"] == "desktop" for task in suite.tasks)
         else None
     )
+    has_repo = any(task["kind"] == "repo" for task in suite.tasks)
+    repo = (
+        repo_settings(
+            agents=agents, step_budget=step_budget, lanes=desktop_lanes, replicates=replicates
+        )
+        if has_repo
+        else None
+    )
+    if replicates != 1 and (not has_repo or tournament):
+        raise ApplicationError(
+            "replicates repeat a repo task's runs (for pass@k); "
+            + (
+                "a tournament compares one run per agent"
+                if tournament
+                else "the suite has no repo task"
+            ),
+            code="invalid_replicates",
+        )
     schedule = tournament_settings(
         slugs=agent_slugs,
         format=tournament,
@@ -321,12 +382,14 @@ def evaluation_create(
             "concurrency": settings.ARENA.eval_provider_concurrency,  # as executed, later
             "selection_seed": selection_seed,
             "desktop": desktop,
+            "repo": repo,
         },
     )
     Candidate.objects.bulk_create(
         Candidate(evaluation=evaluation, agent=agent, position=i) for i, agent in enumerate(agents)
     )
     eval_attachments_store(evaluation=evaluation, files=attachments or {})
+    eval_repos_store(evaluation=evaluation, files=repos or {}, user=user)
     return evaluation
 
 

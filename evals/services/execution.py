@@ -4,8 +4,11 @@ interrupted evaluation resumes where it stopped. A cancel takes effect before th
 call.
 
 Two phases: every candidate's answers (chat tasks' calls, then desktop tasks' lanes,
-``evals.services.desktop``), then the judges (rubric and pairwise), which need those
-answers. A tournament's games (``evals.tournaments``) are played per task, one after
+``evals.services.desktop``, then repo tasks' coding lanes, each replicate, judged by
+their tests, ``evals.services.repo``), then the judges (rubric and pairwise), which
+need those answers. Repo tasks are scored by their tests, not by the rubric or pairwise
+judge; in a tournament their games are decided by the composite score (no judge call).
+A tournament's games (``evals.tournaments``) are played per task, one after
 another — who meets whom next depends on the outcomes — and the tasks side by side;
 what a task already stored replays, so a resumed tournament judges only what it lacks.
 Within a phase the calls run on a thread pool, at most ``concurrency``
@@ -35,7 +38,7 @@ from agents.services import AgentFailure, model_client_for, sampling_params
 from evals import calls, scoring
 from evals.gates import gates
 from evals.models import CriterionScore, EvalRun, EvalSpan, Evaluation, PairJudgement
-from evals.services import desktop
+from evals.services import desktop, repo
 from evals.tournament_selectors import replaying, schedule_of, stored_outcomes, task_tournaments
 from evals.tournaments import Play, Unplayed, run_task
 
@@ -211,23 +214,38 @@ def evaluation_execute(
         )
         if cancelled():
             return _finish(evaluation)
-    runs = {
+    coding = evaluation.settings.get("repo")
+    if coding:
+        if not lanes:
+            desktop.lanes_fail_stuck()
+        _run_all(
+            _repo_work(evaluation, tasks, agents, coding["replicates"]),
+            concurrency=coding["lanes"],
+            cancelled=cancelled,
+            tick=tick,
+        )
+        if cancelled():
+            return _finish(evaluation)
+    runs = {  # a repo task's first replicate is the run its tournament games compare
         (r.task_id, r.agent_id): r
-        for r in EvalRun.objects.filter(evaluation=evaluation).select_related("agent")
+        for r in EvalRun.objects.filter(evaluation=evaluation, replicate=0).select_related(
+            "agent", "lane__coding"
+        )
     }
     judging: list[Work] = []
     judge = evaluation.judge
-    if judge is not None and evaluation.tournament:
+    if evaluation.tournament and (judge is not None or repo_only(tasks)):
         # a tournament plays on with a judge that cannot be built: each game it asks
         # fails with the reason, as a candidate's calls do, and the record says so
         judging += _tournament_work(
             evaluation, tasks, agents, runs, judge, clients, sleep, cancelled, tick
         )
     elif judge is not None and not isinstance(clients[judge.pk], AgentFailure):
+        judged = [t for t in tasks if t["kind"] != "repo"]  # repo tasks: their tests
         if evaluation.rubric is not None:
-            judging += _rubric_work(evaluation, tasks, agents, runs, judge, clients, sleep)
+            judging += _rubric_work(evaluation, judged, agents, runs, judge, clients, sleep)
         if evaluation.pairwise:
-            judging += _pair_work(evaluation, tasks, agents, runs, judge, clients, sleep)
+            judging += _pair_work(evaluation, judged, agents, runs, judge, clients, sleep)
     _run_all(judging, **run)
     Evaluation.objects.filter(pk=evaluation.pk, status=Evaluation.Status.RUNNING).update(
         status=Evaluation.Status.DONE, finished_at=timezone.now()
@@ -308,6 +326,37 @@ def _desktop_work(evaluation, tasks, agents) -> list[Work]:
     return work
 
 
+def repo_only(tasks) -> bool:
+    """Whether every task is a repo task: a tournament then plays its games without a
+    judge, each decided by the composite scores."""
+    return bool(tasks) and all(t["kind"] == "repo" for t in tasks)
+
+
+def _repo_work(evaluation, tasks, agents, replicates: int) -> list[Work]:
+    """A coding lane per repo task, agent and replicate not yet run, under the same
+    per-host gate as the desktop lanes; each run stored once its judge has ended."""
+    done = set(
+        EvalRun.objects.filter(evaluation=evaluation).values_list(
+            "task_id", "agent_id", "replicate"
+        )
+    )
+    endpoint = desktop.lanes_endpoint()
+    work = []
+    for task in tasks:
+        for agent in agents:
+            for replicate in range(replicates):
+                if task["kind"] != "repo" or (task["id"], agent.pk, replicate) in done:
+                    continue
+
+                def do(task=task, agent=agent, replicate=replicate) -> None:
+                    repo.repo_run(evaluation=evaluation, task=task, agent=agent,
+                                  replicate=replicate)  # fmt: skip
+
+                label = f"{task['id']} · {agent.slug} (repo, run {replicate + 1})"
+                work.append(Work(endpoint, label, do))
+    return work
+
+
 def _rubric_work(evaluation, tasks, agents, runs, judge, clients, sleep) -> list[Work]:
     rubric = evaluation.rubric
     done = set(
@@ -373,11 +422,16 @@ def _play_game(
     sleep,
 ) -> str:
     """Judges game ``number`` of (a, b) on the task (both orientations), stores it and
-    returns its outcome ("A", "B", "tie" or "failed"). A judge that cannot be built
-    fails the game with its reason, asking nothing; so does a candidate with no reply
-    (its run failed): there is nothing to judge. When another executor stored the game
-    first, its outcome is the one returned."""
+    returns its outcome ("A", "B", "tie" or "failed"); a repo task's game is decided by
+    the two runs' composite scores instead (``repo.composite_game``), asking no judge.
+    A judge that cannot be built fails the game with its reason, asking nothing; so does
+    a candidate with no reply (its run failed): there is nothing to judge. When another
+    executor stored the game first, its outcome is the one returned."""
     fields = dict(evaluation=evaluation, task_id=task["id"], agent_a=a, agent_b=b, game=number)
+    if task["kind"] == "repo":
+        decided = repo.composite_game(a, b, run_a, run_b)
+        _store(lambda: PairJudgement.objects.create(**fields, **decided))
+        return PairJudgement.objects.get(**fields).outcome
     failure = ""
     if isinstance(client, AgentFailure):
         failure = f"the judge cannot be asked: {client}"
@@ -480,7 +534,8 @@ def _tournament_work(
                 raise Unplayed
             outcome = _play_game(evaluation, task=task, a=agent_a, b=agent_b, number=number,
                                  run_a=run_a, run_b=run_b, judge=judge,
-                                 client=clients[judge.pk], sleep=sleep)  # fmt: skip
+                                 client=clients[judge.pk] if judge else None,
+                                 sleep=sleep)  # fmt: skip
             tick(f"{task_id} · {a} vs {b} · game {number}")
             return outcome
 
@@ -488,11 +543,11 @@ def _tournament_work(
 
     return [
         Work(
-            endpoint_of(judge),
+            endpoint_of(judge) if judge and task["kind"] != "repo" else "composite",
             f"{task['id']} · tournament",
             lambda task=task: run_task(task["id"], slugs, play=play_for(task), **schedule),
             ticks=False,
         )
         for task in tasks
-        if task["id"] not in finished
+        if task["id"] not in finished and (judge is not None or task["kind"] == "repo")
     ]

@@ -43,6 +43,17 @@ def suite_store(*, team: Team, name: str, data: bytes) -> Suite:
             "start_url": t.start_url,
             "attachments": list(t.attachments),
             "success_cmd": t.success_cmd,
+            **(
+                {
+                    "repo": t.repo,
+                    "ref": t.ref,
+                    "judge_ref": t.judge_ref,
+                    "test_cmd": t.test_cmd,
+                    "time_limit_s": t.time_limit_s,
+                }
+                if t.kind == "repo"
+                else {}
+            ),
         }
         for t in parsed.tasks
     ]

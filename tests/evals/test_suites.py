@@ -367,7 +367,7 @@ def test_the_number_of_tasks_is_bounded(monkeypatch):
 
 ALLOWED = (
     "allowed: id, input, prompt, reference, meta, evaluation, kind, start_url, attachments,"
-    " success_cmd"
+    " success_cmd, repo, ref, judge_ref, test_cmd, time_limit_s"
 )
 
 TASK_ERRORS = [
@@ -387,12 +387,12 @@ TASK_ERRORS = [
     ),
     ("- id: t3\n  promt: a", "t3", "promt", f"unknown field ({ALLOWED})"),
     ("- id: t3\n  input: a\n  1: x", "t3", "1", f"unknown field ({ALLOWED})"),
-    ("- {id: t1, input: a, kind: repo}", "t1", "kind", "repo tasks are not supported yet"),
+    ("- {id: t1, input: a, kind: repo}", "t1", "success_cmd", "missing"),
     (
         "- {id: t1, input: a, kind: browser}",
         "t1",
         "kind",
-        "must be one of chat, desktop, got 'browser'",
+        "must be one of chat, desktop, repo, got 'browser'",
     ),
     ("- {id: t1, input: a, kind: 1}", "t1", "kind", "must be a string, got 1"),
     ("- {id: t1}", "t1", "input", "missing: give the task's text as 'input' or 'prompt'"),
@@ -488,9 +488,10 @@ def test_the_error_from_the_brief_reads_as_promised():
 @pytest.mark.parametrize("kind", ["", "kind: chat, "])
 def test_desktop_fields_on_a_chat_task(field, value, kind):
     data = f"- {{id: t1, {kind}input: a, {field}: {json.dumps(value)}}}"
+    which = "desktop and repo" if field == "success_cmd" else "desktop"
     assert (
         str(suite_error(data))
-        == f"suite.yaml: task 't1': field '{field}': only desktop tasks take it"
+        == f"suite.yaml: task 't1': field '{field}': only {which} tasks take it"
     )
 
 

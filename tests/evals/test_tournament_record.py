@@ -458,7 +458,7 @@ def test_never_a_key():
         (lambda k: k["run"].pop("suite"), "run lacks suite"),
         (lambda k: k.update(candidates=["beta", "alpha", "gamma"]),
          "agents must be the candidates' provenance, in candidate order"),
-        (lambda k: k.update(judge=None), "games and tournaments need a judge"),
+        (lambda k: k.update(judge=None), "games and tournaments need a judge (or repo tasks)"),
         (lambda k: k.update(tournaments=None), "a judged run needs its tournaments"),
         (lambda k: k["run"].pop("judge_decoding"),
          "run.judge_decoding lacks temperature, max_tokens"),

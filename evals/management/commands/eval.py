@@ -11,8 +11,10 @@ The record goes to ``--output`` (stdout without it) even when something failed; 
 exit status is then 1. A bad flag or file exits 2 with one line saying what to fix.
 ``--resume ID`` runs only what evaluation ID is missing (after an interruption). A
 desktop task's attachments are read beside the suite file (their paths are relative
-to it; none may lead out of its directory). A summary per agent goes to stderr. With
-``--tournament`` the record is the tournament record (evals/tournament_record.schema.json)."""
+to it; none may lead out of its directory), and so are repo tasks' bundles or tarballs.
+``--replicates N`` runs each (repo task, agent) N times (pass@k). A summary per agent
+goes to stderr. With ``--tournament`` the record is the tournament record
+(evals/tournament_record.schema.json)."""
 
 import json
 import sys
@@ -26,6 +28,7 @@ from accounts.models import Team
 from arena_site.exceptions import ApplicationError
 from evals import selectors, services, tournament_selectors, tournaments
 from evals.services.files import attachment_paths
+from evals.services.repo import repo_paths
 
 
 class Command(BaseCommand):
@@ -65,7 +68,11 @@ class Command(BaseCommand):
             "--success-timeout", type=int, help="seconds for a success command (at most the "
             "sandbox's shell bound, ARENA_SHELL_TIMEOUT_S, the default)",
         )  # fmt: skip
-        run.add_argument("--desktop-lanes", type=int, help="desktop lanes at once (2)")
+        run.add_argument("--desktop-lanes", type=int, help="desktop (and repo) lanes at once (2)")
+        run.add_argument(
+            "--replicates", type=int, default=1,
+            help="runs of each (repo task, agent), for pass@k (1)",
+        )  # fmt: skip
         run.add_argument(
             "--tournament", choices=tournaments.FORMATS,
             help="play the judge's pairwise games as a tournament of this format",
@@ -101,13 +108,21 @@ class Command(BaseCommand):
         except OSError as error:
             raise CommandError(f"cannot read {path}: {error.strerror}", returncode=2) from None
 
-    def _attachments(self, suite_path: str, stored_suite) -> dict[str, bytes]:
-        """The desktop tasks' files, read beside the suite file (bounded reads: a file
-        over the limit is refused by the rules, not read whole)."""
+    def _attachments(
+        self, suite_path: str, stored_suite, *, repos: bool = False
+    ) -> dict[str, bytes]:
+        """The desktop tasks' files (or with ``repos`` the repo tasks' uploads), read
+        beside the suite file (bounded reads: a file over the limit is refused by the
+        rules, not read whole)."""
         base = Path(suite_path).parent.resolve()
-        limit = settings.ARENA.attachment_max_bytes
+        limit = (
+            settings.ARENA.attachments_max_total_bytes
+            if repos
+            else (settings.ARENA.attachment_max_bytes)
+        )
         files = {}
-        for relative in attachment_paths(stored_suite):
+        paths = repo_paths(stored_suite.tasks) if repos else attachment_paths(stored_suite)
+        for relative in paths:
             path = (base / relative).resolve()
             if not path.is_relative_to(base):
                 raise CommandError(
@@ -127,7 +142,7 @@ class Command(BaseCommand):
     def _run(
         self, *, team, suite, agent, rubric, judge, pairwise, max_tokens, output, resume,
         draw, selection_seed, plots, step_budget, wall_budget, success_timeout,
-        desktop_lanes, tournament, best_of, seed, opening, **_,
+        desktop_lanes, tournament, best_of, seed, opening, replicates, **_,
     ):  # fmt: skip
         owner = Team.objects.filter(name=team).first()
         if owner is None:
@@ -176,6 +191,8 @@ class Command(BaseCommand):
                 best_of=1 if best_of is None else best_of,
                 seed=0 if seed is None else seed,
                 opening=None if opening is None else [self._pair(p) for p in opening],
+                repos=self._attachments(suite, stored_suite, repos=True),
+                replicates=replicates,
             )
         tasks = len(evaluation.suite.tasks)
         agents = evaluation.candidates.count()
