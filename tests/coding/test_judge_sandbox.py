@@ -12,7 +12,6 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from agents.models import Agent, Arena
 from battles.coding_models import CodingOutcome, RepoSource
 from battles.services import task_submit
 from battles.services.coding_judge import coding_judge, patch_relative
@@ -24,23 +23,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 FIXED_CALC = repos.CALC.replace("return a - b", "return a + b", 1)
 FIXED_GREET = 'def greet(name):\n    return "Hello, " + name + "!"\n'
-
-
-@pytest.fixture
-def coders(db):
-    arena = Arena.objects.public()
-    return [
-        Agent.objects.create(
-            arena=arena,
-            slug=f"coder-{n}",
-            display_name=f"Coder {n}",
-            kind="scaffold",
-            provider="anthropic",
-            model_id="m",
-            tool_set=["shell", "deliver"],
-        )
-        for n in (1, 2)
-    ]
 
 
 def judged(
