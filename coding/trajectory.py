@@ -25,6 +25,8 @@ _SED_PRINT = re.compile(r"^sed\s+-n\b")
 def _path(words: list[str]) -> str | None:
     """The last argument that looks like a file (no option, no pattern)."""
     for word in reversed(words[1:]):
+        if word in ("/dev/null", ">/dev/null") or word.endswith(">/dev/null"):
+            continue  # output thrown away names no file
         if not word.startswith("-") and ("/" in word or "." in word):
             return word[:300]
     return None
@@ -61,6 +63,10 @@ def tool_uses(steps: Iterable[Mapping[str, Any]]) -> list[ToolUse]:
             uses.append(
                 ToolUse(tool=tool, path=path, is_edit=kind == "edit", is_read=kind == "read")
             )
+        elif tool == "edit" and isinstance(args.get("path"), str):
+            # The edit tool (sandboxes.edit): a view reads, every other command edits.
+            view = args.get("command") == "view"
+            uses.append(ToolUse(tool=tool, path=args["path"][:300], is_edit=not view, is_read=view))
         elif tool == "shell" and isinstance(args.get("command"), str):
             uses.append(_shell_use(args["command"]))
         else:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from sandboxes.base import TOOL_NAMES, Sandbox, ToolError, ToolResult
+from sandboxes.edit import EDIT_SCHEMA, sandbox_edit
 
 _INT = {"type": "integer", "minimum": 0}
 TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
@@ -111,7 +112,10 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
         },
     },
 }
-assert tuple(TOOL_SCHEMAS) == TOOL_NAMES
+# Besides the fixed set every lane may be offered: ``edit``, offered on repo tasks only
+# (battles.services.coding.CODING_TOOLS), never on a desktop (docs/coding.md).
+TOOL_SCHEMAS["edit"] = EDIT_SCHEMA
+assert tuple(TOOL_SCHEMAS) == (*TOOL_NAMES, "edit")
 
 
 def _check_args(tool: str, args: Any) -> dict[str, Any]:
@@ -180,6 +184,8 @@ def tool_call(sandbox: Sandbox, tool: str, args: Any, *, deliver_dir: Path) -> T
             return sandbox.navigate(a["url"])
         if tool == "shell":
             return sandbox.shell(a["command"], a.get("timeout_s"))
+        if tool == "edit":
+            return sandbox_edit(sandbox, a)
         files = sandbox.collect_files(a.get("files", []), deliver_dir)
         return ToolResult(
             ok=True,

@@ -31,11 +31,22 @@ from coding.trajectory import tool_uses
 
 logger = logging.getLogger(__name__)
 
-# The tools a scaffold or remote agent has on a repo task: the shell, and deliver to end.
-CODING_TOOLS = ("shell", "deliver")
+# The tools a scaffold or remote agent may have on a repo task: the shell, the file
+# editor, and deliver to end; narrowed by both agents' tool sets, as on a desktop.
+CODING_TOOLS = ("shell", "edit", "deliver")
+
+
+def coding_tools(agents) -> tuple[str, ...]:
+    """The repo task's tools both sides are offered (identical schemas for both)."""
+    return tuple(
+        tool for tool in CODING_TOOLS if all(not a.tool_set or tool in a.tool_set for a in agents)
+    )
+
+
 REPO_NOTE = (
     "\n\nThe repository is checked out at /work/repo (a git repository; the shell starts "
-    "in /work). Make your changes there: they are collected as a diff against the "
+    "in /work). Make your changes there, with the shell or the edit tool where it is "
+    "offered: they are collected as a diff against the "
     "checkout when you finish. When you are done, call deliver with a short message."
 )
 
@@ -66,7 +77,7 @@ def coding_battle_drive(battle_id: int, barrier_action) -> None:
         start_url="",
         step_budget=runs[0].step_budget,
         wall_budget_s=source.time_limit_s,
-        tools=CODING_TOOLS,
+        tools=coding_tools([run.agent for run in runs]),
         repo=lane_repo(source),
     )
     outcomes = {run.pk: CodingOutcome.objects.get_or_create(run=run)[0] for run in runs}

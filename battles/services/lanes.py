@@ -36,9 +36,9 @@ from battles.parity import LaneInputs
 from battles.services.cli_lane import cli_drive
 from battles.services.coding_sandbox import repo_checkout, repo_spec
 from battles.services.live import battle_heartbeat, battle_publish
-from sandboxes.base import TOOL_NAMES, Sandbox, ToolResult
+from sandboxes.base import Sandbox, ToolResult
 from sandboxes.services import egress_refusals_take, lane_sandbox_spec, sandbox_session
-from sandboxes.tools import tool_call
+from sandboxes.tools import TOOL_SCHEMAS, tool_call
 from sandboxes.untrusted import storable, storable_text
 
 logger = logging.getLogger(__name__)
@@ -278,7 +278,7 @@ def _drive_policy(run: Run, inputs: LaneInputs, sandbox: Sandbox, policy: Policy
             return _end_run(run, Run.EndReason.GAVE_UP, final_message=decision.message)
         started = timezone.now()
         t0 = time.monotonic()
-        if decision.tool in TOOL_NAMES and decision.tool not in inputs.tools:
+        if decision.tool in TOOL_SCHEMAS and decision.tool not in inputs.tools:
             result = ToolResult(
                 ok=False, tool=decision.tool, error=f"{decision.tool} is not offered in this battle"
             )

@@ -119,10 +119,10 @@ def test_the_schemas_are_valid_draft_2020_12_and_agree_with_the_checker():
         assert not replies.is_valid(reply), reply
 
 
-def test_the_reply_schema_offers_exactly_the_fixed_tool_set():
+def test_the_reply_schema_offers_exactly_the_fixed_tool_set_and_the_repo_tasks_editor():
     tools = reply_schema()["properties"]["action"]["properties"]["tool"]["enum"]
-    assert tools == list(TOOL_NAMES)
-    assert observation_schema()["properties"]["tools"]["items"]["enum"] == list(TOOL_NAMES)
+    assert tools == [*TOOL_NAMES, "edit"]
+    assert observation_schema()["properties"]["tools"]["items"]["enum"] == tools
 
 
 # --- signing ----------------------------------------------------------------------------

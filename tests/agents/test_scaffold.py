@@ -82,6 +82,6 @@ def test_the_protocol_document_is_served(client, db):
     assert document["version"] == "arena-agent/1"
     assert set(document["tools"]) == {
         "screenshot", "mouse_move", "click", "drag", "scroll", "type", "key", "navigate",
-        "shell", "deliver",
+        "shell", "deliver", "edit",  # edit: offered on repo tasks only
     }  # fmt: skip
     assert json.dumps(document)  # plain JSON all through

@@ -41,7 +41,7 @@ def script(*commands: str, message: str = "done"):
 def scaffold(arena: Arena, slug: str, base_url: str) -> Agent:
     return Agent.objects.create(
         arena=arena, slug=slug, display_name=slug.title(), kind="scaffold",
-        provider="anthropic", model_id=f"{slug}-model", tool_set=["shell", "deliver"],
+        provider="anthropic", model_id=f"{slug}-model", tool_set=["shell", "edit", "deliver"],
         params={"base_url": base_url, "api_key_env": "CODING_TEST_ANTHROPIC_API_KEY",
                 "max_tokens": 512},
     )  # fmt: skip
@@ -71,8 +71,18 @@ def test_two_scaffold_agents_fix_a_bug_and_the_judge_grades_their_diffs(
     alice, monkeypatch, tmp_path
 ):
     monkeypatch.setenv("CODING_TEST_ANTHROPIC_API_KEY", KEY)
-    # A fixes only add() (sed's first match), B only reads.
-    fixer = script("cd /work/repo && sed -i '0,/a - b/s//a + b/' calc.py", message="fixed add")
+
+    # A views calc.py and fixes add() with the edit tool; B only reads, with the shell.
+    def fixer(request: dict):
+        done = sum(1 for m in request["messages"] if m["role"] == "assistant")
+        fix = {"command": "str_replace", "path": "calc.py",
+               "old_str": "def add(a, b):\n    return a - b",
+               "new_str": "def add(a, b):\n    return a + b"}  # fmt: skip
+        steps = [("edit", {"command": "view", "path": "calc.py"}), ("edit", fix)]
+        if done < len(steps):
+            return tool_call(*steps[done])
+        return tool_call("deliver", {"message": "fixed add"})
+
     reader = script("cd /work/repo && cat calc.py", "cat calc.py", message="looked")
     with (
         FakeAnthropic(api_key=KEY, policy=fixer) as fa,
@@ -111,8 +121,14 @@ def test_two_scaffold_agents_fix_a_bug_and_the_judge_grades_their_diffs(
     }  # fmt: skip
     assert (cb.functional, cb.regression, cb.composite) == (0.0, 0.5, 0.0)
 
-    # Directness from the steps: A edited at once, B only read.
-    assert ca.directness["trajectory_efficiency"] == 1.0 and ca.directness["early_edit"] == 1.0
+    # A's steps: a view (a read) then the edit; the edit tool's results came back.
+    assert list(run_a.steps.values_list("tool", flat=True)) == ["edit", "edit", "deliver"]
+    view, edit = run_a.steps.order_by("index")[:2]
+    assert "     2\t    return a - b" in view.result["stdout"]
+    assert edit.result["ok"] and "replaced 1 occurrence" in edit.result["stdout"]
+    # Directness from the steps: A read once then edited at its second step, B only read.
+    assert ca.directness["trajectory_efficiency"] == 0.5
+    assert ca.directness["early_edit"] == round(1 - 1 / 3, 4)
     assert cb.directness["trajectory_efficiency"] == 0.0
 
     # The order: both agents' sandboxes destroyed before any judge sandbox was created,
