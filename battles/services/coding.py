@@ -17,11 +17,11 @@ from django.db import connection
 from django.db.models import Sum
 from django.utils import timezone
 
-from battles.coding_models import CodingOutcome, RepoSource
+from battles.coding_models import CodingOutcome, CodingPhase, RepoSource
 from battles.models import Battle, Run, Span
 from battles.parity import LaneInputs
 from battles.services.coding_judge import coding_judge, patch_relative
-from battles.services.coding_phases import phase
+from battles.services.coding_phases import phase, phase_close, phase_open
 from battles.services.coding_sandbox import diff_collect
 from battles.services.lanes import run_lane
 from battles.services.live import battle_heartbeat
@@ -142,21 +142,34 @@ def coding_lane(
     before the sandbox goes, then its directness and usage. ``battle_id`` None for an
     offline evaluation's run (no live page). The caller judges it afterwards
     (``coding_judge``), once every sandbox of the comparison is gone."""
+    side = run.side
+    marks: dict = {}
+    agent = phase_open(battle_id, f"agent {side}", run_id=run.pk)
+
+    def after(sandbox) -> None:
+        # The agent has ended (its run row says how); its sandbox is still there.
+        ended = Run.objects.get(pk=run.pk)
+        phase_close(agent, battle_id, detail=ended.end_reason)
+        _diff(battle_id, run, inputs, outcome, sandbox)
+        marks["diffed"] = timezone.now()
+
     try:
-        with phase(battle_id, f"agent {run.side}", run_id=run.pk) as said:
-            run_lane(
-                run_id=run.pk,
-                inputs=inputs,
-                barrier=barrier,
-                after=lambda sandbox: _diff(battle_id, run, inputs, outcome, sandbox),
-            )
-            ended = Run.objects.get(pk=run.pk)
-            said.detail = ended.end_reason
+        run_lane(run_id=run.pk, inputs=inputs, barrier=barrier, after=after)
+        ended = Run.objects.get(pk=run.pk)
+        # (no after hook when the sandbox never started: the phase ends here)
+        failed = ended.end_reason == Run.EndReason.ERROR and "diffed" not in marks
+        phase_close(
+            agent,
+            battle_id,
+            status=CodingPhase.Status.FAILED if failed else CodingPhase.Status.OK,
+            detail=ended.error[:300] if failed else ended.end_reason,
+        )
         # run_lane destroyed the sandbox when it returned; nothing of it is left.
-        now = timezone.now()
-        CodingOutcome.objects.filter(pk=outcome.pk).update(agent_destroyed_at=now)
-        with phase(battle_id, f"destroy {run.side}", run_id=run.pk) as said:
-            said.detail = "agent sandbox destroyed"
+        destroyed = timezone.now()
+        CodingOutcome.objects.filter(pk=outcome.pk).update(agent_destroyed_at=destroyed)
+        if "diffed" in marks:
+            destroy = phase_open(battle_id, f"destroy {side}", run_id=run.pk, at=marks["diffed"])
+            phase_close(destroy, battle_id, detail="agent sandbox destroyed", at=destroyed)
         _metrics(run, outcome)
     finally:
         connection.close()

@@ -28,26 +28,44 @@ def _publish(battle_id: int | None) -> None:
         battle_publish(battle_id=battle_id)
 
 
+def phase_open(battle_id: int | None, name: str, *, run_id: int | None = None, at=None) -> int:
+    """A phase row, running from ``at`` (now); returns its id."""
+    row = CodingPhase.objects.create(
+        battle_id=battle_id, run_id=run_id, name=name, started_at=at or timezone.now()
+    )
+    _publish(battle_id)
+    return row.pk
+
+
+def phase_close(
+    pk: int,
+    battle_id: int | None,
+    *,
+    status: str = CodingPhase.Status.OK,
+    detail: str = "",
+    at=None,
+) -> None:
+    """Ends a running phase (a phase already ended stays as it was)."""
+    CodingPhase.objects.filter(pk=pk, ended_at=None).update(
+        status=status, ended_at=at or timezone.now(), detail=detail[:300]
+    )
+    _publish(battle_id)
+
+
 @contextmanager
 def phase(battle_id: int | None, name: str, *, run_id: int | None = None) -> Iterator[PhaseHandle]:
     """Records the phase as running, then ok (or what the handle says), or failed with
     the exception's text when the block raises (the exception goes on)."""
-    row = CodingPhase.objects.create(
-        battle_id=battle_id, run_id=run_id, name=name, started_at=timezone.now()
-    )
-    _publish(battle_id)
+    pk = phase_open(battle_id, name, run_id=run_id)
     handle = PhaseHandle()
     try:
         yield handle
     except BaseException as exc:
-        CodingPhase.objects.filter(pk=row.pk).update(
+        phase_close(
+            pk,
+            battle_id,
             status=CodingPhase.Status.FAILED,
-            ended_at=timezone.now(),
-            detail=(handle.detail or f"{type(exc).__name__}: {exc}")[:300],
+            detail=handle.detail or f"{type(exc).__name__}: {exc}",
         )
-        _publish(battle_id)
         raise
-    CodingPhase.objects.filter(pk=row.pk).update(
-        status=handle.status, ended_at=timezone.now(), detail=handle.detail[:300]
-    )
-    _publish(battle_id)
+    phase_close(pk, battle_id, status=handle.status, detail=handle.detail)
