@@ -4,6 +4,7 @@ prepared in a sandbox from an uploaded bundle (or tarball), the stored patch app
 through the fallback chain in a fresh sandbox, pytest, ruff and lizard run there. Each
 recorded score must be what the repository and the patch imply."""
 
+import dataclasses
 import hashlib
 import random
 from pathlib import Path
@@ -158,3 +159,17 @@ def test_ending_the_test_run_early_with_status_0_does_not_pass_the_gate(alice, c
     assert outcome.checks["success"]["exit_code"] == 0
     assert outcome.checks["success"]["verdict"].startswith("exited 0 without pytest's summary")
     assert (outcome.functional, outcome.composite) == (0.0, 0.0)
+
+
+def test_junit_xml_written_by_the_test_command_is_what_counts(alice, coders, tmp_path):
+    # The test command writes JUnit XML where the judge says ($ARENA_JUNIT_XML); the
+    # judge reads it out of the sandbox, and its count is the one that counts.
+    junit = dataclasses.replace(
+        repos.BREAKS,
+        test_cmd='python3 -m pytest -q -q -p no:cacheprovider --junitxml="$ARENA_JUNIT_XML"',
+    )
+    outcome = judged(alice, junit, tmp_path, {"greet.py": FIXED_GREET})
+    tests = outcome.checks["tests"]
+    assert tests["junit"] == {"passed": 2, "failed": 1, "errors": 0, "total": 3, "source": "junit"}
+    assert tests["counts"] == tests["junit"]
+    assert outcome.regression == pytest.approx(2 / 3)
