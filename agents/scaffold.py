@@ -23,6 +23,7 @@ from agents.providers.base import (
     ToolUse,
     Turn,
 )
+from sandboxes.base import TOOL_NAMES
 from sandboxes.tools import TOOL_SCHEMAS
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -55,7 +56,8 @@ class SpanRecord:
 class ScaffoldPolicy:
     client: ModelClient
     system_prompt: str = ""
-    tool_names: tuple[str, ...] = tuple(TOOL_SCHEMAS)
+    # The desktop's fixed set unless the lane offers others (a repo task: shell, edit).
+    tool_names: tuple[str, ...] = TOOL_NAMES
     max_tokens: int = 1024
     keep_screenshots: int = 3
     params: dict[str, Any] = field(default_factory=dict)
