@@ -542,7 +542,13 @@ def test_the_upstream_is_fixed_and_sees_the_urls_host_not_the_sandboxs(tmp_path)
         thread.join(5)
 
     forwarded = response.partition(b"\r\n\r\n")[2]
-    assert forwarded == b"GET /x?q=1 HTTP/1.1\r\nHost: demo.arena.test\r\nConnection: close\r\n\r\n"
+    # The proxy adds the run's stamp (docs/egress.md, the model gateway) to every request
+    # to a simulated host; nothing else of the sandbox's head but the path goes on.
+    assert re.fullmatch(
+        rb"GET /x\?q=1 HTTP/1.1\r\nHost: demo.arena.test\r\n"
+        rb"X-Arena-Run: " + str(RUN_ID).encode() + rb"\.[0-9a-f]{64}\r\nConnection: close\r\n\r\n",
+        forwarded,
+    ), forwarded
     assert egress.dials.simulated == [(ipaddress.ip_address("127.0.0.1"), port)]
 
 
