@@ -158,7 +158,10 @@ def cli_drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> CliEnd:
             )
         else:  # its own cost, else the dated price table
             usage = metrics.usage_resolved(usage, agent.model_id)
-        CodingOutcome.objects.update_or_create(run=run, defaults={"usage": asdict(usage)})
+        reported = asdict(usage)
+        cost = scored_cost(usage.cost_usd, gateway_cost(spent, grant, agent.model_id))
+        reported.update(cost_usd=cost, reported_cost_usd=usage.cost_usd)
+        CodingOutcome.objects.update_or_create(run=run, defaults={"usage": reported})
     tail = storable_text(errors[-1500:] or output[-1500:])[0]
     if result.timed_out:
         return CliEnd(Run.EndReason.TIME_BUDGET, final_message=tail[-500:])
@@ -172,6 +175,29 @@ def cli_drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> CliEnd:
         + (f" (gateway refusals: {refused})" if refused else "")
         + (f": {tail[-500:]}" if tail else ""),
     )
+
+
+def gateway_cost(spent, grant, model: str) -> float | None:
+    """What the run's calls cost by the arena's own count: the gateway's charge at the
+    arena's price for the model, else its token counts at the dated price table; None
+    when neither prices the model."""
+    if spent is None:
+        return None
+    if grant.price is not None:
+        return round(spent.cost_usd, 6)
+    uncached = max(0, spent.input_tokens - spent.cache_read_tokens - spent.cache_write_tokens)
+    cost, known = metrics.cost_from_tokens(
+        model, uncached, spent.output_tokens, spent.cache_write_tokens, spent.cache_read_tokens
+    )
+    return round(cost, 6) if known else None
+
+
+def scored_cost(reported: float | None, arena: float | None) -> float | None:
+    """The cost the scores use. A CLI's own report is text the sandbox wrote, and the
+    agent's commands can append to it, so it may raise the arena's count, never lower
+    it: the larger of the two known figures."""
+    known = [c for c in (reported, arena) if c is not None]
+    return max(known) if known else None
 
 
 def _final_message(cli: str, output: str) -> str:

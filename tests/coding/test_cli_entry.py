@@ -44,3 +44,22 @@ def test_in_play_the_arena_needs_the_providers_key_out_of_play_it_does_not(monke
     assert entry_problems(cli_agent(is_paused=True)) == {}
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-entry-check-key")
     assert entry_problems(cli_agent()) == {}
+
+
+def test_a_cli_cannot_report_a_cost_below_what_the_gateway_counted():
+    from agents.gateway_usage import Grant, RunUsage
+    from battles.services.cli_lane import gateway_cost, scored_cost
+
+    spent = RunUsage(calls=2, input_tokens=3000, output_tokens=100, cost_usd=0.0123)
+    priced = Grant("openai", "m", "http://x", "k", 9, 9, 9.0, price=(1.0, 2.0))
+    unpriced = Grant("anthropic", "claude-sonnet-4-5", "http://x", "k", 9, 9, 9.0)
+    assert gateway_cost(spent, priced, "m") == 0.0123
+    # Without the arena's price: the gateway's tokens at the dated table ($3 / $15).
+    assert gateway_cost(spent, unpriced, "claude-sonnet-4-5") == round(
+        (3000 * 3 + 100 * 15) / 1e6, 6
+    )
+    assert gateway_cost(spent, unpriced, "no-such-model") is None
+    # A forged low report (an agent's command appended it to the CLI's output) loses.
+    assert scored_cost(0.0, 0.0123) == 0.0123
+    assert scored_cost(0.05, 0.0123) == 0.05
+    assert scored_cost(None, 0.0123) == 0.0123 and scored_cost(None, None) is None
