@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -22,6 +24,8 @@ def manage(args: list[str], database_url: str, tmp_path: Path) -> subprocess.Com
     )
 
 
+# A whole migrate and serve on SQLite: `make soak`; the scheme check below stays.
+@pytest.mark.soak
 def test_a_sqlite_url_migrates_and_serves(tmp_path):
     url = f"sqlite:///{tmp_path / 'arena.sqlite3'}"
     done = manage(["migrate", "--noinput", "-v", "0"], url, tmp_path)

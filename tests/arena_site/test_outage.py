@@ -15,6 +15,7 @@ import time
 from collections import Counter
 
 import psycopg
+import pytest
 
 from tests.servers import (
     PYTHON,
@@ -122,6 +123,9 @@ def _stored_votes(url: str) -> Counter:
     return Counter(battle_id for (battle_id,) in rows)
 
 
+# Long (two outages, servers of their own): `make soak`. make test keeps the workers'
+# recovery from a PostgreSQL restart (tests/faults/test_postgres_restart.py).
+@pytest.mark.soak
 def test_votes_get_503_while_redis_or_postgres_is_down_and_201_once_back(sandbox_root, tmp_path):
     with throwaway_redis() as cache_server, throwaway_postgres() as db_server:
         with psycopg.connect(db_server.url(), autocommit=True) as conn:

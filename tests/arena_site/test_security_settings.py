@@ -187,6 +187,8 @@ def test_check_deploy_is_clean_under_the_documented_production_environment(tmp_p
     assert done.stdout.strip() == "System check identified no issues (0 silenced)."
 
 
+# The production run above is the contract; the development run: `make soak`.
+@pytest.mark.soak
 def test_check_deploy_on_the_development_defaults_names_what_production_needs(tmp_path):
     done = manage(["check", "--deploy"], {ENV_NAME: STRONG, "ARENA_DATA_DIR": str(tmp_path)})
 

@@ -203,6 +203,8 @@ def test_submit_watch_judge_and_leaderboard_move_live(arena_servers, browser):
     assert (battle.status, battle.outcome) == (Battle.Status.DECIDED, "A")
 
 
+# A long idle wait: `make soak`.
+@pytest.mark.soak
 def test_an_idle_page_keeps_its_socket(arena_servers, browser):
     # Given a leaderboard page subscribed to live updates
     page = new_context(browser, arena_servers.base_url).new_page()

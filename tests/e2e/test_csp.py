@@ -127,6 +127,8 @@ def test_the_pages_run_under_the_policy_without_a_violation(judged_battle, brows
     context.close()
 
 
+# `make soak`: the chart pages' policy test below stays in make test.
+@pytest.mark.soak
 def test_the_charts_are_styled_by_the_sites_stylesheet(arena_servers, browser):
     roster_install_builtins(arena=ensure_public_arena())
     context = browser.new_context(base_url=arena_servers.base_url)

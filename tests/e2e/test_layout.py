@@ -150,6 +150,8 @@ def test_the_judge_page_fits_1280_by_800_and_the_vote_bar_covers_nothing(
     context.close()
 
 
+# `make soak` (the judge page at 1280 × 800 and the phone layouts stay in make test).
+@pytest.mark.soak
 def test_the_leaderboard_has_no_horizontal_scroll_at_390_px(arena_servers, browser):
     roster_install_builtins(arena=ensure_public_arena())
     context = browser.new_context(
@@ -170,6 +172,8 @@ def test_the_leaderboard_has_no_horizontal_scroll_at_390_px(arena_servers, brows
     context.close()
 
 
+# `make soak` (the judge page at 1280 × 800 and the phone layouts stay in make test).
+@pytest.mark.soak
 def test_the_live_indicator_follows_the_socket_and_undo_asks_first(judged_battle, browser):  # noqa: F811
     battle, (judith, _), base_url = judged_battle
     context = browser.new_context(base_url=base_url, viewport=WINDOW)

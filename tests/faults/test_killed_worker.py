@@ -158,6 +158,8 @@ def test_a_second_death_ends_the_battle_with_the_reason(alice, roster, sandbox_r
         wait_for_child_sessions_to_end()
 
 
+# `make soak`: the same re-run path as the simple worker above, under a forking worker.
+@pytest.mark.soak
 def test_a_killed_work_horse_under_a_forking_worker_gets_its_battle_rerun(
     alice, roster, sandbox_root, tmp_path
 ):

@@ -33,6 +33,8 @@ def _probe(connection: redis.Redis, queue: str, path, label: str) -> None:
     Queue(queue, connection=connection).enqueue("tests.faults.probes.touch", str(path), label)
 
 
+# `make soak`: make test keeps the PostgreSQL restart (tests/faults/test_postgres_restart.py).
+@pytest.mark.soak
 def test_workers_and_scheduler_resume_after_a_redis_restart(sandbox_root, tmp_path):
     ensure_public_arena()
     probe_file = tmp_path / "probes.txt"
