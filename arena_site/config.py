@@ -112,6 +112,12 @@ class ArenaConfig:
     # consulted for a sandbox's egress; metadata endpoints stay refused (docs/egress.md).
     internal_allowlist: str = knob("", "ARENA_INTERNAL_ALLOWLIST")
     sandbox_uid_base: int = knob(61000, "ARENA_SANDBOX_UID_BASE", lo=1000)
+    # Sandboxes one host runs at once (one slot lease and uid each, warm desktops
+    # included); below the display uids' offset (sandboxes.rundir.DISPLAY_UID_OFFSET).
+    sandbox_slots: int = knob(64, "ARENA_SANDBOX_SLOTS", lo=1, hi=999)
+    # This worker host's name in leases, battles and heartbeats (docs/deployment.md);
+    # empty: the machine's host name. Hosts sharing one database need distinct ids.
+    host_id: str = knob("", "ARENA_HOST_ID")
     deliver_max_files: int = knob(10, lo=1)
     deliver_max_bytes: int = knob(5 * 1024**2, lo=1)
     # --- sandbox hardening (docs/sandboxes.md) -------------------------------------

@@ -1,10 +1,10 @@
 """RQ jobs for battles: primitive ids in, one service call."""
 
 import logging
-import socket
 
 from django.conf import settings
 
+from arena_site.hosts import host_id
 from arena_site.worker import fault_point
 from battles.selectors import battles_waiting
 from battles.services import (
@@ -68,7 +68,7 @@ def battles_replace_dead_jobs() -> list[str]:
     from rq.worker import Worker
 
     queue = django_rq.get_queue("battles")
-    host = socket.gethostname()
+    host = host_id()
     replaced = []
     for job_id in queue.started_job_registry.get_job_ids():
         job = queue.fetch_job(job_id)

@@ -158,10 +158,13 @@ class DockerBackend(SandboxBackend):
         client_factory: ClientFactory = docker.from_env,
         provision_timeout_s: float = PROVISION_TIMEOUT_S,
         seccomp_profile: str | None = None,
+        host: str | None = None,
     ) -> None:
         """``seccomp_profile`` (JSON text) replaces the default: the arena's deny list as
         a Docker profile (``sandboxes.seccomp``, its browser profile: Chromium shares the
-        container and builds its own sandbox from user namespaces; README)."""
+        container and builds its own sandbox from user namespaces; README). ``host`` is
+        the worker host's id its containers are labelled with (the machine's name by
+        default)."""
         self.image = image
         self.root = root
         self.uid_base = uid_base
@@ -173,7 +176,7 @@ class DockerBackend(SandboxBackend):
             if seccomp_profile is not None
             else seccomp.docker_profile(seccomp.BROWSER)
         )
-        self.host = socket.gethostname()
+        self.host = host or socket.gethostname()
         self._client: docker.DockerClient | None = None
         self._client_lock = threading.Lock()
         self._engine_checked = False

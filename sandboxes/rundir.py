@@ -9,9 +9,9 @@ from sandboxes import disk
 from sandboxes.base import SandboxSpec
 
 # Slot k's display sandbox runs as uid base + DISPLAY_UID_OFFSET + k (a root worker);
-# the offset exceeds the slot count (sandboxes.services.MAX_SLOTS), so no display uid
-# is ever another slot's agent uid.
-DISPLAY_UID_OFFSET = 100
+# the offset exceeds the slot count (ARENA_SANDBOX_SLOTS, at most 999), so no display
+# uid is ever another slot's agent uid.
+DISPLAY_UID_OFFSET = 1000
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,6 @@ import ipaddress
 import logging
 import os
 import shutil
-import socket
 import subprocess
 import threading
 from collections import Counter
@@ -16,6 +15,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from arena_site.hosts import host_id
 from sandboxes import cgroups, disk, netpolicy
 from sandboxes.base import Sandbox, SandboxBackend, SandboxSpec
 from sandboxes.egress import EgressProxy, EgressProxyThread
@@ -25,7 +25,6 @@ from sandboxes.netpolicy import SimulatedHost, default_resolver
 from sandboxes.reaping import reap_orphans
 from sandboxes.rundir import DISPLAY_UID_OFFSET
 
-MAX_SLOTS = 64
 logger = logging.getLogger(__name__)
 
 
@@ -161,7 +160,7 @@ def sandbox_backend() -> SandboxBackend:
 
         backend = DockerBackend(
             arena.docker_image, arena.sandbox_root, arena.sandbox_uid_base,
-            egress=egress_proxy(),
+            egress=egress_proxy(), host=host_id(),
         )  # fmt: skip
     else:
         raise ValueError(f"unknown sandbox backend {name!r} (ARENA_SANDBOX_BACKEND)")
@@ -176,8 +175,9 @@ def lease_acquire(*, backend: str, run_id: int | None, path: str = "") -> Sandbo
     run dir will be, recorded before provisioning starts (a glob pattern when the
     backend names it while provisioning), so the janitor finds what a worker killed
     mid-provisioning left."""
-    host = socket.gethostname()
-    for slot in range(MAX_SLOTS):
+    host = host_id()
+    slots = settings.ARENA.sandbox_slots
+    for slot in range(slots):
         try:
             with transaction.atomic():
                 return SandboxLease.objects.create(
@@ -190,7 +190,7 @@ def lease_acquire(*, backend: str, run_id: int | None, path: str = "") -> Sandbo
                 )
         except IntegrityError:
             continue
-    raise RuntimeError(f"all {MAX_SLOTS} sandbox slots on {host} are leased")
+    raise RuntimeError(f"all {slots} sandbox slots on {host} are leased")
 
 
 def lease_release(*, lease: SandboxLease) -> None:
@@ -274,7 +274,7 @@ def sandbox_janitor() -> int:
     filesystems, removes the run dir and frees the slot. Orphans of the dead worker
     that were reparented to this process are reaped too. Returns how many sandboxes
     it reaped."""
-    host = socket.gethostname()
+    host = host_id()
     reaped = 0
     for lease in SandboxLease.objects.filter(host=host, released_at=None):
         if pid_alive(lease.worker_pid):

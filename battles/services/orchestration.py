@@ -4,7 +4,6 @@ opening it for screening when both have ended, and failing what a dead worker le
 import logging
 import os
 import shutil
-import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -16,6 +15,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from arena_site.exceptions import ApplicationError
+from arena_site.hosts import host_id
 from arena_site.redis import queue
 from arena_site.worker import fault_point
 from battles.models import Battle, Run, Span, Step, Task
@@ -88,7 +88,7 @@ def _claimed() -> dict:
         "status": Battle.Status.RUNNING,
         "dequeued_at": now,
         "heartbeat_at": now,
-        "worker_host": socket.gethostname(),
+        "worker_host": host_id(),
         "worker_pid": os.getpid(),
     }
 
@@ -108,7 +108,7 @@ def battles_recover_dead_workers() -> tuple[list[int], list[int]]:
     sandboxes, keeping its place in the FIFO (its submission time), or failed with the
     reason when that was its last attempt. Nothing of a dead attempt is rated: a running
     battle has no decision. Returns (re-queued ids, failed ids)."""
-    host = socket.gethostname()
+    host = host_id()
     running = Battle.objects.filter(status=Battle.Status.RUNNING, worker_host=host).exclude(
         worker_pid=None
     )
