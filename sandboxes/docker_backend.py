@@ -1,5 +1,8 @@
-"""The ``docker`` backend: one container per run, from the desktop image that
-``sandboxes/docker/Dockerfile`` builds, driven through the Docker Engine API.
+"""The ``docker`` backend: one container per run, from a desktop image, driven through
+the Docker Engine API. The image is ``sandboxes/docker/Dockerfile``'s (self-contained,
+needs a registry to build) or ``scripts/docker.sh image``'s (a few kilobytes, no
+programs: its label ``arena.binds-host-usr=1`` makes each container bind the host's
+``/usr`` and ``HOST_ETC`` read-only, as the local backend's sandboxes see them).
 
 Inside, the same supervisor as in the ``local`` backend (``sandboxes/inside/supervisor.py``,
 baked into the image) starts Xvfb and Chromium and serves the tools on a unix socket. The
@@ -12,7 +15,8 @@ The host and the container share one per-run directory, bind-mounted in parts:
 ``ctl`` at ``/run/arena`` (the supervisor's control socket, and this run's socket of the
 host egress proxy), ``fb`` at ``/fb`` (Xvfb's framebuffer file, read for screenshots),
 ``work`` at ``/work`` (read for deliveries), plus read-only ``passwd`` and ``group``
-that name the slot's uid ``agent``. Nothing else of the host is mounted, least of all
+that name the slot's uid ``agent``. Nothing else of the host is mounted (but the
+read-only system paths an image that binds the host's ``/usr`` asks for), least of all
 the engine's socket. The supervisor forwards ``127.0.0.1:3128`` inside to the egress
 socket, exactly as under ``local``, so the proxy is the container's whole network and
 every request it makes is checked and attributed to its run. (A container network
@@ -51,7 +55,7 @@ from sandboxes import disk, seccomp
 from sandboxes.base import SandboxBackend, SandboxSpec
 from sandboxes.control import supervisor_config
 from sandboxes.local import LocalSandbox
-from sandboxes.local_backend import SANDBOX_PATH
+from sandboxes.local_backend import RO_ETC, SANDBOX_PATH
 
 if TYPE_CHECKING:
     from sandboxes.egress import EgressProxyThread
@@ -59,7 +63,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_IMAGE = "agent-arena-desktop"
-BUILD_HINT = "docker build -f sandboxes/docker/Dockerfile -t {image} ."
+BUILD_HINT = (
+    "scripts/docker.sh image (binds the host's /usr; ARENA_DOCKER_IMAGE={image}), or "
+    "docker build -f sandboxes/docker/Dockerfile -t {image} ."
+)
 PROVISION_TIMEOUT_S = 60.0
 STATUS_CHECK_INTERVAL_S = 0.25
 EXITED = ("exited", "dead")
@@ -69,6 +76,10 @@ LABEL_RUN = "arena.run"
 LABEL_SLOT = "arena.slot"
 LABEL_HOST = "arena.host"
 LABEL_DIR = "arena.dir"
+# An image's own declaration that it carries no programs and runs the host's: each
+# container then binds the host's /usr and HOST_ETC read-only (sandboxes/docker/rootfs.sh).
+LABEL_BINDS_HOST_USR = "arena.binds-host-usr"
+HOST_ETC = RO_ETC  # the /etc paths the local backend's sandboxes see, and no others
 
 ClientFactory = Callable[[], docker.DockerClient]
 
@@ -209,6 +220,7 @@ class DockerBackend(SandboxBackend):
         run_dir = self._make_run_dir(spec, slot, uid)
         name = f"arena-run-{spec.run_id}-{slot}-{secrets.token_hex(3)}"
         try:
+            host_usr = binds_host_usr(client.images.get(self.image).attrs)
             if spec.egress and self.egress is not None:
                 # Before the container starts: the supervisor looks for it once, at start.
                 self.egress.serve_unix(
@@ -219,7 +231,7 @@ class DockerBackend(SandboxBackend):
             container = client.containers.create(
                 self.image,
                 [json.dumps(supervisor_config(spec))],
-                **self._create_kwargs(spec, slot, run_dir, uid, name),
+                **self._create_kwargs(spec, slot, run_dir, uid, name, host_usr=host_usr),
             )
         except ImageNotFound as exc:
             self._discard(spec, run_dir)
@@ -281,7 +293,14 @@ class DockerBackend(SandboxBackend):
         return run_dir
 
     def _create_kwargs(
-        self, spec: SandboxSpec, slot: int, run_dir: Path, uid: int, name: str
+        self,
+        spec: SandboxSpec,
+        slot: int,
+        run_dir: Path,
+        uid: int,
+        name: str,
+        *,
+        host_usr: bool = False,
     ) -> dict[str, Any]:
         environment = {
             "HOME": "/home/agent",
@@ -296,6 +315,26 @@ class DockerBackend(SandboxBackend):
         # The engine's tmpfs mounts take sizes and file counts: the same quota as /work.
         quota = f"size={spec.disk_bytes},nr_inodes={spec.disk_inodes}"
         memory = spec.memory_mb * 1024**2
+        mounts = [
+            Mount("/work", str(run_dir / "work"), type="bind"),
+            Mount("/fb", str(run_dir / "fb"), type="bind"),
+            Mount("/run/arena", str(run_dir / "ctl"), type="bind"),
+            Mount("/etc/passwd", str(run_dir / "etc" / "passwd"), type="bind", read_only=True),
+            Mount("/etc/group", str(run_dir / "etc" / "group"), type="bind", read_only=True),
+        ]
+        tmpfs = {
+            "/tmp": f"rw,nosuid,nodev,{quota}",  # noqa: S108 - its own tmpfs
+            "/home/agent": f"rw,nosuid,nodev,{quota},uid={uid},gid={uid},mode=0700",
+        }
+        if host_usr:
+            mounts += [
+                Mount(path, path, type="bind", read_only=True)
+                for path in ("/usr", *HOST_ETC)
+                if os.path.exists(path)
+            ]
+            # An empty /usr/local over the host's, as under the local backend: tools,
+            # credential helpers and builds no sandbox needs to see.
+            tmpfs["/usr/local"] = "ro,nosuid,nodev,size=4k"
         return {
             "name": name,
             "hostname": "sandbox",  # the same in both lanes
@@ -309,17 +348,8 @@ class DockerBackend(SandboxBackend):
                 LABEL_HOST: self.host,
                 LABEL_DIR: str(run_dir),
             },
-            "mounts": [
-                Mount("/work", str(run_dir / "work"), type="bind"),
-                Mount("/fb", str(run_dir / "fb"), type="bind"),
-                Mount("/run/arena", str(run_dir / "ctl"), type="bind"),
-                Mount("/etc/passwd", str(run_dir / "etc" / "passwd"), type="bind", read_only=True),
-                Mount("/etc/group", str(run_dir / "etc" / "group"), type="bind", read_only=True),
-            ],
-            "tmpfs": {
-                "/tmp": f"rw,nosuid,nodev,{quota}",  # noqa: S108 - its own tmpfs
-                "/home/agent": f"rw,nosuid,nodev,{quota},uid={uid},gid={uid},mode=0700",
-            },
+            "mounts": mounts,
+            "tmpfs": tmpfs,
             "read_only": True,
             "privileged": False,
             "cap_drop": ["ALL"],
@@ -384,6 +414,13 @@ class DockerBackend(SandboxBackend):
         except (DockerException, requests.RequestException) as exc:
             return {**result, "ok": False, "error": f"the engine does not answer: {exc}"}
         return {**result, "ok": True}
+
+
+def binds_host_usr(image_attrs: dict[str, Any]) -> bool:
+    """Whether an image (its inspect attributes) declares that it runs the host's /usr
+    (``LABEL_BINDS_HOST_USR``, set by ``scripts/docker.sh image``)."""
+    labels = (image_attrs.get("Config") or {}).get("Labels") or {}
+    return labels.get(LABEL_BINDS_HOST_USR) == "1"
 
 
 def _label_run_id(value: str | None) -> int | None:

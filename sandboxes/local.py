@@ -15,7 +15,7 @@ and file count the kernel enforces (``sandboxes.disk``).
 
 **The display sandbox** holds Xvfb, Chromium (whose own sandbox stays on) and a
 supervisor that serves ``navigate`` and the page state, as the slot's *display uid*
-(``uid_base + 100 + slot``), with the ``BROWSER`` filter (Chromium's sandbox needs new
+(``uid_base + 1000 + slot``), with the ``BROWSER`` filter (Chromium's sandbox needs new
 user, PID and network namespaces: they stay allowed here, where the agent's processes
 are not) and a tmpfs quota of its own. Its framebuffer dir is bound nowhere else: the
 host reads screenshots from a file only the display uid writes. Its X socket dir is

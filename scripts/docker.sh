@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# A private Docker engine for the docker sandbox backend's tests (and for trying the
+# backend by hand), and the desktop image it runs, built without a registry.
+#
+#   scripts/docker.sh install   Debian's docker.io, only when dockerd is missing (root only)
+#   scripts/docker.sh start     the private daemon; prints DOCKER_HOST=unix://…
+#   scripts/docker.sh stop      stops it (by its pid file) and whatever it left running,
+#                               unless a test session uses it (stop --force: even then)
+#   scripts/docker.sh image     builds the desktop image on it (sandboxes/docker/rootfs.sh)
+#   scripts/docker.sh host      prints DOCKER_HOST=unix://… without starting anything
+#   scripts/docker.sh status    exit 0 when the private daemon answers
+#
+# The daemon is this checkout's own: its socket, data root, pid file and log are under
+# var/docker/ (the socket under /run when that path would be too long for a unix
+# socket), its exec root under /run. It has no bridge, touches no iptables, ip6tables or
+# sysctl, runs no userland proxy and stores images and containers with vfs (plain
+# copies: no overlay mounts needed). It reads no /etc/docker/daemon.json. Every
+# subcommand is idempotent: `start` reuses a running daemon, `image` rebuilds only when
+# its inputs changed. Containers are only ever started with network mode `none`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+REPO="$PWD"
+STATE="$REPO/var/docker"
+# One exec root per checkout (two checkouts on one machine get two daemons).
+TAG=$(printf '%s' "$REPO" | sha256sum | cut -c1-8)
+EXEC_ROOT="/run/arena-docker-$TAG"
+SOCKET="$STATE/docker.sock"
+[ ${#SOCKET} -lt 100 ] || SOCKET="$EXEC_ROOT.sock"
+PIDFILE="$STATE/dockerd.pid"
+LOG="$STATE/dockerd.log"
+IMAGE="${ARENA_DOCKER_IMAGE:-agent-arena-desktop}"
+START_TIMEOUT_S=60
+
+say() { printf 'docker.sh: %s\n' "$*" >&2; }
+dock() { docker -H "unix://$SOCKET" "$@"; }
+
+daemon_pid() {
+    local pid
+    pid=$(cat "$PIDFILE" 2>/dev/null || true)
+    [ -n "$pid" ] && alive "$pid" && grep -q dockerd "/proc/$pid/comm" 2>/dev/null && echo "$pid"
+}
+
+answers() { dock version >/dev/null 2>&1; }
+
+cmd_install() {
+    command -v dockerd >/dev/null 2>&1 && return 0
+    if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+        say "dockerd is missing (run: sudo apt-get install docker.io); the real-engine tests skip"
+        return 0
+    fi
+    say "installing docker.io"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker.io >/dev/null
+}
+
+# The pids of this daemon's containerd shims (and its managed containerd): they name
+# this checkout's exec root on their command lines, nothing else does.
+leftovers() {
+    local dir pid
+    for dir in /proc/[0-9]*; do
+        pid=${dir#/proc/}
+        [ "$pid" = "$$" ] && continue
+        { tr '\0' ' ' < "$dir/cmdline"; } 2>/dev/null | grep -qF "$EXEC_ROOT/" && echo "$pid"
+    done
+    return 0
+}
+
+cmd_start() {
+    mkdir -p "$STATE"
+    exec 9>"$STATE/daemon.lock"
+    flock 9  # one start or stop at a time
+    if [ -n "$(daemon_pid)" ] && answers; then
+        echo "DOCKER_HOST=unix://$SOCKET"
+        return 0
+    fi
+    [ -n "$(daemon_pid)" ] && stop_locked  # running but not answering: start afresh
+    command -v dockerd >/dev/null 2>&1 || { say "dockerd is not installed (scripts/docker.sh install)"; exit 1; }
+    mkdir -p "$STATE/data" "$EXEC_ROOT"
+    echo '{}' > "$STATE/daemon.json"
+    rm -f "$SOCKET"
+    # setsid: the daemon outlives this script and is in no caller's process group.
+    setsid dockerd \
+        --config-file "$STATE/daemon.json" \
+        --host "unix://$SOCKET" \
+        --data-root "$STATE/data" \
+        --exec-root "$EXEC_ROOT" \
+        --pidfile "$PIDFILE" \
+        --storage-driver vfs \
+        --bridge none \
+        --iptables=false --ip6tables=false --ip-forward=false --ip-masq=false \
+        --userland-proxy=false \
+        --exec-opt native.cgroupdriver=cgroupfs \
+        --shutdown-timeout 2 \
+        --log-level warn \
+        </dev/null >>"$LOG" 2>&1 9>&- &
+    local started=$SECONDS
+    until answers; do
+        if ! kill -0 $! 2>/dev/null; then
+            say "dockerd exited while starting; the end of $LOG:"
+            tail -n 20 "$LOG" >&2
+            exit 1
+        fi
+        if [ $((SECONDS - started)) -ge $START_TIMEOUT_S ]; then
+            say "dockerd did not answer within ${START_TIMEOUT_S}s; see $LOG"
+            stop_locked
+            exit 1
+        fi
+        sleep 0.1
+    done
+    echo "DOCKER_HOST=unix://$SOCKET"
+}
+
+# Whether a process runs: a zombie does not (dockerd exits to a zombie when its parent is
+# a subreaper that has not reaped it yet — a test session or a benchmark).
+alive() {
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    stat=${stat##*) }
+    [ "${stat%% *}" != Z ]
+}
+
+stop_locked() {
+    local pid waited=0
+    pid=$(daemon_pid || true)
+    if [ -n "$pid" ]; then
+        # Sandboxes keep nothing worth a graceful stop; the daemon would wait up to each
+        # container's stop timeout (10 s) for one that ignores SIGTERM.
+        local running
+        running=$(dock ps -q 2>/dev/null || true)
+        # shellcheck disable=SC2086 # a list of ids
+        [ -z "$running" ] || dock kill $running >/dev/null 2>&1 || true
+        kill -TERM "$pid" 2>/dev/null || true
+        # It stops its containers first, then its containerd.
+        while alive "$pid" && [ $waited -lt 200 ]; do sleep 0.1; waited=$((waited + 1)); done
+        alive "$pid" && { say "dockerd $pid did not stop; killing it"; kill -KILL "$pid" 2>/dev/null || true; }
+        while alive "$pid"; do sleep 0.1; done
+    fi
+    local rest
+    rest=$(leftovers)
+    if [ -n "$rest" ]; then
+        # shellcheck disable=SC2086 # a list of pids
+        kill -KILL $rest 2>/dev/null || true
+        for pid in $rest; do while alive "$pid"; do sleep 0.05; done; done
+    fi
+    # Mounts a killed daemon left (a container's /dev/shm, its netns files), deepest first.
+    awk -v a="$STATE/data/" -v b="$EXEC_ROOT/" 'index($2, a) == 1 || index($2, b) == 1 { print $2 }' \
+        /proc/self/mounts | sort -r | while read -r mnt; do umount -l "$mnt" 2>/dev/null || true; done
+    rm -f "$PIDFILE" "$SOCKET"
+}
+
+cmd_stop() {
+    mkdir -p "$STATE"
+    # A pytest session holds var/docker/sessions (shared) while it uses the daemon
+    # (tests/docker_engine.py): never pull it from under one. `stop --force` does.
+    if [ "${1:-}" != --force ] && ! flock -n -x "$STATE/sessions" true; then
+        say "a test session is using the daemon; not stopping it (stop --force does)"
+        exit 1
+    fi
+    exec 9>"$STATE/daemon.lock"
+    flock 9
+    stop_locked
+}
+
+cmd_image() {
+    answers || { say "the private daemon does not answer (scripts/docker.sh start)"; exit 1; }
+    mkdir -p "$STATE"
+    exec 8>"$STATE/image.lock"
+    flock 8  # one build at a time
+    local want have
+    want=$(bash sandboxes/docker/rootfs.sh --hash)
+    have=$(dock image inspect -f '{{ index .Config.Labels "arena.inputs" }}' "$IMAGE" 2>/dev/null || true)
+    [ "$have" = "$want" ] && return 0
+    say "building $IMAGE (sandboxes/docker/rootfs.sh, binds the host's /usr)"
+    local tmp
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' RETURN
+    bash sandboxes/docker/rootfs.sh "$tmp/rootfs"
+    tar --numeric-owner -C "$tmp/rootfs" -c . | dock import \
+        --change 'LABEL arena.binds-host-usr=1' \
+        --change "LABEL arena.inputs=$want" \
+        --change 'ENV HOME=/home/agent LANG=C.UTF-8 PATH=/usr/bin:/bin' \
+        --change 'USER 1000:1000' \
+        --change 'WORKDIR /work' \
+        --change 'ENTRYPOINT ["/usr/bin/python3", "-I", "/opt/arena/entry.py"]' \
+        --change 'CMD ["{}"]' \
+        - "$IMAGE" >/dev/null
+    # The image it replaced, now untagged.
+    dock image prune -f >/dev/null
+}
+
+case "${1:-}" in
+    install) cmd_install ;;
+    start) cmd_start ;;
+    stop) cmd_stop "${2:-}" ;;
+    image) cmd_image ;;
+    host) echo "DOCKER_HOST=unix://$SOCKET" ;;
+    status) answers ;;
+    *) echo "usage: scripts/docker.sh install|start|stop|image|host|status" >&2; exit 2 ;;
+esac

@@ -1,0 +1,96 @@
+"""A real Docker engine for the tests: the checkout's private daemon (``scripts/docker.sh``)
+with the desktop image that binds the host's /usr, shared by every pytest process that
+runs at once.
+
+``docker_engine`` (a session fixture) starts the daemon unless one answers, builds the
+image when its inputs changed, and yields the ``DOCKER_HOST`` it serves; the last
+session out stops the daemon, if a test session started it (one started by hand is
+left running). Two lock files under ``var/docker/`` make that safe across processes:
+``sessions.lock`` (held while a session starts or stops the daemon) and ``sessions``
+(held shared by every session using it: whoever can take it exclusively is the last).
+It skips only where ``dockerd`` is not installed (``scripts/setup.sh test`` installs it)
+or the tests do not run as root (dockerd needs it).
+"""
+
+import fcntl
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPT = REPO / "scripts" / "docker.sh"
+STATE = REPO / "var" / "docker"
+# Written when a test session started the daemon: the last session out stops it then.
+STARTED_BY_TESTS = STATE / "started-by-tests"
+SCRIPT_TIMEOUT_S = 120
+
+
+def docker_sh(*command: str) -> str:
+    """Runs ``scripts/docker.sh COMMAND…`` and returns its output; raises on failure."""
+    result = subprocess.run(
+        ["bash", str(SCRIPT), *command],
+        capture_output=True,
+        text=True,
+        timeout=SCRIPT_TIMEOUT_S,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"scripts/docker.sh {' '.join(command)} failed: {result.stderr.strip()}")
+    return result.stdout
+
+
+@contextmanager
+def _locked(path: Path, operation: int) -> Iterator[int]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, operation)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def engine_session() -> Iterator[str]:
+    """The private daemon for as long as the block runs; yields its DOCKER_HOST."""
+    STATE.mkdir(parents=True, exist_ok=True)
+    users = os.open(STATE / "sessions", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        with _locked(STATE / "sessions.lock", fcntl.LOCK_EX):
+            running = subprocess.run(["bash", str(SCRIPT), "status"], check=False).returncode == 0
+            output = docker_sh("start")
+            if not running:
+                STARTED_BY_TESTS.touch()
+            docker_sh("image")
+            fcntl.flock(users, fcntl.LOCK_SH)
+        [docker_host] = [
+            line.split("=", 1)[1] for line in output.splitlines() if line.startswith("DOCKER_HOST=")
+        ]
+        yield docker_host
+    finally:
+        with _locked(STATE / "sessions.lock", fcntl.LOCK_EX):
+            fcntl.flock(users, fcntl.LOCK_UN)
+            try:
+                fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                last = True
+            except BlockingIOError:
+                last = False  # another session still uses it
+            if last and STARTED_BY_TESTS.exists():
+                docker_sh("stop", "--force")  # (we hold the sessions lock ourselves)
+                STARTED_BY_TESTS.unlink()
+        os.close(users)
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> Iterator[str]:
+    """The DOCKER_HOST of a running private engine with the desktop image built."""
+    if shutil.which("dockerd", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin") is None:
+        pytest.skip("dockerd is not installed (scripts/docker.sh install)")
+    if os.geteuid() != 0:
+        pytest.skip("the private Docker engine needs root (as the slot uids do)")
+    with engine_session() as docker_host:
+        yield docker_host
