@@ -2,6 +2,7 @@
 people in every test: alice and bob on team Acme, charlie the outsider on team Umbrella,
 and judge the crowd judge on a team of his own."""
 
+import os
 import random
 import shutil
 import tempfile
@@ -9,14 +10,36 @@ from pathlib import Path
 
 import django_rq
 import pytest
+from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
 from accounts.services import consent_accept, consent_terms_publish, team_create
 from agents.models import Arena
 from agents.services import roster_install_builtins
+from tests import workers
 
 User = get_user_model()
+# The cgroups an xdist worker moved into (tests/workers.py), left at its end.
+_CGROUPS = pytest.StashKey[list]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config, specs):
+    """Each xdist worker gets its own Redis database, prefixes, data dir and sandbox uids
+    (tests/workers.py), set on its gateway before it loads the settings."""
+    for index, spec in enumerate(specs):
+        spec.env.update(workers.worker_environment(index, os.environ, django_settings))
+
+
+def pytest_configure(config):
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if worker:
+        config.stash[_CGROUPS] = workers.enter_own_cgroups(worker)
+
+
+def pytest_unconfigure(config):
+    workers.leave_own_cgroups(config.stash.get(_CGROUPS, []))
 
 
 @pytest.fixture

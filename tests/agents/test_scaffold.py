@@ -5,6 +5,7 @@ a reply without tool calls ends the run; only the newest screenshots are kept.""
 import json
 
 import pytest
+from django.conf import settings
 
 from agents.policies import Action, GiveUp, Observation
 from agents.providers.openai_client import OpenAICompatibleClient
@@ -26,7 +27,9 @@ def observe(step, last=None, png=None):
 
 @pytest.fixture
 def sandbox(sandbox_root):
-    box = LocalBackend(sandbox_root, 61000).provision(SandboxSpec(run_id=5, desktop=False), slot=12)
+    box = LocalBackend(sandbox_root, settings.ARENA.sandbox_uid_base).provision(
+        SandboxSpec(run_id=5, desktop=False), slot=12
+    )
     yield box
     box.destroy()
 

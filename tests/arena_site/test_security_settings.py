@@ -78,6 +78,8 @@ def test_no_key_anywhere_is_refused_with_what_to_do(tmp_path):
         ("abcd" * 20, "has 4 distinct characters; it needs at least 5"),
         ("django-insecure-" + STRONG, "starts with 'django-insecure-'"),
     ],
+    # (named, not shown: STRONG is random, and every xdist worker must collect the same ids)
+    ids=["short", "few-distinct", "django-insecure"],
 )
 def test_a_weak_key_is_refused(tmp_path, key, problem):
     with pytest.raises(SecretKeyError, match=re.escape(f"from ARENA_SECRET_KEY {problem}")):

@@ -9,6 +9,7 @@ import uuid
 from collections import Counter
 
 import pytest
+from django.conf import settings
 from playwright.sync_api import Page, expect
 
 from sandboxes.demoweb import DEMO_TASKS
@@ -25,7 +26,7 @@ def make_run(tmp_path, sandbox_root):
     # fresh clone's var/ is)
     run = MakeRun(
         tmp_path,
-        redis_url="redis://127.0.0.1:6379/15",
+        redis_url=settings.REDIS_URL,  # the test's own database, emptied around each test
         # a fresh machine's Redis holds no earlier run's sign-up counts
         extra={
             "ARENA_SANDBOX_ROOT": str(sandbox_root),

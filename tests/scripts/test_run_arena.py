@@ -11,6 +11,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 
 from tests.makerun import BANNER, STOP_WITHIN_S, MakeRun, free_port
 
@@ -19,8 +20,9 @@ from tests.makerun import BANNER, STOP_WITHIN_S, MakeRun, free_port
 def arena(tmp_path):
     made: list[MakeRun] = []
 
-    def start(redis_url: str = "redis://127.0.0.1:6379/15") -> MakeRun:
-        made.append(MakeRun(tmp_path, redis_url=redis_url))
+    def start(redis_url: str | None = None) -> MakeRun:
+        # (the test's own Redis database by default: emptied before and after each test)
+        made.append(MakeRun(tmp_path, redis_url=redis_url or settings.REDIS_URL))
         return made[-1]
 
     yield start
