@@ -366,6 +366,64 @@ WHITENOISE_USE_FINDERS = True
 # and are served only through views that check access.
 PRIVATE_MEDIA_ROOT = Path(env_str("ARENA_PRIVATE_MEDIA_ROOT", str(DATA_DIR / "private")))
 
+
+def env_secret(name: str) -> str | None:
+    """A secret from ``NAME``, else from the file ``NAME_FILE`` names (a mounted
+    secret); None when neither is set. The value is never part of an error message."""
+    value = os.environ.get(name, "").strip()
+    if value:
+        return value
+    path = os.environ.get(f"{name}_FILE", "").strip()
+    if not path:
+        return None
+    try:
+        value = Path(path).read_text().strip()
+    except OSError as exc:
+        raise ImproperlyConfigured(f"{name}_FILE names {path!r}, which cannot be read") from exc
+    if not value:
+        raise ImproperlyConfigured(f"{name}_FILE names {path!r}, which is empty")
+    return value
+
+
+# Where those files are kept (arena_site/media.py, docs/media.md): under
+# PRIVATE_MEDIA_ROOT, or, with a bucket named, in any S3-compatible store shared by every
+# worker host and web replica. Access keys from the environment or a mounted file, else
+# boto3's own chain (an instance role).
+MEDIA_S3_BUCKET = env_str("ARENA_MEDIA_S3_BUCKET", "").strip()
+# With S3: answer a permitted download with a redirect to a URL signed for this many
+# seconds; 0 streams the file through the arena (checks and headers as on the local disk).
+MEDIA_SIGNED_URL_S = env_int("ARENA_MEDIA_SIGNED_URL_S", 0, minimum=0)
+if MEDIA_SIGNED_URL_S > 604_800:
+    raise ImproperlyConfigured("ARENA_MEDIA_SIGNED_URL_S must be at most 604800 (7 days)")
+MEDIA_S3_ADDRESSING_STYLE = env_str("ARENA_MEDIA_S3_ADDRESSING_STYLE", "path")
+if MEDIA_S3_ADDRESSING_STYLE not in ("path", "virtual", "auto"):
+    raise ImproperlyConfigured("ARENA_MEDIA_S3_ADDRESSING_STYLE must be path, virtual or auto")
+if MEDIA_S3_BUCKET:
+    _private_storage = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": MEDIA_S3_BUCKET,
+            "endpoint_url": env_str("ARENA_MEDIA_S3_ENDPOINT_URL", "").strip() or None,
+            "region_name": env_str("ARENA_MEDIA_S3_REGION", "").strip() or None,
+            "access_key": env_secret("ARENA_MEDIA_S3_ACCESS_KEY_ID"),
+            "secret_key": env_secret("ARENA_MEDIA_S3_SECRET_ACCESS_KEY"),
+            "location": env_str("ARENA_MEDIA_S3_PREFIX", "").strip("/"),
+            "addressing_style": MEDIA_S3_ADDRESSING_STYLE,
+            "signature_version": "s3v4",
+            "file_overwrite": True,
+            "default_acl": None,
+            "querystring_auth": True,
+            "querystring_expire": MEDIA_SIGNED_URL_S or 60,
+        },
+    }
+else:
+    _private_storage = {"BACKEND": "arena_site.media.PrivateFileSystemStorage"}
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "private": _private_storage,
+}
+
 # Request bodies: form fields and JSON bodies up to 2.5 MiB, 1000 fields (Django's
 # defaults, stated: the admin's bulk actions post one field per row); few files (a task
 # takes ATTACHMENTS_MAX_COUNT, the margin lets the service name a few too many itself).

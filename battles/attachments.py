@@ -5,12 +5,14 @@ Admission runs three phases, so a refusal leaves nothing behind:
 1. ``attachments_check`` — metadata only, no I/O: count, each size, the total, a safe
    and unique name per file, and an allowed type by extension.
 2. ``attachments_stage`` — streams each upload once into a staging file under
-   ``PRIVATE_MEDIA_ROOT/attachments/.incoming``, hashing and sniffing the content as
-   it goes. Done outside the admission transaction (no row lock held while hashing).
-3. ``attachments_store`` — inside the admission transaction: renames each staged file
-   to ``attachments/<task id>/<sha256>`` and creates the rows. On any failure after
-   staging the caller calls ``Staged.discard()``, which removes what this submission
-   wrote (staged and stored files alike).
+   ``PRIVATE_MEDIA_ROOT/attachments/.incoming`` (always the local disk), hashing and
+   sniffing the content as it goes. Done outside the admission transaction (no row
+   lock held while hashing).
+3. ``attachments_store`` — inside the admission transaction: moves each staged file
+   to ``attachments/<task id>/<sha256>`` in the private storage (arena_site/media.py)
+   and creates the rows. On any failure after staging the caller calls
+   ``Staged.discard()``, which removes what this submission wrote (staged and stored
+   files alike).
 
 Allowed types, by extension, each confirmed by a cheap look at the bytes:
 
@@ -48,6 +50,12 @@ from django.conf import settings
 from django.http import HttpRequest
 
 from arena_site.exceptions import ApplicationError
+from arena_site.media import (
+    media_delete,
+    media_is_local,
+    media_open,
+    media_store_file,
+)
 from battles.models import Attachment, Task
 from battles.parity import LaneAttachment
 
@@ -270,11 +278,14 @@ class StagedFile:
 
 @dataclass
 class Staged:
-    """What a submission wrote to disk; ``discard`` removes all of it."""
+    """What a submission wrote; ``discard`` removes all of it."""
 
     files: list[StagedFile] = field(default_factory=list)
+    # Local staging files, and names in the private storage.
     written: set[Path] = field(default_factory=set)
-    # The task's directory, made by ``attachments_store`` (no other submission uses it).
+    stored: set[str] = field(default_factory=set)
+    # The task's directory on the local disk, made by ``attachments_store`` (no other
+    # submission uses it).
     task_dir: Path | None = None
 
     def discard(self) -> None:
@@ -282,6 +293,9 @@ class Staged:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
         self.written.clear()
+        for name in self.stored:
+            media_delete(name)
+        self.stored.clear()
         if self.task_dir is not None:
             with contextlib.suppress(OSError):
                 self.task_dir.rmdir()
@@ -304,6 +318,16 @@ def storage_full_error(exc: OSError) -> ApplicationError:
     )
 
 
+def _mkdir(directory: Path) -> None:
+    """Makes ``directory``; a full disk is the submitter's clear 507, not a crash."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        if exc.errno in DISK_FULL_ERRNOS:
+            raise storage_full_error(exc) from exc
+        raise
+
+
 def attachments_stage(pending: Sequence[Pending]) -> Staged:
     """Streams every upload once into a staging file, hashing it and confirming its
     type from its bytes. Refuses with ``ApplicationError`` (after removing what it
@@ -312,12 +336,7 @@ def attachments_stage(pending: Sequence[Pending]) -> Staged:
     if not pending:
         return staged
     incoming = _root() / ".incoming"
-    try:
-        incoming.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        if exc.errno in DISK_FULL_ERRNOS:
-            raise storage_full_error(exc) from exc
-        raise
+    _mkdir(incoming)
     max_bytes = _limits()[1]
     try:
         for item in pending:
@@ -388,25 +407,27 @@ def _decodes(decoder: codecs.IncrementalDecoder, chunk: bytes, *, final: bool = 
 
 
 def attachments_store(*, task: Task, staged: Staged) -> list[Attachment]:
-    """Moves the staged files to ``attachments/<task id>/<sha256>`` (an atomic rename
-    each) and creates their rows. Call inside the admission transaction; on rollback
-    the caller discards ``staged``, which now also lists the stored files."""
+    """Moves the staged files to ``attachments/<task id>/<sha256>`` in the private
+    storage (an atomic rename each on the local disk, an upload to a remote store) and
+    creates their rows. Call inside the admission transaction; on rollback the caller
+    discards ``staged``, which now also lists the stored files."""
     if not staged.files:
         return []
-    directory = _root() / str(task.pk)
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        if exc.errno in DISK_FULL_ERRNOS:
-            raise storage_full_error(exc) from exc
-        raise
-    staged.task_dir = directory
+    prefix = f"{_DIR_NAME}/{task.pk}"
+    if media_is_local():
+        directory = _root() / str(task.pk)
+        _mkdir(directory)
+        staged.task_dir = directory
     rows = []
     for item in staged.files:
-        target = directory / item.sha256
-        staged.written.add(target)
-        os.chmod(item.temp_path, 0o640)
-        os.replace(item.temp_path, target)
+        name = f"{prefix}/{item.sha256}"
+        staged.stored.add(name)
+        try:
+            media_store_file(name, item.temp_path)
+        except OSError as exc:
+            if exc.errno in DISK_FULL_ERRNOS:
+                raise storage_full_error(exc) from exc
+            raise
         staged.written.discard(item.temp_path)
         rows.append(
             Attachment(
@@ -416,15 +437,16 @@ def attachments_store(*, task: Task, staged: Staged) -> list[Attachment]:
                 size=item.size,
                 sha256=item.sha256,
                 content_type=item.content_type,
-                path=str(target.relative_to(Path(settings.PRIVATE_MEDIA_ROOT))),
+                path=name,
             )
         )
     return Attachment.objects.bulk_create(rows)
 
 
 def stored_path(relative: str) -> Path | None:
-    """The absolute path of a private file, or None when it escapes the private root
-    or is missing."""
+    """The absolute path of a file kept on this host's disk under PRIVATE_MEDIA_ROOT
+    (repository uploads, which are not in the private storage: docs/media.md), or None
+    when it escapes the private root or is missing."""
     root = Path(settings.PRIVATE_MEDIA_ROOT).resolve()
     path = (root / relative).resolve()
     if not path.is_relative_to(root) or not path.is_file():
@@ -465,7 +487,7 @@ def attachments_place(
         for item in attachments:
             if not item.name or item.name != safe_name(item.name) or "/" in item.name:
                 raise AttachmentCorrupted(f"attachment name {item.name!r} is not a safe name")
-            source = stored_path(item.path)
+            source = media_open(item.path)
             if source is None:
                 raise AttachmentCorrupted(f"attachment {item.name!r} is missing from storage")
             fd = os.open(
@@ -474,7 +496,7 @@ def attachments_place(
                 0o600,
                 dir_fd=dir_fd,
             )
-            with os.fdopen(fd, "wb") as out, source.open("rb") as src:
+            with os.fdopen(fd, "wb") as out, source as src:
                 digest, size = hashlib.sha256(), 0
                 while chunk := src.read(CHUNK_BYTES):
                     digest.update(chunk)

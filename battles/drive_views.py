@@ -2,10 +2,9 @@
 and one drive's trajectory (steps, screenshots, final message). Only the agent's
 entrant team and the admins see them; anyone else gets 404, as for a missing agent."""
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
@@ -13,6 +12,7 @@ from agents.selectors import access_agent, agent_status, agents_visible_to
 from arena_site.exceptions import ApplicationError
 from battles.selectors import access_test_drive
 from battles.services import SAMPLE_TASKS, test_drive_start
+from battles.serving import private_image
 
 
 @login_required
@@ -69,10 +69,4 @@ def test_drive_screenshot(request: HttpRequest, drive_id: int, index: int) -> Ht
     step = run.steps.filter(index=index).first() if run else None
     if step is None or not step.screenshot:
         raise Http404("No such screenshot.")
-    root = settings.PRIVATE_MEDIA_ROOT.resolve()
-    path = (root / step.screenshot).resolve()
-    if not path.is_relative_to(root) or not path.is_file():
-        raise Http404("No such screenshot.")
-    response = FileResponse(path.open("rb"), content_type="image/png")
-    response["Cache-Control"] = "private, max-age=3600"
-    return response
+    return private_image(step.screenshot)

@@ -40,8 +40,9 @@ class Task(models.Model):
 
 
 class Attachment(models.Model):
-    """A file submitted with a task. The bytes live under PRIVATE_MEDIA_ROOT (never a
-    web root), content-addressed per task; both lanes receive exactly these bytes."""
+    """A file submitted with a task. The bytes live in the private storage (never a
+    web root; arena_site/media.py), content-addressed per task; both lanes receive
+    exactly these bytes."""
 
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="attachments")
     # The task's team, kept on the row: every tenant-owned row carries its team.
@@ -52,7 +53,7 @@ class Attachment(models.Model):
     content_type = models.CharField(
         max_length=100, help_text="Derived from the allowed extension, not from the client."
     )
-    # Relative to PRIVATE_MEDIA_ROOT: attachments/<task id>/<sha256>.
+    # Its name in the private storage: attachments/<task id>/<sha256>.
     path = models.CharField(max_length=300)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -364,7 +365,7 @@ class Step(models.Model):
     tool = models.CharField(max_length=20)
     args = models.JSONField(default=dict)
     result = models.JSONField(default=dict)
-    # The PNG taken after the step, relative to PRIVATE_MEDIA_ROOT (never a public URL).
+    # The PNG taken after the step, its name in the private storage (never a public URL).
     screenshot = models.CharField(max_length=300, blank=True)
     started_at = models.DateTimeField()
     duration_ms = models.PositiveIntegerField()

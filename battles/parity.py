@@ -12,8 +12,8 @@ from sandboxes.base import TOOL_NAMES
 @dataclass(frozen=True)
 class LaneAttachment:
     """One task attachment as a lane receives it: ``name`` under /work/attachments,
-    the bytes' ``sha256`` and ``size``, and where the stored copy lives (``path``,
-    relative to PRIVATE_MEDIA_ROOT; content-addressed, so the same for both lanes)."""
+    the bytes' ``sha256`` and ``size``, and where the stored copy lives (``path``, its
+    name in the private storage; content-addressed, so the same for both lanes)."""
 
     name: str
     sha256: str

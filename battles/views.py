@@ -4,23 +4,19 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib import messages
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.views import consent_required, consent_required_or_token
 from arena_site.exceptions import ApplicationError
-from battles.attachments import (
-    ALLOWED_TYPES,
-    SNIFF_BYTES,
-    attachments_check_request_size,
-    served_content_type,
-    stored_path,
-)
+from battles.attachments import ALLOWED_TYPES, attachments_check_request_size
+from battles.media import delivery_name
 from battles.models import Battle, Step
 from battles.presenters import battle_reveal, render_battle_panel, waterfall
 from battles.selectors import access_battle, team_ids_of, user_may_see_identities
 from battles.services import Conversation, battle_end_side, task_submit
+from battles.serving import private_download, private_image
 
 
 @consent_required
@@ -95,36 +91,13 @@ def step_screenshot(request: HttpRequest, battle_id: int, side: str, index: int)
     return screenshot_response(access_battle(request.user, battle_id), side, index)
 
 
-def screenshot_response(battle: Battle, side: str, index: int) -> FileResponse:
+def screenshot_response(battle: Battle, side: str, index: int) -> HttpResponse:
     """The PNG of a step of a battle the caller has already been allowed to see; 404
-    when there is none or its stored path leaves the private root."""
+    when there is none or its stored name leaves the private storage."""
     step = Step.objects.filter(run__battle=battle, run__side=side, index=index).first()
     if step is None or not step.screenshot:
         raise Http404("No such screenshot.")
-    root = settings.PRIVATE_MEDIA_ROOT.resolve()
-    path = (root / step.screenshot).resolve()
-    if not path.is_relative_to(root) or not path.is_file():
-        raise Http404("No such screenshot.")
-    response = FileResponse(path.open("rb"), content_type="image/png")
-    response["Cache-Control"] = "private, max-age=3600"
-    return response
-
-
-def _private_download(path: Path | None, name: str) -> FileResponse:
-    """A private file as a download: never rendered by the browser (attachment,
-    nosniff, a type that is not HTML, a sandboxing CSP), cached only privately."""
-    if path is None:
-        raise Http404("No such file.")
-    handle = path.open("rb")
-    head = handle.read(SNIFF_BYTES)
-    handle.seek(0)
-    response = FileResponse(
-        handle, as_attachment=True, filename=name, content_type=served_content_type(name, head)
-    )
-    response["X-Content-Type-Options"] = "nosniff"
-    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
-    response["Cache-Control"] = "private, max-age=3600"
-    return response
+    return private_image(step.screenshot)
 
 
 @consent_required_or_token
@@ -136,7 +109,7 @@ def attachment_download(request: HttpRequest, battle_id: int, index: int) -> Htt
     attachment = battle.task.attachments.order_by("pk")[index : index + 1].first()
     if attachment is None:
         raise Http404("No such attachment.")
-    return _private_download(stored_path(attachment.path), attachment.name)
+    return private_download(attachment.path, attachment.name)
 
 
 @consent_required_or_token
@@ -150,7 +123,7 @@ def delivery_download(request: HttpRequest, battle_id: int, side: str, name: str
         raise Http404("No such file.")
     if not any(f.get("name") == name for f in run.delivered_files):
         raise Http404("No such file.")
-    return _private_download(stored_path(f"deliveries/run-{run.pk}/{name}"), name)
+    return private_download(delivery_name(run.pk, name), name)
 
 
 @consent_required_or_token

@@ -14,12 +14,13 @@ from django.views.decorators.http import require_GET, require_POST
 from accounts.views import consent_required, consent_required_or_token
 from agents.models import Arena
 from arena_site.exceptions import ApplicationError
-from battles.attachments import stored_path
 from battles.coding_presenters import coding_sides
+from battles.media import delivery_name
 from battles.models import Battle
 from battles.presenters import Redactor, battle_payload, battle_reveal, blind_file_name
 from battles.selectors import access_battle
-from battles.views import _private_download, screenshot_response
+from battles.serving import private_download
+from battles.views import screenshot_response
 from judging.machine_board import machine_board_document
 from judging.machine_reads import battle_machine_verdicts, machine_agreement, machine_verdict_counts
 from judging.models import Assignment, Vote
@@ -149,7 +150,7 @@ def delivered_file(request: HttpRequest, battle_id: int, side: str, index: int) 
     if not name or name != PurePosixPath(name).name or name in (".", ".."):
         raise Http404("No such file.")
     shown = blind_file_name(name, index, Redactor.for_roster())
-    return _private_download(stored_path(f"deliveries/run-{run.pk}/{name}"), shown)
+    return private_download(delivery_name(run.pk, name), shown)
 
 
 @login_required

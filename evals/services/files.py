@@ -2,15 +2,14 @@
 with their bytes, once per SHA-256; and the files an evaluation's desktop tasks hand
 their lanes (``eval_attachments_store``)."""
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from django.conf import settings
 from django.core.files.base import ContentFile
 
 from accounts.models import Team
 from arena_site.exceptions import ApplicationError
+from arena_site.media import media_exists, media_store_file
 from battles.attachments import (
     DISK_FULL_ERRNOS,
     Pending,
@@ -21,7 +20,8 @@ from battles.attachments import (
 from evals import suites
 from evals.models import EvalAttachment, Evaluation, Rubric, Suite
 
-# Under PRIVATE_MEDIA_ROOT: <team id>/<sha256>, one copy per team and content.
+# In the private storage (arena_site/media.py): <team id>/<sha256>, one copy per team
+# and content.
 ATTACHMENTS_DIR = Path("evals") / "attachments"
 
 
@@ -115,21 +115,18 @@ def _keep(team_id: int, pending: Pending) -> tuple[str, int, str, str]:
     to its content address; (sha256, size, content type, stored path)."""
     staged = attachments_stage([pending])
     item = staged.files[0]
-    relative = ATTACHMENTS_DIR / str(team_id) / item.sha256
-    target = Path(settings.PRIVATE_MEDIA_ROOT) / relative
+    relative = str(ATTACHMENTS_DIR / str(team_id) / item.sha256)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if target.is_file():  # the same bytes, stored before: keep that copy
+        if media_exists(relative):  # the same bytes, stored before: keep that copy
             staged.discard()
         else:
-            os.chmod(item.temp_path, 0o640)
-            os.replace(item.temp_path, target)
+            media_store_file(relative, item.temp_path)
     except OSError as exc:
         staged.discard()
         if exc.errno in DISK_FULL_ERRNOS:
             raise storage_full_error(exc) from exc
         raise
-    return item.sha256, item.size, item.content_type, str(relative)
+    return item.sha256, item.size, item.content_type, relative
 
 
 def eval_attachments_store(

@@ -22,7 +22,8 @@ from django.db.models import Count
 from agents.models import Agent, Arena
 from agents.services import AgentFailure, model_client_for
 from arena_site.exceptions import ApplicationError
-from battles.attachments import stored_path
+from arena_site.media import media_open
+from battles.media import delivery_name
 from battles.models import Battle, Run
 from battles.presenters import Redactor, blind_file_name
 from evals import aggregates, calls, suites
@@ -140,10 +141,10 @@ def _file_text(run: Run, position: int, entry: dict, redactor: Redactor) -> str 
     if not name or name != PurePosixPath(name).name or name in (".", ".."):
         return None  # the judge route serves no such file either
     shown = blind_file_name(name, position, redactor)
-    path = stored_path(f"deliveries/run-{run.pk}/{name}")
-    if path is None:
+    handle = media_open(delivery_name(run.pk, name))
+    if handle is None:
         return None
-    with path.open("rb") as handle:
+    with handle:
         data = handle.read(FILE_READ_BYTES + 1)
     if ocr.image_format(data) is not None:
         return f'Delivered file "{shown}": an image (not shown to a text judge).'

@@ -4,11 +4,9 @@ judge will see (docs/leak-scan.md). The battle waits in status "screening" meanw
 the scan runs outside any lock (it reads files and screenshots, OCR may take seconds),
 then one short transaction opens the battle for judging or excludes it."""
 
-import os
-import stat
 from collections.abc import Iterator
 from itertools import chain
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 from django.conf import settings
 from django.db import transaction
@@ -17,7 +15,9 @@ from django.db.models import Count
 from agents.identity import Leak, LeakScanner
 from agents.models import Agent
 from agents.textfold import TooComplex
+from arena_site.media import MediaTooLarge, MediaUnreadable, media_read
 from battles.coding_models import CodingOutcome
+from battles.media import delivery_name
 from battles.models import Battle, Run
 from battles.services.live import battle_publish
 from judging import ocr
@@ -47,29 +47,21 @@ def battle_leak_scanner() -> LeakScanner:
     return LeakScanner(identities)
 
 
-def _read_private(path: Path, limit: int) -> bytes | None:
+def _read_private(name: str, limit: int) -> bytes | None:
     """A private file's bytes, None when it is missing (a judge is served nothing
     either). A link, anything but a regular file, or more than ``limit`` bytes raise
     ``Unscannable``."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:  # a link, where the lane only ever writes files
-        raise Unscannable(f"not a plain file ({exc.strerror})") from exc
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise Unscannable("not a plain file")
-        data = handle.read(limit + 1)
-    if len(data) > limit:
-        raise Unscannable(f"more than the scan's {limit:,} bytes")
-    return data
+        return media_read(name, limit)
+    except MediaTooLarge:
+        raise Unscannable(f"more than the scan's {limit:,} bytes") from None
+    except MediaUnreadable as exc:
+        raise Unscannable(str(exc)) from exc
 
 
 def _delivered(runs: list[Run]) -> Iterator[tuple[str, str, bytes]]:
     """(where, name, bytes) of every delivered file a judge can download."""
     total = 0
-    root = Path(settings.PRIVATE_MEDIA_ROOT) / "deliveries"
     for run in runs:
         for position, entry in enumerate(run.delivered_files or []):
             name = str(entry.get("name", ""))
@@ -77,7 +69,7 @@ def _delivered(runs: list[Run]) -> Iterator[tuple[str, str, bytes]]:
                 continue  # the judge route serves no such file
             where = f"side {run.side} delivered file {position + 1} ({name})"
             try:
-                data = _read_private(root / f"run-{run.pk}" / name, FILE_MAX_BYTES)
+                data = _read_private(delivery_name(run.pk, name), FILE_MAX_BYTES)
             except Unscannable as exc:
                 raise Unscannable(f"{where}: {exc}") from exc
             if data is None:
@@ -121,17 +113,15 @@ def _screenshot_texts(runs: list[Run]) -> Iterator[tuple[str, str]]:
     """(where, text) of every step screenshot through OCR: in step order, each only
     where it changed since the run's previous one, none seen before in the battle."""
     tessdata = settings.ARENA.leak_tessdata
-    root = Path(settings.PRIVATE_MEDIA_ROOT).resolve()
     seen: set[bytes] = set()
     for run in runs:
         reader = ocr.ImageReader(tessdata, seen)
         for step in run.steps.all():
-            path = (root / step.screenshot).resolve() if step.screenshot else root
-            if not path.is_relative_to(root) or path == root:
-                continue  # the screenshot route serves nothing outside the private root
+            if not step.screenshot:
+                continue
             where = f"side {run.side} step {step.index} screenshot (OCR)"
             try:
-                data = _read_private(path, SCREENSHOT_MAX_BYTES)
+                data = _read_private(step.screenshot, SCREENSHOT_MAX_BYTES)
                 if data is not None:
                     yield where, reader.read_file(data)
             except (Unscannable, ocr.Unreadable) as exc:
