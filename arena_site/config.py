@@ -95,7 +95,7 @@ class ArenaConfig:
     docker_image: str = knob("agent-arena-desktop", "ARENA_DOCKER_IMAGE")
     # A desktop (Xvfb + Chromium) in every sandbox; off gives shell-only sandboxes.
     sandbox_desktop: bool = knob(True, "ARENA_SANDBOX_DESKTOP")
-    # Pre-booted idle desktops a battle worker (sandboxes.pool.PoolWorker) keeps, each
+    # Pre-booted idle desktops a battle worker (battles.worker.PooledBattleWorker) keeps, each
     # ~1.3 GB and a slot; never reused after a run. 2: one battle's lanes. 0: off.
     sandbox_pool_size: int = knob(2, "ARENA_SANDBOX_POOL_SIZE", lo=0, hi=16)
     sandbox_root: Path = knob(DEFAULT_SANDBOX_ROOT, "ARENA_SANDBOX_ROOT")
@@ -118,6 +118,12 @@ class ArenaConfig:
     # This worker host's name in leases, battles and heartbeats (docs/deployment.md);
     # empty: the machine's host name. Hosts sharing one database need distinct ids.
     host_id: str = knob("", "ARENA_HOST_ID")
+    # Battle workers beat their host's row this often; a host silent for
+    # ARENA_HOST_DEAD_AFTER_S is taken for dead by any host's janitor, which re-queues
+    # its running battles (docs/deployment.md). Above a lane's longest step without a
+    # beat is not needed: the host beats from a thread of its own.
+    host_heartbeat_s: float = knob(5.0, "ARENA_HOST_HEARTBEAT_S", lo=0.1, hi=600.0)
+    host_dead_after_s: float = knob(60.0, "ARENA_HOST_DEAD_AFTER_S", lo=1.0, hi=86400.0)
     deliver_max_files: int = knob(10, lo=1)
     deliver_max_bytes: int = knob(5 * 1024**2, lo=1)
     # --- sandbox hardening (docs/sandboxes.md) -------------------------------------
@@ -204,6 +210,12 @@ class ArenaConfig:
             _check(f, getattr(self, f.name))
         if self.k_min > self.k_max:
             raise ImproperlyConfigured(f"K_MIN ({self.k_min}) must not exceed K_MAX ({self.k_max})")
+        if self.host_dead_after_s < 2 * self.host_heartbeat_s:
+            raise ImproperlyConfigured(
+                f"ARENA_HOST_DEAD_AFTER_S ({self.host_dead_after_s}) must be at least twice "
+                f"ARENA_HOST_HEARTBEAT_S ({self.host_heartbeat_s}): one late beat must not "
+                "make a live host look dead"
+            )
 
     def replace(self, **changes: Any) -> "ArenaConfig":
         """A copy with ``changes``, validated like the original (tests, commands)."""

@@ -1,15 +1,16 @@
 """RQ jobs for battles: primitive ids in, one service call."""
 
 import logging
+import socket
 
 from django.conf import settings
 
-from arena_site.hosts import host_id
 from arena_site.worker import fault_point
 from battles.selectors import battles_waiting
 from battles.services import (
     battle_run_next,
     battles_fail_stuck,
+    battles_recover_dead_hosts,
     battles_recover_dead_workers,
     test_drives_fail_stuck,
 )
@@ -36,12 +37,17 @@ def test_drive_run(drive_id: int) -> None:
 
 
 def battles_janitor() -> list[int]:
-    """Every ARENA_FAULT_CHECK_S: battles of this host's dead workers re-run once (or
-    failed), jobs a dead worker held replaced, then the slow paths (a stale heartbeat,
-    another host's worker; a job lost with Redis). Returns the battles failed."""
+    """Every ARENA_FAULT_CHECK_S: battles of this host's dead workers, and of hosts that
+    stopped beating, re-run once (or failed), jobs a dead worker held replaced, then the
+    slow paths (a stale heartbeat, another host's worker; a job lost with Redis).
+    Returns the battles failed."""
     requeued, died = battles_recover_dead_workers()
     if requeued:
         logger.warning("janitor re-queued battles whose worker died %s", requeued)
+    again, lost = battles_recover_dead_hosts()
+    if again:
+        logger.warning("janitor re-queued battles of hosts that stopped beating %s", again)
+    died += lost
     if died:
         logger.warning("janitor failed battles whose worker died on every attempt %s", died)
     replaced = battles_replace_dead_jobs()
@@ -68,7 +74,9 @@ def battles_replace_dead_jobs() -> list[str]:
     from rq.worker import Worker
 
     queue = django_rq.get_queue("battles")
-    host = host_id()
+    # RQ names a worker's machine, not its arena host id: a pid says something only
+    # about processes of this machine.
+    machine = socket.gethostname()
     replaced = []
     for job_id in queue.started_job_registry.get_job_ids():
         job = queue.fetch_job(job_id)
@@ -78,7 +86,7 @@ def battles_replace_dead_jobs() -> list[str]:
             Worker.redis_worker_namespace_prefix + job.worker_name, connection=queue.connection
         )
         dead = worker is None or (
-            worker.hostname == host and worker.pid is not None and not pid_alive(worker.pid)
+            worker.hostname == machine and worker.pid is not None and not pid_alive(worker.pid)
         )
         if not dead or queue.fetch_job(f"{job_id}-again") is not None:
             continue

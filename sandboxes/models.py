@@ -1,5 +1,6 @@
 """Slot leases: which sandbox slot (and so which unprivileged uid) a live sandbox holds,
-on which host and under which worker pid, so a janitor can find what dead workers left."""
+on which host and under which worker pid, so a janitor can find what dead workers left;
+and worker hosts' heartbeats, so any host's janitor sees a host that stopped."""
 
 from django.db import models
 from django.db.models import Q
@@ -14,6 +15,9 @@ class SandboxLease(models.Model):
     path = models.CharField(max_length=500, blank=True)
     acquired_at = models.DateTimeField(auto_now_add=True)
     released_at = models.DateTimeField(null=True, blank=True)
+    # Beaten with its host (sandboxes.heartbeats): a live lease of a host whose
+    # heartbeat stopped is lost with it, until that host reaps it at its next start.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -26,3 +30,18 @@ class SandboxLease(models.Model):
 
     def __str__(self) -> str:
         return f"slot {self.slot} on {self.host}"
+
+
+class WorkerHost(models.Model):
+    """A host that runs battle workers (``ARENA_HOST_ID``). Its workers beat
+    ``heartbeat_at`` every ``ARENA_HOST_HEARTBEAT_S``; once it is older than
+    ``ARENA_HOST_DEAD_AFTER_S``, any host's janitor takes the host for dead and re-queues
+    its running battles (``lost_at`` says when). A beat clears ``lost_at``."""
+
+    host_id = models.CharField(max_length=255, unique=True)
+    started_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField()
+    lost_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return self.host_id

@@ -241,7 +241,9 @@ def main() -> None:
         # The warm desktop pool (docs/performance.md) is opt-in: each battle worker then
         # keeps ARENA_SANDBOX_POOL_SIZE idle desktops booted (memory and a slot each).
         pooled = int(env.get("ARENA_SANDBOX_POOL_SIZE") or "0") > 0
-        battle_worker = ["--worker-class", "sandboxes.pool.PoolWorker"] if pooled else []
+        # Battle workers carry their host's heartbeat and janitor (battles/worker.py).
+        worker_class = "PooledBattleWorker" if pooled else "BattleWorker"
+        battle_worker = ["--worker-class", f"battles.worker.{worker_class}"]
         for slot in range(slots):
             children.append(
                 start(

@@ -27,6 +27,7 @@ from battles.services.orchestration import (
     battle_run,
     battle_run_next,
     battles_fail_stuck,
+    battles_recover_dead_hosts,
     battles_recover_dead_workers,
 )
 from battles.services.test_drives import (
@@ -48,6 +49,7 @@ __all__ = [
     "battle_run",
     "battle_run_next",
     "battles_fail_stuck",
+    "battles_recover_dead_hosts",
     "battles_recover_dead_workers",
     "calibration_pair",
     "run_lane",

@@ -18,19 +18,21 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
+from pathlib import Path
 
-from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
 from agents.models import Agent
 from agents.policies import GiveUp, Observation, Policy, observes_page
 from agents.services import AgentFailure, policy_for
+from arena_site.media import media_local_dir, media_save, media_store_dir
 from arena_site.worker import fault_point
 from battles.attachments import (
     attachments_place,
     sandbox_paths,
 )
+from battles.media import deliveries_prefix, screenshot_name
 from battles.models import Run, Span, Step, TestDrive
 from battles.parity import LaneInputs
 from battles.services.cli_lane import cli_drive
@@ -51,8 +53,17 @@ def _publish(run: Run) -> None:
         battle_publish(battle_id=run.battle_id)
 
 
+class LaneLost(Exception):
+    """The battle was re-queued under this lane (its host was taken for dead): the lane
+    stops and writes nothing more, the new attempt owns the run."""
+
+
 def _heartbeat(run: Run) -> None:
     if run.battle_id is not None:
+        # The run's start time is this attempt's token: a re-queue clears it and the
+        # next attempt sets its own.
+        if not Run.objects.filter(pk=run.pk, started_at=run.started_at).exists():
+            raise LaneLost(f"run {run.pk} was re-queued while this lane ran")
         battle_heartbeat(battle_id=run.battle_id)
     elif run.test_drive_id is not None:
         TestDrive.objects.filter(pk=run.test_drive_id).update(heartbeat_at=timezone.now())
@@ -83,6 +94,7 @@ def run_lane(
     )
     if inputs.repo is not None:
         spec = repo_spec(spec, inputs.repo)
+    lost = False
     try:
         with sandbox_session(spec) as sandbox:
             if inputs.repo is not None:
@@ -103,11 +115,19 @@ def run_lane(
                     _drive_cli(run, inputs, sandbox)
                 else:
                     _drive(run, inputs, sandbox)
+            except LaneLost:
+                lost = True
+                raise
             finally:
-                if after is not None:
+                if after is not None and not lost:
                     _after(run, after, sandbox)
     except threading.BrokenBarrierError:
         _end_run(run, Run.EndReason.ERROR, error="the other lane failed to start")
+    except LaneLost as exc:
+        if barrier is not None:
+            barrier.abort()
+        logger.warning("%s; this lane stops", exc)
+        return run
     except Exception as exc:
         if barrier is not None:
             barrier.abort()
@@ -115,7 +135,7 @@ def run_lane(
         _end_run(run, Run.EndReason.ERROR, error=f"{type(exc).__name__}: {exc}")
     finally:
         refusals = egress_refusals_take(run.pk)
-        if refusals:
+        if refusals and not lost:
             Run.objects.filter(pk=run.pk).update(egress_refusals=storable(refusals)[0])
     return run
 
@@ -135,23 +155,31 @@ DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 
 
 def _store_screenshot(run: Run, index: int, png: bytes | None) -> str:
-    """Writes the PNG under a temporary name and renames it into place: a write that
-    fails leaves no file, whole or half."""
+    """Stores the PNG in the private storage (arena_site/media.py): a write that fails
+    leaves no file, whole or half."""
     if not png:
         return ""
-    relative = f"screens/run-{run.pk}/step-{index}.png"
-    path = settings.PRIVATE_MEDIA_ROOT / relative
-    temp = path.with_name(f".{path.name}.part")
+    relative = screenshot_name(run.pk, index)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temp.write_bytes(png)
-        os.replace(temp, path)
+        media_save(relative, png)
     except OSError as exc:
-        temp.unlink(missing_ok=True)
         raise MediaWriteError(
             f"the media disk refused the screenshot of step {index} ({exc.strerror})"
         ) from exc
     return relative
+
+
+def _tool_call(sandbox: Sandbox, tool: str, args: object, deliveries: str) -> ToolResult:
+    """One tool call; a delivery lands in the private storage under ``deliveries``
+    (staged locally and uploaded when the storage is remote)."""
+    if tool != "deliver":  # no other tool writes to the delivery directory
+        return tool_call(sandbox, tool, args, deliver_dir=Path(os.devnull))
+    deliver_dir = media_local_dir(deliveries)
+    try:
+        result = tool_call(sandbox, tool, args, deliver_dir=deliver_dir)
+    finally:
+        media_store_dir(deliveries, deliver_dir)
+    return result
 
 
 def _store_spans(run: Run, index: int, policy: object) -> None:
@@ -236,7 +264,7 @@ def _drive_policy(run: Run, inputs: LaneInputs, sandbox: Sandbox, policy: Policy
     run.save(update_fields=["status", "started_at"])
     _publish(run)
     deadline = time.monotonic() + inputs.wall_budget_s
-    deliver_dir = settings.PRIVATE_MEDIA_ROOT / "deliveries" / f"run-{run.pk}"
+    deliveries = deliveries_prefix(run.pk)
     last_result = None
     screen = sandbox.screenshot().image if sandbox.spec.desktop else None
     # The page as text, only for agents that read it (one supervisor call, ~35 ms).
@@ -284,7 +312,7 @@ def _drive_policy(run: Run, inputs: LaneInputs, sandbox: Sandbox, policy: Policy
             )
         else:
             try:
-                result = tool_call(sandbox, decision.tool, decision.args, deliver_dir=deliver_dir)
+                result = _tool_call(sandbox, decision.tool, decision.args, deliveries)
             except OSError as exc:
                 if exc.errno not in DISK_FULL_ERRNOS:
                     raise

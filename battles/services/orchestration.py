@@ -3,7 +3,6 @@ opening it for screening when both have ended, and failing what a dead worker le
 
 import logging
 import os
-import shutil
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -18,12 +17,15 @@ from arena_site.exceptions import ApplicationError
 from arena_site.hosts import host_id
 from arena_site.redis import queue
 from arena_site.worker import fault_point
+from battles.media import run_media_delete
 from battles.models import Battle, Run, Span, Step, Task
 from battles.parity import LaneInputs, lane_attachments, shared_tools
 from battles.services.coding import CodingBattleFailed, coding_battle_drive
 from battles.services.failures import battle_lanes_account
 from battles.services.lanes import run_lane
 from battles.services.live import battle_publish
+from sandboxes.heartbeats import host_mark_lost
+from sandboxes.selectors import hosts_silent
 from sandboxes.services import pid_alive, sandbox_janitor
 
 logger = logging.getLogger(__name__)
@@ -95,8 +97,8 @@ def _claimed() -> dict:
 
 MAX_ATTEMPTS = 2
 DIED_REASON = (
-    "the worker running this battle died on each of its {attempts} attempts; its "
-    "sandboxes were reaped and nothing was rated"
+    "the worker running this battle died on each of its {attempts} attempts (its process "
+    "ended, or its host's heartbeat stopped); nothing was rated"
 )
 
 
@@ -108,20 +110,45 @@ def battles_recover_dead_workers() -> tuple[list[int], list[int]]:
     sandboxes, keeping its place in the FIFO (its submission time), or failed with the
     reason when that was its last attempt. Nothing of a dead attempt is rated: a running
     battle has no decision. Returns (re-queued ids, failed ids)."""
-    host = host_id()
-    running = Battle.objects.filter(status=Battle.Status.RUNNING, worker_host=host).exclude(
+    running = Battle.objects.filter(status=Battle.Status.RUNNING, worker_host=host_id()).exclude(
         worker_pid=None
     )
     dead = [(pk, pid) for pk, pid in running.values_list("pk", "worker_pid") if not pid_alive(pid)]
     if not dead:
         return [], []
     sandbox_janitor()
+    return _battles_recover([(pk, {"worker_pid": pid}) for pk, pid in dead])
+
+
+def battles_recover_dead_hosts() -> tuple[list[int], list[int]]:
+    """Running battles of hosts whose heartbeat stopped ARENA_HOST_DEAD_AFTER_S ago (a
+    machine lost, every worker on it killed): any host's janitor re-queues them, or
+    fails them on their last attempt, like a dead worker's. Their sandboxes are on
+    the lost machine: it reaps them itself when it starts again. A host that only
+    paused and comes back finds its battles gone: its lanes stop at their next step
+    (``battles.services.lanes``), and nothing they end is taken. Returns (re-queued
+    ids, failed ids)."""
     requeued, failed = [], []
-    for battle_id, pid in dead:
+    for host in hosts_silent():
+        battles = Battle.objects.filter(status=Battle.Status.RUNNING, worker_host=host)
+        ids = list(battles.values_list("pk", flat=True))
+        if host_mark_lost(host=host) or ids:
+            logger.warning("host %s stopped beating; re-queueing its battles %s", host, ids)
+        again, dead = _battles_recover([(pk, {"worker_host": host}) for pk in ids])
+        requeued += again
+        failed += dead
+    return requeued, failed
+
+
+def _battles_recover(battles: list[tuple[int, dict]]) -> tuple[list[int], list[int]]:
+    """Re-queues (or fails, on the last attempt) each running battle that still
+    matches its filter under its row lock (another janitor may have been first)."""
+    requeued, failed = [], []
+    for battle_id, still in battles:
         with transaction.atomic():
             battle = (
                 Battle.objects.select_for_update()
-                .filter(pk=battle_id, status=Battle.Status.RUNNING, worker_pid=pid)
+                .filter(pk=battle_id, status=Battle.Status.RUNNING, **still)
                 .first()
             )
             if battle is None:
@@ -168,10 +195,7 @@ def _battle_requeue(battle: Battle) -> None:
     battle_id = battle.pk
 
     def after_commit() -> None:
-        media = settings.PRIVATE_MEDIA_ROOT
-        for run_id in run_ids:
-            shutil.rmtree(media / "screens" / f"run-{run_id}", ignore_errors=True)
-            shutil.rmtree(media / "deliveries" / f"run-{run_id}", ignore_errors=True)
+        run_media_delete(run_ids)
         queue("battles").enqueue(
             "battles.jobs.battle_run", battle_id, job_id=f"battle-{battle_id}-attempt-{attempt}"
         )
@@ -236,7 +260,7 @@ def _battle_drive(battle_id: int) -> None:
     battle_publish(battle_id=battle_id)
     battle = Battle.objects.select_related("task").get(pk=battle_id)
     if battle.task.kind == Task.Kind.REPO:
-        return _coding_battle_drive(battle_id)
+        return _coding_battle_drive(battle_id, battle.attempt)
     runs = list(battle.runs.select_related("agent"))
     inputs = LaneInputs(
         instruction=battle.task.instruction,
@@ -260,10 +284,10 @@ def _battle_drive(battle_id: int) -> None:
         )
         battle_publish(battle_id=battle_id)
         return
-    _lanes_done(battle_id)
+    _lanes_done(battle_id, battle.attempt)
 
 
-def _coding_battle_drive(battle_id: int) -> None:
+def _coding_battle_drive(battle_id: int, attempt: int) -> None:
     """A repo task's battle: lanes, diffs, destroy, then the judge sandboxes
     (battles.services.coding); a source that cannot be prepared fails the battle."""
     try:
@@ -277,11 +301,13 @@ def _coding_battle_drive(battle_id: int) -> None:
         _battle_fail(battle_id, f"orchestrator error: {exc}")
         battle_publish(battle_id=battle_id)
         return
-    _lanes_done(battle_id)
+    _lanes_done(battle_id, attempt)
 
 
-def _lanes_done(battle_id: int) -> None:
-    """Both lanes have ended: each side to its agent's account, then screening."""
+def _lanes_done(battle_id: int, attempt: int) -> None:
+    """Both lanes have ended: each side to its agent's account, then screening — unless
+    the battle is not this attempt's any more (its host was taken for dead and another
+    took it over: ``battles_recover_dead_hosts``)."""
     fault_point("screening")
     # No judge is served it before exclusion rules 1–5 (SPEC §5.3, the identity-leak
     # scan first) have run: screening is the judging queue's job, so this slot is free
@@ -289,6 +315,9 @@ def _lanes_done(battle_id: int) -> None:
     # First each side goes to its agent's account: a battle an agent failed is failed
     # and its task re-run instead (battles.services.failures), in the same transaction.
     with transaction.atomic():
+        if not Battle.objects.select_for_update().filter(pk=battle_id, attempt=attempt).exists():
+            logger.warning("battle %s was re-queued while attempt %s ran", battle_id, attempt)
+            return
         if not battle_lanes_account(battle_id=battle_id):
             ended = Battle.objects.filter(pk=battle_id, status=Battle.Status.RUNNING).update(
                 status=Battle.Status.SCREENING, ended_at=timezone.now()

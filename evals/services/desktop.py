@@ -11,7 +11,6 @@ whose worker died leaves no run, and resuming the evaluation runs it again);
 ``lanes_fail_stuck`` ends such orphaned lanes with the reason."""
 
 import logging
-import socket
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -21,6 +20,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.models import Agent
+from arena_site.hosts import host_id
 from battles.models import Run
 from battles.parity import LaneAttachment, LaneInputs, shared_tools
 from battles.services.lanes import run_lane
@@ -42,7 +42,7 @@ STUCK_REASON = (
 def lanes_endpoint() -> str:
     """The gate the desktop lanes of this host's evaluations share (``evals.gates``):
     sandboxes are the host's, so their bound is too."""
-    return f"desktop lanes on {socket.gethostname()}"
+    return f"desktop lanes on {host_id()}"
 
 
 @dataclass(frozen=True)

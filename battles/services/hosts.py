@@ -1,0 +1,42 @@
+"""A worker host's own duties (docs/deployment.md): at a worker's start it beats and
+reaps what its earlier life left (sandboxes of dead workers, their battles re-queued);
+then, from a thread of the worker (``battles.worker``), it beats every
+ARENA_HOST_HEARTBEAT_S and every ARENA_FAULT_CHECK_S looks for dead workers of its own
+and for hosts that stopped beating."""
+
+import logging
+
+from battles.services.orchestration import (
+    battles_recover_dead_hosts,
+    battles_recover_dead_workers,
+)
+from sandboxes.heartbeats import host_beat
+from sandboxes.services import sandbox_janitor
+
+logger = logging.getLogger(__name__)
+
+
+def host_start() -> None:
+    """A battle worker starts: the host beats, then reaps its own orphans (leases of
+    dead pids with their processes, cgroups, mounts and run dirs; containers) and
+    re-queues the battles its dead workers held. Nothing here waits for a heartbeat to
+    go stale: on its own host a worker's death is known by its pid."""
+    host = host_beat(starting=True)
+    reaped = sandbox_janitor()
+    requeued, failed = battles_recover_dead_workers()
+    if reaped or requeued or failed:
+        logger.warning(
+            "host %s starting: reaped %d sandboxes; battles re-queued %s, failed %s",
+            host.host_id, reaped, requeued, failed,
+        )  # fmt: skip
+
+
+def host_duties(*, check: bool) -> tuple[list[int], list[int]]:
+    """One beat; with ``check``, also the janitor's look at this host's dead workers and
+    at silent hosts. Returns (re-queued, failed) battle ids."""
+    host_beat()
+    if not check:
+        return [], []
+    requeued, failed = battles_recover_dead_workers()
+    again, dead = battles_recover_dead_hosts()
+    return requeued + again, failed + dead
