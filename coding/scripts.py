@@ -210,16 +210,33 @@ def restore(paths: list[str]) -> str:
 OUTPUT_MARK = "----- arena: check output -----"
 
 
+# Kills every process of the sandbox but this script and its ancestors (the supervisor,
+# the sandbox's init): in the sandbox's own PID namespace /proc lists only its processes.
+# Three passes catch what a dying process spawned meanwhile (its orphans are the init's).
+KILL_LEFTOVERS = (
+    'keep=" 1 $$ "; p=$$\n'
+    'while [ "$p" -gt 1 ] 2>/dev/null; do\n'
+    "  p=$(sed 's/.*) [A-Za-z] //; s/ .*//' /proc/$p/stat 2>/dev/null) || break\n"
+    '  keep="$keep$p "\n'
+    "done\n"
+    "for pass in 1 2 3; do for d in /proc/[0-9]*; do q=${d#/proc/}\n"
+    '  case "$keep" in *" $q "*) ;; *) kill -KILL "$q" 2>/dev/null ;; esac\n'
+    "done; done\n"
+)
+
+
 def run_check(command: str, log: str, *, junit: str = "", tail_bytes: int = 8192) -> str:
-    """A task command in the repo, its output to a log, its exit status printed, then the
-    log's tail printed at once in the same script (code the command started and left
-    running has no time to rewrite the log before it is read). ``ARENA_JUNIT_XML`` tells
-    a test command where JUnit XML may go."""
+    """A task command in the repo, its output to a log, its exit status printed, then
+    everything the command started and left running killed (a process it detached could
+    otherwise rewrite the log, or its own stdout, before the log is read), then the
+    log's tail. ``ARENA_JUNIT_XML`` tells a test command where JUnit XML may go."""
     env = f"ARENA_JUNIT_XML={shlex.quote(junit)} " if junit else ""
     return (
         f"cd {REPO_DIR} || exit 3\n"
         f"{env}bash -c {shlex.quote(command)} > {shlex.quote(log)} 2>&1 < /dev/null\n"
-        "echo check_exit=$?\n"
+        "code=$?\n"
+        f"{KILL_LEFTOVERS}"
+        "echo check_exit=$code\n"
         f"echo {shlex.quote(OUTPUT_MARK)}\n"
         f"tail -c {int(tail_bytes)} {shlex.quote(log)} 2>/dev/null\n"
     )
