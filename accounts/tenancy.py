@@ -45,6 +45,15 @@ UNSCOPED_API_VIEWS: dict[str, str] = {
     # Joining a team: the user is not a member yet; the invite's token is the authority
     # (accounts.services.team_invite_accept checks it, one use per person).
     "accounts.api.InviteAcceptApi": "joining a team through an invite link's token",
+    # Public: open data of public arenas only, consented and past the publication delay,
+    # judges pseudonymised (docs/open-data.md, "Who may call it").
+    "exports.api.OpenDataIndexApi": "public: what the open data holds",
+    "exports.api.OpenDataBattlesApi": "public: decided battles (open data)",
+    "exports.api.OpenDataVotesApi": "public: final votes, judges pseudonymised (open data)",
+    "exports.api.OpenDataExclusionsApi": "public: excluded battles and their rules (open data)",
+    "exports.api.OpenDataRatingsApi": "public: the published board (open data)",
+    "exports.api.OpenDataArchiveApi": "public: the open data as one archive",
+    "exports.api.OpenDataUnknownApi": "public: a 404 naming the open-data files there are",
 }
 
 _OWNED = ("get_queryset", "get_object")

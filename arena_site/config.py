@@ -204,6 +204,15 @@ class ArenaConfig:
     refit_period_s: int = knob(60, "ARENA_REFIT_PERIOD_S", lo=1)  # Δ
     # Bootstrap replicates of each refit's rank bands (SPEC §7.3; tests set it low).
     bootstrap_replicates: int = knob(1000, "ARENA_BOOTSTRAP_REPLICATES", lo=0)
+    # --- open data (docs/open-data.md) ------------------------------------------------
+    # A battle is exported this many days after it was decided (or excluded), never before.
+    export_delay_days: int = knob(7, "ARENA_EXPORT_DELAY_DAYS", lo=0, hi=3650)
+    # GET /api/open-data/ and its downloads; off: they answer 403 open_data_disabled.
+    export_api: bool = knob(True, "ARENA_EXPORT_API")
+    # Downloads (a table or the archive) per client address per hour; 429 above.
+    export_rate_per_hour: int = knob(10, "ARENA_EXPORT_RATE_PER_HOUR", lo=1, hi=100_000)
+    # The licence the data card names (e.g. "CC BY 4.0"); empty: the card says none is set.
+    export_licence: str = knob("", "ARENA_EXPORT_LICENCE")
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -163,6 +163,7 @@ INSTALLED_APPS = [
     "judging",
     "ratings",
     "evals",
+    "exports",
 ]
 
 MIDDLEWARE = [

@@ -23,6 +23,7 @@ from arena_site.exceptions import error_body
 from arena_site.parsers import ID_MAX
 from battles.api import BattleDetailApi, BattleListApi, TaskDetailApi, TaskListCreateApi
 from evals.api import EvaluationCancelApi, EvaluationDetailApi, EvaluationListCreateApi
+from exports.api import TABLE_APIS, OpenDataArchiveApi, OpenDataIndexApi, OpenDataUnknownApi
 from judging.api import JudgeNextApi, VoteCreateApi, VoteMineApi
 from judging.machine_api import BattleMachineVerdictsApi, MachineAgreementApi, MachineBoardApi
 from ratings.api import LeaderboardApi
@@ -80,6 +81,14 @@ api = [
     path("evaluations/", EvaluationListCreateApi.as_view(), name="evaluations"),
     path("evaluations/<id:pk>/", EvaluationDetailApi.as_view(), name="evaluation"),
     path("evaluations/<id:pk>/cancel/", EvaluationCancelApi.as_view(), name="evaluation-cancel"),
+    # issue 20 point 6: open data (docs/open-data.md)
+    path("open-data/", OpenDataIndexApi.as_view(), name="open-data"),
+    path("open-data/archive.tar.gz", OpenDataArchiveApi.as_view(), name="open-data-archive"),
+    *(
+        path(f"open-data/{t}.jsonl", v.as_view(), name=f"open-data-{t}")
+        for t, v in TABLE_APIS.items()
+    ),
+    path("open-data/<path:rest>", OpenDataUnknownApi.as_view()),
 ]
 
 urlpatterns = [

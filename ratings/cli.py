@@ -1,4 +1,10 @@
-"""Offline rating of a CSV of battles: ``python -m ratings fit FILE.csv``.
+"""Offline rating of a file of battles: ``python -m ratings fit FILE.csv``.
+
+The file is CSV, or JSON Lines (``.jsonl``/``.ndjson``: one JSON object a line, the
+first object's keys the header) or Parquet (``.parquet``, read with pyarrow), as the
+arena's open-data export writes them (docs/open-data.md); ``--format`` overrides the
+guess from the suffix. Every format goes through the same checks as CSV; in JSON Lines
+and Parquet a null is an empty cell, and Parquet's "line" numbers count rows from 1.
 
 Needs no database and imports no Django (``ratings/__init__.py`` is empty, and this
 module and the math it uses import only numpy, scipy and tqdm), so it runs anywhere the
@@ -121,6 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     fit.add_argument("file", type=Path, metavar="FILE.csv")
+    fit.add_argument(
+        "--format",
+        choices=("auto", "csv", "jsonl", "parquet"),
+        default="auto",
+        help="the file's format (default: from its suffix: .jsonl/.ndjson, .parquet, else CSV)",
+    )
     columns = fit.add_argument_group("columns and values")
     columns.add_argument("--a", default="agent_a", metavar="COL", help="side A's agent")
     columns.add_argument("--b", default="agent_b", metavar="COL", help="side B's agent")
@@ -197,8 +209,7 @@ def read_battles(args: argparse.Namespace) -> Battles:
         content = args.file.read_bytes()
     except OSError as exc:
         raise CliError(f"cannot read {args.file}: {exc.strerror}; check the path") from exc
-    lines = io.StringIO(_decode(content, args.file), newline="").readlines()
-    records = _records(lines, args.file)
+    records = _file_records(content, args.file, getattr(args, "format", "auto"))
     first = next(records, None)
     header = first[1] if first is not None else None
     if not header:
@@ -302,6 +313,103 @@ def read_battles(args: argparse.Namespace) -> Battles:
         lines=kept_lines,
         sha256=hashlib.sha256(content).hexdigest(),
     )
+
+
+JSONL_SUFFIXES = (".jsonl", ".ndjson")
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+def file_format(path: Path, given: str = "auto") -> str:
+    """csv, jsonl or parquet: ``given`` unless it is auto, else by the file's suffix."""
+    if given != "auto":
+        return given
+    suffix = path.suffix.lower()
+    if suffix in JSONL_SUFFIXES:
+        return "jsonl"
+    if suffix in PARQUET_SUFFIXES:
+        return "parquet"
+    return "csv"
+
+
+def _file_records(content: bytes, path: Path, given: str) -> Iterator[tuple[int, list[str]]]:
+    """(line, cells) per record of the file, the header first, whatever its format."""
+    kind = file_format(path, given)
+    if kind == "jsonl":
+        return _json_records(_decode(content, path), path)
+    if kind == "parquet":
+        return _parquet_records(content, path)
+    return _records(io.StringIO(_decode(content, path), newline="").readlines(), path)
+
+
+def _cell(value: object) -> str:
+    """A JSON or Parquet value as the text a CSV cell would hold: null is empty, a
+    float keeps every digit (repr), anything nested is its JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _keyed_records(rows: Iterator[tuple[int, dict]]) -> Iterator[tuple[int, list[str]]]:
+    """Objects as records: the first object's keys are the header; a later object's
+    keys beyond those are extra cells (reported like CSV's), a missing key a short row."""
+    header: list[str] | None = None
+    for line, row in rows:
+        if header is None:
+            header = list(row)
+            yield 0, header
+        cells = [_cell(row[key]) for key in header if key in row]
+        if len(cells) == len(header):
+            cells += [_cell(value) for key, value in row.items() if key not in header]
+        yield line, cells
+
+
+def _json_records(text: str, path: Path) -> Iterator[tuple[int, list[str]]]:
+    def objects() -> Iterator[tuple[int, dict]]:
+        for number, raw in enumerate(text.splitlines(), start=1):
+            if not raw.strip():
+                continue
+            try:
+                row = json.loads(raw)
+            except ValueError as exc:
+                raise CliError(
+                    f"line {number} of {path} is not JSON ({exc.msg}); each line of a JSON "
+                    "Lines file is one object"
+                ) from None
+            if not isinstance(row, dict):
+                raise CliError(
+                    f"line {number} of {path} is a JSON {type(row).__name__}, not an object; "
+                    "each line of a JSON Lines file is one object"
+                )
+            yield number, row
+
+    return _keyed_records(objects())
+
+
+def _parquet_records(content: bytes, path: Path) -> Iterator[tuple[int, list[str]]]:
+    try:
+        import pyarrow.parquet as pq  # only for Parquet: CSV and JSONL need no pyarrow
+    except ImportError:
+        raise CliError(
+            f"{path} is Parquet, and reading Parquet needs pyarrow (pip install pyarrow); "
+            "or use the export's JSON Lines file"
+        ) from None
+    try:
+        table = pq.read_table(io.BytesIO(content))
+    except Exception as exc:  # pyarrow raises its own error types for a bad file
+        raise CliError(f"{path} is not a readable Parquet file ({exc}); check the file") from None
+    header = table.column_names
+
+    def rows() -> Iterator[tuple[int, dict]]:
+        for number, row in enumerate(table.to_pylist(), start=1):
+            yield number, {key: row[key] for key in header}
+
+    return _keyed_records(rows())
 
 
 def _decode(content: bytes, path: Path) -> str:

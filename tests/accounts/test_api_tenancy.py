@@ -69,6 +69,13 @@ def test_the_walk_finds_every_api_route():
         "api/evaluations/",
         "api/evaluations/<id:pk>/",
         "api/evaluations/<id:pk>/cancel/",
+        "api/open-data/",
+        "api/open-data/archive.tar.gz",
+        "api/open-data/battles.jsonl",
+        "api/open-data/votes.jsonl",
+        "api/open-data/exclusions.jsonl",
+        "api/open-data/ratings.jsonl",
+        "api/open-data/<path:rest>",
     }
 
 

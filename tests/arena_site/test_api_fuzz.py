@@ -117,6 +117,12 @@ def test_every_operation_documents_its_errors_in_the_envelope():
         "/api/agent-protocol/",
         "/api/machine-board/",
         "/api/machine-agreement/",
+        "/api/open-data/",
+        "/api/open-data/battles.jsonl",
+        "/api/open-data/votes.jsonl",
+        "/api/open-data/exclusions.jsonl",
+        "/api/open-data/ratings.jsonl",
+        "/api/open-data/archive.tar.gz",
     }
     for path, operations in document["paths"].items():
         for method, operation in operations.items():

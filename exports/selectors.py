@@ -1,0 +1,287 @@
+"""What the open-data export may publish (docs/open-data.md), read as rows of the tables
+of ``exports.schema``.
+
+A battle is exportable when (1) it is decided and rated (``ratings.selectors.rated_battles``:
+the refit's own input) or excluded, (2) its task's submitter has accepted the *current*
+consent terms (SPEC §2; with no terms published, nobody has consented and nothing is
+exportable), and (3) it was decided (or excluded) at least the publication delay ago.
+Nothing of any other battle is read. Votes: final and not retracted, on exportable
+battles only. Judges appear only as pseudonyms; no user id, name, email, team or
+attachment content is ever selected."""
+
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
+
+from accounts.models import Consent, ConsentTerms
+from battles.models import Battle, Run, Step
+from judging.models import ExclusionLogEntry, Vote
+from ratings.models import RefitState
+from ratings.selectors import rated_battles
+
+Pseudonym = Callable[[int], str]
+EXCLUSION_RULES = {reason: i for i, reason in enumerate(Battle.ExclusionReason.values, start=1)}
+CHUNK = 2000  # rows fetched per round trip (server-side cursor on PostgreSQL)
+
+
+def _consented() -> Exists:
+    """The task's submitter accepted the newest consent terms."""
+    newest = ConsentTerms.objects.order_by("-version").values("pk")[:1]
+    return Exists(
+        Consent.objects.filter(user_id=OuterRef("task__submitter_id"), terms_id=Subquery(newest))
+    )
+
+
+def exportable_battles(*, arena_id: int, cutoff: datetime) -> QuerySet:
+    """Rated battles of the arena decided at or before ``cutoff`` whose submitter has
+    current consent, in id order."""
+    return (
+        rated_battles(arena_id=arena_id).filter(_consented(), decided_at__lte=cutoff).order_by("pk")
+    )
+
+
+def _excluded_at() -> Coalesce:
+    last = (
+        ExclusionLogEntry.objects.filter(
+            battle_id=OuterRef("pk"), action=ExclusionLogEntry.Action.EXCLUDE
+        )
+        .order_by("-at", "-pk")
+        .values("at")[:1]
+    )
+    return Coalesce(Subquery(last), F("ended_at"), F("submitted_at"))
+
+
+def exportable_exclusions(*, arena_id: int, cutoff: datetime) -> QuerySet:
+    """Excluded battles of the arena, excluded at or before ``cutoff``, whose submitter
+    has current consent, in id order, annotated with ``excluded_at`` and ``by_operator``."""
+    operator = ExclusionLogEntry.objects.filter(
+        battle_id=OuterRef("pk"), action=ExclusionLogEntry.Action.EXCLUDE, actor__isnull=False
+    ).order_by("-at", "-pk")
+    last_by_operator = Subquery(operator.values("at")[:1])
+    return (
+        Battle.objects.filter(arena_id=arena_id, status=Battle.Status.EXCLUDED)
+        .exclude(exclusion_reason="")
+        .annotate(excluded_at=_excluded_at(), operator_at=last_by_operator)
+        .filter(_consented(), excluded_at__lte=cutoff)
+        .order_by("pk")
+    )
+
+
+def _instant(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def battle_rows(battles: QuerySet, *, arena_slug: str, pseudonym: Pseudonym) -> Iterator[dict]:
+    rows = battles.annotate(attachment_count=Count("task__attachments")).values(
+        "pk",
+        "task_id",
+        "agent_a__slug",
+        "agent_b__slug",
+        "outcome",
+        "evidence_weight",
+        "decision_source",
+        "is_calibration",
+        "redundancy_target",
+        "task__category",
+        "task__kind",
+        "task__instruction",
+        "task__start_url",
+        "attachment_count",
+        "submitted_at",
+        "ended_at",
+        "decided_at",
+        "cluster_judge_id",
+    )
+    for b in rows.iterator(chunk_size=CHUNK):
+        judge = b["cluster_judge_id"]
+        yield {
+            "battle_id": b["pk"],
+            "arena": arena_slug,
+            "task_id": b["task_id"],
+            "agent_a": b["agent_a__slug"],
+            "agent_b": b["agent_b__slug"],
+            "winner": b["outcome"],
+            "weight": 1.0 if b["evidence_weight"] is None else float(b["evidence_weight"]),
+            "decision_source": b["decision_source"],
+            "calibration": b["is_calibration"],
+            "redundancy_target": b["redundancy_target"],
+            "category": b["task__category"],
+            "task_kind": b["task__kind"],
+            "instruction": b["task__instruction"],
+            "start_url": b["task__start_url"],
+            "attachments": b["attachment_count"],
+            "submitted_at": _instant(b["submitted_at"]),
+            "ended_at": _instant(b["ended_at"]),
+            "decided_at": _instant(b["decided_at"]),
+            "judge": None if judge is None else pseudonym(judge),
+            "cluster": f"b{b['pk']}" if judge is None else pseudonym(judge),
+        }
+
+
+def vote_rows(on_battles: Q, *, now: datetime, pseudonym: Pseudonym) -> Iterator[dict]:
+    """Final, not retracted votes on the battles ``on_battles`` selects (a filter on
+    ``battle_id``). A retracted vote was undone inside its window before any name showed:
+    never a judgment, so never published; a vote still inside its window is not final."""
+    votes = (
+        Vote.objects.filter(on_battles, retracted=False, final_at__lte=now)
+        .order_by("battle_id", "voted_at", "pk")
+        .values(
+            "battle_id",
+            "judge_id",
+            "choice",
+            "is_submitter",
+            "admissible",
+            "inadmissible_reason",
+            "counted",
+            "served_at",
+            "voted_at",
+            "final_at",
+        )
+    )
+    for v in votes.iterator(chunk_size=CHUNK):
+        yield {
+            "battle_id": v["battle_id"],
+            "judge": pseudonym(v["judge_id"]),
+            "choice": v["choice"],
+            "is_submitter": v["is_submitter"],
+            "admissible": v["admissible"],
+            "inadmissible_reason": v["inadmissible_reason"],
+            "counted": v["counted"],
+            "served_at": _instant(v["served_at"]),
+            "voted_at": _instant(v["voted_at"]),
+            "final_at": _instant(v["final_at"]),
+        }
+
+
+def exclusion_rows(exclusions: QuerySet, *, arena_slug: str) -> Iterator[dict]:
+    rows = exclusions.values(
+        "pk", "agent_a__slug", "agent_b__slug", "exclusion_reason", "excluded_at", "operator_at"
+    )
+    for e in rows.iterator(chunk_size=CHUNK):
+        by_operator = e["operator_at"] is not None and e["operator_at"] == e["excluded_at"]
+        yield {
+            "battle_id": e["pk"],
+            "arena": arena_slug,
+            "agent_a": e["agent_a__slug"],
+            "agent_b": e["agent_b__slug"],
+            "reason": e["exclusion_reason"],
+            "rule": EXCLUSION_RULES.get(e["exclusion_reason"], 0),
+            "by": "operator" if by_operator else "rule",
+            "excluded_at": _instant(e["excluded_at"]),
+        }
+
+
+def published_snapshot_id(*, arena_id: int) -> int | None:
+    return (
+        RefitState.objects.filter(arena_id=arena_id).values_list("snapshot_id", flat=True).first()
+    )
+
+
+def rating_rows(*, arena_id: int, arena_slug: str) -> Iterator[dict]:
+    """The published snapshot's points (the board), best first; none before a refit."""
+    from ratings.models import RatingPoint
+
+    snapshot_id = published_snapshot_id(arena_id=arena_id)
+    if snapshot_id is None:
+        return
+    points = (
+        RatingPoint.objects.filter(snapshot_id=snapshot_id)
+        .select_related("snapshot", "agent")
+        .order_by(F("rating").desc(nulls_last=True), "agent__slug")
+    )
+    r0 = float(settings.ARENA.r0)
+    for p in points:
+        s = p.snapshot
+        yield {
+            "arena": arena_slug,
+            "snapshot_id": s.pk,
+            "computed_at": _instant(s.computed_at),
+            "agent": p.agent.slug,
+            "agent_name": p.agent.display_name,
+            "rating": p.rating,
+            "lower": p.lower,
+            "upper": p.upper,
+            "rank_lower": p.rank_lower,
+            "rank_upper": p.rank_upper,
+            "provisional": p.provisional,
+            "unavailable": p.unavailable,
+            "battles": p.battles,
+            "weight": float(p.weight),
+            "snapshot_battles": s.battles,
+            "ridge": float(s.ridge),
+            "r0": r0,
+            "min_battles": s.min_battles,
+            "bootstrap_replicates": s.bootstrap_replicates,
+            "interval": s.interval,
+            "converged": s.converged,
+        }
+
+
+def run_rows(battle_ids: QuerySet) -> Iterator[dict]:
+    runs = (
+        Run.objects.filter(battle_id__in=battle_ids)
+        .annotate(step_count=Count("steps"))
+        .order_by("battle_id", "side")
+        .values(
+            "battle_id",
+            "side",
+            "agent__slug",
+            "end_reason",
+            "final_message",
+            "step_count",
+            "delivered_files",
+        )
+    )
+    for r in runs.iterator(chunk_size=CHUNK):
+        files = r["delivered_files"] if isinstance(r["delivered_files"], list) else []
+        yield {
+            "battle_id": r["battle_id"],
+            "side": r["side"],
+            "agent": r["agent__slug"],
+            "end_reason": r["end_reason"],
+            "final_message": r["final_message"],
+            "steps": r["step_count"],
+            "delivered_files": [_file_entry(f) for f in files],
+        }
+
+
+def _file_entry(entry: Any) -> dict:
+    """A delivered file's name and size only (never where it is stored)."""
+    if not isinstance(entry, dict):
+        return {"name": str(entry), "size": None}
+    size = entry.get("size")
+    return {"name": str(entry.get("name", "")), "size": size if isinstance(size, int) else None}
+
+
+def step_rows(battle_ids: QuerySet) -> Iterator[dict]:
+    """Steps of the battles' runs in trajectory order, each with ``_screenshot_name``
+    (its private storage name, or empty) for the service to read and then drop."""
+    steps = (
+        Step.objects.filter(run__battle_id__in=battle_ids)
+        .order_by("run__battle_id", "run__side", "index")
+        .values(
+            "run__battle_id",
+            "run__side",
+            "index",
+            "tool",
+            "args",
+            "result",
+            "duration_ms",
+            "screenshot",
+        )
+    )
+    for s in steps.iterator(chunk_size=CHUNK):
+        yield {
+            "battle_id": s["run__battle_id"],
+            "side": s["run__side"],
+            "index": s["index"],
+            "tool": s["tool"],
+            "args": s["args"],
+            "result": s["result"],
+            "duration_ms": s["duration_ms"],
+            "_screenshot_name": s["screenshot"],
+        }
