@@ -211,6 +211,9 @@ class ArenaConfig:
     export_api: bool = knob(True, "ARENA_EXPORT_API")
     # Downloads (a table or the archive) per client address per hour; 429 above.
     export_rate_per_hour: int = knob(10, "ARENA_EXPORT_RATE_PER_HOUR", lo=1, hi=100_000)
+    # --- training environments (docs/environments.md) ---------------------------------
+    # A run's initial state is kept this many days after the last run that started from it.
+    snapshot_retention_days: int = knob(90, "ARENA_SNAPSHOT_RETENTION_DAYS", lo=1, hi=3650)
     # The licence the data card names (e.g. "CC BY 4.0"); empty: the card says none is set.
     export_licence: str = knob("", "ARENA_EXPORT_LICENCE")
 

@@ -15,6 +15,7 @@ from battles.services import (
     test_drives_fail_stuck,
 )
 from battles.services import test_drive_run as test_drive_run_service
+from battles.snapshots import snapshots_prune as snapshots_prune_service
 from sandboxes.services import pid_alive
 
 logger = logging.getLogger(__name__)
@@ -116,3 +117,8 @@ def battles_requeue_orphans() -> list[int]:
             queue.enqueue("battles.jobs.battle_run", battle_id, job_id=f"battle-{battle_id}")
             requeued.append(battle_id)
     return requeued
+
+
+def snapshots_prune() -> int:
+    """Every hour: the snapshots past ARENA_SNAPSHOT_RETENTION_DAYS and their blobs."""
+    return snapshots_prune_service()

@@ -311,6 +311,11 @@ class Run(models.Model):
     step_budget = models.PositiveIntegerField()
     wall_budget_s = models.PositiveIntegerField()
     input_digest = models.CharField(max_length=64, blank=True)
+    # The initial state the lane started from (battles.snapshots); null for runs from
+    # before snapshots, or once retention deleted it.
+    snapshot = models.ForeignKey(
+        "battles.RunSnapshot", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
     final_message = models.TextField(blank=True)
     end_reason = models.CharField(max_length=20, choices=EndReason.choices, blank=True)
     error = models.TextField(blank=True)
@@ -421,3 +426,4 @@ class Span(TimedCall):
 # The coding battles' rows (a repo task's source, each run's diff and judged scores, the
 # live phases) live in their own module; importing them here registers them.
 from battles.coding_models import CodingOutcome, CodingPhase, RepoSource  # noqa: E402, F401
+from battles.snapshot_models import RunSnapshot  # noqa: E402, F401

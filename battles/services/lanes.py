@@ -38,6 +38,7 @@ from battles.parity import LaneInputs
 from battles.services.cli_lane import cli_drive
 from battles.services.coding_sandbox import repo_checkout, repo_spec
 from battles.services.live import battle_heartbeat, battle_publish
+from battles.snapshots import SnapshotIncomplete, snapshot_record
 from sandboxes.base import Sandbox, ToolResult
 from sandboxes.services import egress_refusals_take, lane_sandbox_spec, sandbox_session
 from sandboxes.tools import TOOL_SCHEMAS, tool_call
@@ -71,6 +72,15 @@ def _heartbeat(run: Run) -> None:
         Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())
 
 
+def _snapshot(run: Run, inputs: LaneInputs, spec) -> None:
+    """Keeps the lane's initial state (battles.snapshots). A snapshot that cannot be
+    kept costs the run its environment, never its battle: logged, and the lane goes on."""
+    try:
+        snapshot_record(run_id=run.pk, inputs=inputs, spec=spec)
+    except (SnapshotIncomplete, OSError):
+        logger.exception("the initial state of run %s could not be kept", run.pk)
+
+
 def run_lane(
     *,
     run_id: int,
@@ -94,6 +104,7 @@ def run_lane(
     )
     if inputs.repo is not None:
         spec = repo_spec(spec, inputs.repo)
+    _snapshot(run, inputs, spec)
     lost = False
     try:
         with sandbox_session(spec) as sandbox:
