@@ -4,7 +4,8 @@ scheduler, with retries through a Redis restart; `manage.py rqcron` runs it too,
 from django.conf import settings
 from rq import cron
 
-from battles.jobs import battles_janitor
+from battles.jobs import battles_janitor, snapshots_prune
+from environments.jobs import environments_collect
 from judging.jobs import battles_resolve_pending
 from ratings.jobs import ratings_refit
 from sandboxes.jobs import sandbox_janitor
@@ -20,3 +21,7 @@ cron.register(ratings_refit, queue_name="ratings", interval=settings.ARENA.refit
 # Votes are resolved in the request that cast them; a process that died between the
 # vote's commit and its resolution leaves the battle to this sweep.
 cron.register(battles_resolve_pending, queue_name="judging", interval=60)
+# Failed runs become candidate environments within a minute (docs/environments.md).
+cron.register(environments_collect, queue_name="default", interval=60)
+# Initial states past ARENA_SNAPSHOT_RETENTION_DAYS go, with their files.
+cron.register(snapshots_prune, queue_name="default", interval=3600)

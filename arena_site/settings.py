@@ -164,6 +164,7 @@ INSTALLED_APPS = [
     "ratings",
     "evals",
     "exports",
+    "environments",
 ]
 
 MIDDLEWARE = [

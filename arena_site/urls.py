@@ -22,6 +22,7 @@ from arena_site.api_docs import SwaggerDocs
 from arena_site.exceptions import error_body
 from arena_site.parsers import ID_MAX
 from battles.api import BattleDetailApi, BattleListApi, TaskDetailApi, TaskListCreateApi
+from environments.api import EnvironmentListApi, EnvironmentPackageApi
 from evals.api import EvaluationCancelApi, EvaluationDetailApi, EvaluationListCreateApi
 from exports.api import TABLE_APIS, OpenDataArchiveApi, OpenDataIndexApi, OpenDataUnknownApi
 from judging.api import JudgeNextApi, VoteCreateApi, VoteMineApi
@@ -89,6 +90,13 @@ api = [
         for t, v in TABLE_APIS.items()
     ),
     path("open-data/<path:rest>", OpenDataUnknownApi.as_view()),
+    # issue 20: training environments (docs/environments.md)
+    path("environments/", EnvironmentListApi.as_view(), name="environments"),
+    path(
+        "environments/<id:pk>/package.tar.gz",
+        EnvironmentPackageApi.as_view(),
+        name="environment-package",
+    ),
 ]
 
 urlpatterns = [
@@ -100,6 +108,7 @@ urlpatterns = [
     path("", include("judging.urls")),
     path("", include("ratings.urls")),
     path("", include("evals.urls")),
+    path("", include("environments.urls")),
 ]
 
 

@@ -40,6 +40,9 @@ KINDS = ("chat", "desktop", "repo")
 REPO_TIME_LIMIT = (10, 3600)
 REPO_TIME_LIMIT_DEFAULT = 600
 REPO_COMMAND_MAX_CHARS = 2000
+# A desktop task's success command runs in the lane's sandbox after the agent: it may
+# carry a packed checker (an exported environment's grader, environments.graders).
+DESKTOP_SUCCESS_CMD_MAX_CHARS = 16_000
 # A branch, tag or HEAD: what the sandbox's git may be asked to check out.
 _REF = re.compile(r"^(?!-)(?!.*\.\.)(?!.*//)[A-Za-z0-9._/-]{1,200}$")
 _MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -383,7 +386,8 @@ def _task(raw, index: int, file: str, first_at: dict[str, int]) -> SuiteTask:
     for i, path in enumerate(attachments):
         if path in attachments[:i]:
             raise at(f"names {_show(path)} twice", f"attachments[{i}]")
-    success_cmd = _command(raw, "success_cmd", at, required=kind == "repo")
+    limit = DESKTOP_SUCCESS_CMD_MAX_CHARS if kind == "desktop" else REPO_COMMAND_MAX_CHARS
+    success_cmd = _command(raw, "success_cmd", at, required=kind == "repo", limit=limit)
     repo = _repo(raw, at) if kind == "repo" else {}
     return SuiteTask(
         id=raw["id"],
@@ -399,12 +403,14 @@ def _task(raw, index: int, file: str, first_at: dict[str, int]) -> SuiteTask:
     )
 
 
-def _command(raw: dict, key: str, at, *, required: bool = False) -> str | None:
+def _command(
+    raw: dict, key: str, at, *, required: bool = False, limit: int = REPO_COMMAND_MAX_CHARS
+) -> str | None:
     command = _string(raw, key, at, required=required, blank_ok=False)
     if command is not None and "\x00" in command:
         raise at("must not contain a NUL character", key)
-    if command is not None and len(command) > REPO_COMMAND_MAX_CHARS:
-        raise at(f"must be at most {REPO_COMMAND_MAX_CHARS} characters", key)
+    if command is not None and len(command) > limit:
+        raise at(f"must be at most {limit} characters", key)
     return command
 
 

@@ -1,0 +1,99 @@
+"""Admin for training environments: read-only (an environment is built and validated
+by the pipeline, never edited by hand), filtered by status and failure mode. An
+operator rejects one with a reason, from the list's action or the change page's link,
+on a form that calls ``environments.review.environment_reject``."""
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from arena_site.admin import ReadOnlyAdmin
+from arena_site.exceptions import ApplicationError
+from environments.models import Environment
+from environments.review import REASON_MAX_CHARS, environment_reject
+
+
+class RejectForm(forms.Form):
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 4, "cols": 80}),
+        max_length=REASON_MAX_CHARS,
+        help_text="Why it must not be used (kept with it; shown to operators). It leaves "
+        "the public list and its package is no longer served.",
+    )
+
+
+@admin.register(Environment)
+class EnvironmentAdmin(ReadOnlyAdmin):
+    list_display = [
+        "id", "status", "failure_mode", "battle", "run", "validated_at", "conversion_s",
+        "rejected_at",
+    ]  # fmt: skip
+    list_filter = ["status", "failure_mode"]
+    list_select_related = ["battle", "run"]
+    readonly_fields = ["reject_link"]
+    actions = ["reject"]
+
+    def get_fields(self, request, obj=None):
+        return ["reject_link", *(f.name for f in Environment._meta.fields)]
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.get_fields(request, obj)
+
+    def _may_reject(self, request: HttpRequest) -> bool:
+        return (
+            request.user.is_active
+            and request.user.is_staff
+            and request.user.has_perm("environments.change_environment")
+        )
+
+    @admin.display(description="Reject")
+    def reject_link(self, obj: Environment) -> str:
+        if obj.status == Environment.Status.REJECTED:
+            return f"Rejected: {obj.rejected_reason}"
+        url = reverse("admin:environments_environment_reject", args=[obj.pk])
+        return format_html('<a href="{}">Reject this environment (asks why)…</a>', url)
+
+    @admin.action(description="Reject the selected environment (asks why)…")
+    def reject(self, request, queryset):
+        if queryset.count() != 1:
+            self.message_user(request, "Select one environment at a time.", messages.WARNING)
+            return None
+        return redirect("admin:environments_environment_reject", queryset.get().pk)
+
+    def get_urls(self):
+        reject = self.admin_site.admin_view(self.reject_view)
+        return [
+            path("<int:pk>/reject/", reject, name="environments_environment_reject"),
+            *super().get_urls(),
+        ]
+
+    def reject_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        if not self._may_reject(request):
+            raise PermissionDenied
+        environment = Environment.objects.filter(pk=pk).first()
+        if environment is None:
+            raise Http404("No such environment.")
+        form = RejectForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            try:
+                environment_reject(
+                    environment_id=pk, reason=form.cleaned_data["reason"], actor=request.user
+                )
+            except ApplicationError as exc:
+                form.add_error("reason", exc.message)
+            else:
+                self.message_user(request, f"{environment} rejected.", messages.SUCCESS)
+                return redirect("admin:environments_environment_change", pk)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Reject {environment}",
+            "opts": self.opts,
+            "environment": environment,
+            "form": form,
+        }
+        return TemplateResponse(request, "admin/environments/reject.html", context)
