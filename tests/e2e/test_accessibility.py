@@ -26,6 +26,7 @@ from tests.conftest import make_person
 from tests.e2e.test_arena_loop import PASSWORD, production_hash
 from tests.e2e.test_csp import PROBE
 from tests.e2e.test_judge_page import judged_battle, log_in, undo_window  # noqa: F401 - fixtures
+from tests.environments.environment_factories import desktop_state, environment
 
 pytestmark = pytest.mark.e2e
 
@@ -91,7 +92,7 @@ def test_every_page_has_no_serious_or_critical_violation(judged_battle, browser)
     context.add_init_script(PROBE)  # records Content-Security-Policy violations
     page = context.new_page()
     public = ["/", f"/agents/{agent.slug}/", "/metrics/", "/accounts/login/",
-              "/accounts/signup/"]  # fmt: skip
+              "/accounts/signup/", "/environments/"]  # fmt: skip
     with contextlib.suppress(NoReverseMatch):  # the matrices page, where it exists
         public.append(reverse("ratings:matrices"))
     for path in public:
@@ -154,6 +155,10 @@ def test_every_page_has_no_serious_or_critical_violation(judged_battle, browser)
         agent=agent, requested_by=boss, sample="demo", instruction="Open the news page."
     )
     for path in (f"/my-agents/{agent.pk}/test-drives/", f"/test-drives/{drive.pk}/"):
+        check(page, path, report)
+    # A training environment made from the battle, listed and shown as staff see it
+    made = environment(battle, state={**desktop_state(), "attachments": []})
+    for path in ("/environments/", f"/environments/{made.pk}/"):
         check(page, path, report)
     context.close()
 
