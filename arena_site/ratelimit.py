@@ -89,3 +89,24 @@ class FixedWindow:
         key, window = self._key(subject, now)
         count = int(redis_client().get(key) or 0)
         return self._retry_after(window, now) if count >= self.limit else None
+
+
+def downloads_count(request: HttpRequest, *, name: str, what: str, instead: str = "") -> None:
+    """Counts one download of ``name`` (open data, environment packages) against the
+    client address's hourly ARENA_EXPORT_RATE_PER_HOUR; raises 429 ``rate_limited``
+    with Retry-After when over it. ``what`` names the downloads in the message,
+    ``instead`` says what else to do."""
+    # Imported here: DRF's settings load the authentication classes, which load this
+    # module, while arena_site.exceptions (which imports DRF) is still initialising.
+    from arena_site.exceptions import ApplicationError
+
+    limit = settings.ARENA.export_rate_per_hour
+    retry = FixedWindow(name, limit, 3600).hit(client_address(request))
+    if retry is not None:
+        raise ApplicationError(
+            f"At most {limit} {what} an hour per address; try again in {retry} s{instead}.",
+            code="rate_limited",
+            status=429,
+            headers={"Retry-After": str(retry)},
+            extra={"retry_after_s": retry},
+        )

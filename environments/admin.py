@@ -1,7 +1,11 @@
 """Admin for training environments: read-only (an environment is built and validated
 by the pipeline, never edited by hand), filtered by status and failure mode. An
 operator rejects one with a reason, from the list's action or the change page's link,
-on a form that calls ``environments.review.environment_reject``."""
+on a form that calls ``environments.review.environment_reject``; and supplies the
+grader of a ``needs_grader`` one (its JSON, on a form that calls
+``environments.review.environment_grader_supply``), which sends it to its replays."""
+
+import json
 
 from django import forms
 from django.contrib import admin, messages
@@ -15,7 +19,10 @@ from django.utils.html import format_html
 from arena_site.admin import ReadOnlyAdmin
 from arena_site.exceptions import ApplicationError
 from environments.models import Environment
-from environments.review import REASON_MAX_CHARS, environment_reject
+from environments.review import REASON_MAX_CHARS, environment_grader_supply, environment_reject
+
+# What the grader form starts from when the builder kept no draft.
+EMPTY_GRADER = {"version": 1, "checks": []}
 
 
 class RejectForm(forms.Form):
@@ -27,6 +34,21 @@ class RejectForm(forms.Form):
     )
 
 
+class GraderForm(forms.Form):
+    grader = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 24, "cols": 100, "spellcheck": "false"}),
+        strip=False,
+        help_text='JSON: {"version": 1, "checks": [...]}, at most 50 checks, paths relative '
+        "to /work. The environment becomes graded and its two replays are queued.",
+    )
+
+    def clean_grader(self) -> object:
+        try:
+            return json.loads(self.cleaned_data["grader"])
+        except (ValueError, RecursionError) as exc:
+            raise forms.ValidationError(f"Not valid JSON: {exc}") from None
+
+
 @admin.register(Environment)
 class EnvironmentAdmin(ReadOnlyAdmin):
     list_display = [
@@ -35,16 +57,18 @@ class EnvironmentAdmin(ReadOnlyAdmin):
     ]  # fmt: skip
     list_filter = ["status", "failure_mode"]
     list_select_related = ["battle", "run"]
-    readonly_fields = ["reject_link"]
+    readonly_fields = ["reject_link", "grader_link"]
     actions = ["reject"]
 
     def get_fields(self, request, obj=None):
-        return ["reject_link", *(f.name for f in Environment._meta.fields)]
+        awaiting = obj is not None and obj.status == Environment.Status.NEEDS_GRADER
+        links = ["reject_link", "grader_link"] if awaiting else ["reject_link"]
+        return [*links, *(f.name for f in Environment._meta.fields)]
 
     def get_readonly_fields(self, request, obj=None):
         return self.get_fields(request, obj)
 
-    def _may_reject(self, request: HttpRequest) -> bool:
+    def _may_review(self, request: HttpRequest) -> bool:
         return (
             request.user.is_active
             and request.user.is_staff
@@ -58,6 +82,16 @@ class EnvironmentAdmin(ReadOnlyAdmin):
         url = reverse("admin:environments_environment_reject", args=[obj.pk])
         return format_html('<a href="{}">Reject this environment (asks why)…</a>', url)
 
+    @admin.display(description="Grader")
+    def grader_link(self, obj: Environment) -> str:
+        if obj.reference_run_id is None or not obj.state:
+            return (
+                "No reference run or no state: a grader alone cannot validate it (the "
+                "reference replay must pass it). Reject it instead."
+            )
+        url = reverse("admin:environments_environment_grader", args=[obj.pk])
+        return format_html('<a href="{}">Supply a grader…</a>', url)
+
     @admin.action(description="Reject the selected environment (asks why)…")
     def reject(self, request, queryset):
         if queryset.count() != 1:
@@ -67,13 +101,15 @@ class EnvironmentAdmin(ReadOnlyAdmin):
 
     def get_urls(self):
         reject = self.admin_site.admin_view(self.reject_view)
+        grader = self.admin_site.admin_view(self.grader_view)
         return [
             path("<int:pk>/reject/", reject, name="environments_environment_reject"),
+            path("<int:pk>/grader/", grader, name="environments_environment_grader"),
             *super().get_urls(),
         ]
 
     def reject_view(self, request: HttpRequest, pk: int) -> HttpResponse:
-        if not self._may_reject(request):
+        if not self._may_review(request):
             raise PermissionDenied
         environment = Environment.objects.filter(pk=pk).first()
         if environment is None:
@@ -97,3 +133,34 @@ class EnvironmentAdmin(ReadOnlyAdmin):
             "form": form,
         }
         return TemplateResponse(request, "admin/environments/reject.html", context)
+
+    def grader_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        if not self._may_review(request):
+            raise PermissionDenied
+        environment = Environment.objects.filter(pk=pk).first()
+        if environment is None:
+            raise Http404("No such environment.")
+        draft = json.dumps(environment.grader or EMPTY_GRADER, indent=2, ensure_ascii=False)
+        form = GraderForm(request.POST or None, initial={"grader": draft})
+        if request.method == "POST" and form.is_valid():
+            try:
+                environment_grader_supply(
+                    environment_id=pk, grader=form.cleaned_data["grader"], actor=request.user
+                )
+            except ApplicationError as exc:
+                form.add_error("grader" if exc.code == "invalid_grader" else None, exc.message)
+            else:
+                self.message_user(
+                    request,
+                    f"{environment}: grader supplied; its replays are queued.",
+                    messages.SUCCESS,
+                )
+                return redirect("admin:environments_environment_change", pk)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Supply a grader for {environment}",
+            "opts": self.opts,
+            "environment": environment,
+            "form": form,
+        }
+        return TemplateResponse(request, "admin/environments/grader.html", context)

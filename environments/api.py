@@ -4,7 +4,6 @@ the validated environments whose source battle is published, staff every one; an
 other environment is a 404, as one that does not exist. Package downloads are bounded
 per client address per hour (ARENA_EXPORT_RATE_PER_HOUR, their own window)."""
 
-from django.conf import settings
 from django.http import HttpResponse
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
@@ -14,7 +13,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.views import APIView
 
 from arena_site.exceptions import ApplicationError
-from arena_site.ratelimit import FixedWindow, client_address
+from arena_site.ratelimit import downloads_count
 from arena_site.schema import error_response
 from environments.models import Environment
 from environments.packages import PackageError, environment_package
@@ -106,16 +105,7 @@ class EnvironmentListApi(generics.ListAPIView):
 
 
 def _count_download(request) -> None:
-    limit = settings.ARENA.export_rate_per_hour
-    retry = FixedWindow("environment-packages", limit, 3600).hit(client_address(request))
-    if retry is not None:
-        raise ApplicationError(
-            f"At most {limit} environment packages an hour per address; try again in {retry} s.",
-            code="rate_limited",
-            status=429,
-            headers={"Retry-After": str(retry)},
-            extra={"retry_after_s": retry},
-        )
+    downloads_count(request, name="environment-packages", what="environment packages")
 
 
 class EnvironmentPackageApi(APIView):

@@ -27,12 +27,15 @@ def _enqueue_build(environment_id: int) -> None:
     )
 
 
-def _enqueue_validate(environment_id: int) -> None:
+def validation_enqueue(environment_id: int) -> None:
+    """Enqueues the environment's replays on the battles queue (one job per environment:
+    its id is fixed); the builder's and an operator's supplied grader's way in."""
     queue("battles").enqueue(
         "environments.jobs.environment_validate_job",
         environment_id,
         job_id=f"environment-validate-{environment_id}",
-        retry=Retry(max=2, interval=[30, 120]),
+        # Retried at once (an interval would need a scheduler on the battles queue).
+        retry=Retry(max=2),
     )
 
 
@@ -49,14 +52,14 @@ def environments_collect() -> list[int]:
     for environment_id in stale:
         job = battles.fetch_job(f"environment-validate-{environment_id}")
         if job is None or job.get_status(refresh=False) in ("finished", "failed", "canceled"):
-            _enqueue_validate(environment_id)
+            validation_enqueue(environment_id)
     return created
 
 
 def environment_build_job(environment_id: int) -> str:
     status = environment_build(environment_id=environment_id)
     if status == Environment.Status.GRADED:
-        _enqueue_validate(environment_id)
+        validation_enqueue(environment_id)
     return status
 
 

@@ -24,7 +24,7 @@ from rest_framework.views import APIView
 
 from agents.models import PUBLIC_ARENA_SLUG, Arena
 from arena_site.exceptions import ApplicationError
-from arena_site.ratelimit import FixedWindow, client_address
+from arena_site.ratelimit import downloads_count
 from arena_site.schema import error_response
 from exports.schema import BY_NAME, CORE_TABLES, DATA_CARD_VERSION, SCHEMA_VERSION
 from exports.services import export_archive
@@ -79,17 +79,22 @@ def _open_arena(request) -> Arena:
 
 
 def _count_download(request) -> None:
-    limit = settings.ARENA.export_rate_per_hour
-    retry = FixedWindow("open-data", limit, 3600).hit(client_address(request))
-    if retry is not None:
-        raise ApplicationError(
-            f"At most {limit} open-data downloads an hour per address; try again in "
-            f"{retry} s, or use a published export (manage.py export_data).",
-            code="rate_limited",
-            status=429,
-            headers={"Retry-After": str(retry)},
-            extra={"retry_after_s": retry},
-        )
+    downloads_count(
+        request, name="open-data", what="open-data downloads",
+        instead=", or use a published export (manage.py export_data)",
+    )  # fmt: skip
+
+
+def _spooled(write, *, filename: str, content_type: str) -> FileResponse:
+    """The body ``write(file)`` produces, spooled to a temporary file and streamed."""
+    body = tempfile.TemporaryFile()  # noqa: SIM115 (the FileResponse closes it)
+    try:
+        write(body)
+    except BaseException:
+        body.close()
+        raise
+    body.seek(0)
+    return FileResponse(body, as_attachment=True, filename=filename, content_type=content_type)
 
 
 def _scope(arena: Arena) -> ExportScope:
@@ -174,20 +179,15 @@ class OpenDataTableApi(APIView):
     def get(self, request):
         arena = _open_arena(request)
         _count_download(request)
-        body = tempfile.TemporaryFile()  # noqa: SIM115 (the FileResponse closes it)
-        try:
-            for row in table_rows(self.table, _scope(arena)):
+        scope = _scope(arena)
+
+        def write(body) -> None:
+            for row in table_rows(self.table, scope):
                 body.write(json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode())
                 body.write(b"\n")
-        except BaseException:
-            body.close()
-            raise
-        body.seek(0)
-        return FileResponse(
-            body,
-            as_attachment=True,
-            filename=f"{arena.slug}-{self.table}.jsonl",
-            content_type="application/jsonl",
+
+        return _spooled(
+            write, filename=f"{arena.slug}-{self.table}.jsonl", content_type="application/jsonl"
         )
 
 
@@ -257,17 +257,9 @@ class OpenDataArchiveApi(APIView):
     def get(self, request):
         arena = _open_arena(request)
         _count_download(request)
-        body = tempfile.TemporaryFile()  # noqa: SIM115 (the FileResponse closes it)
         now = timezone.now()
-        try:
-            export_archive(arena_id=arena.pk, target=body, now=now)
-        except BaseException:
-            body.close()
-            raise
-        body.seek(0)
-        return FileResponse(
-            body,
-            as_attachment=True,
+        return _spooled(
+            lambda body: export_archive(arena_id=arena.pk, target=body, now=now),
             filename=f"agent-arena-{arena.slug}-{now:%Y%m%d}.tar.gz",
             content_type="application/gzip",
         )
