@@ -13,6 +13,7 @@ if [ -z "${ARENA_SECRET_KEY:-}" ]; then
     ARENA_SECRET_KEY="$(.venv/bin/python -c 'import secrets; print(secrets.token_urlsafe(50))')"
     export ARENA_SECRET_KEY
 fi
+.venv/bin/python scripts/ensure_database.py bench
 # The soak's size and variants (tests/bench/bench_soak.py: 1,000 cycles, 100 pairs at
 # once; e.g. BENCH_SOAK_ARGS="--quick" or "--docker-cycles 100").
 read -ra soak_args <<< "${BENCH_SOAK_ARGS:-}"

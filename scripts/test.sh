@@ -30,13 +30,10 @@ if [ "$ARENA_TEST_WORKERS" -gt 1 ]; then
 fi
 
 py=.venv/bin/python
+$py scripts/ensure_database.py test
 $py - <<'PY'
 import os, sys
-import psycopg, redis
-try:
-    psycopg.connect(os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/postgres", connect_timeout=3).close()
-except Exception as exc:
-    sys.exit(f"test: PostgreSQL is not reachable at {os.environ['DATABASE_URL']}: {exc}")
+import redis
 from tests.workers import redis_url_for
 for index in range(max(1, int(os.environ["ARENA_TEST_WORKERS"]))):
     url = redis_url_for(os.environ["REDIS_URL"], index)
