@@ -54,6 +54,10 @@ UNSCOPED_API_VIEWS: dict[str, str] = {
     "exports.api.OpenDataRatingsApi": "public: the published board (open data)",
     "exports.api.OpenDataArchiveApi": "public: the open data as one archive",
     "exports.api.OpenDataUnknownApi": "public: a 404 naming the open-data files there are",
+    # Public like the open data: validated environments whose source battle the open data
+    # publishes; staff see every one; any other is a 404 (docs/environments.md).
+    "environments.api.EnvironmentListApi": "public: published training environments",
+    "environments.api.EnvironmentPackageApi": "public: a published environment's package",
 }
 
 _OWNED = ("get_queryset", "get_object")

@@ -76,6 +76,8 @@ def test_the_walk_finds_every_api_route():
         "api/open-data/exclusions.jsonl",
         "api/open-data/ratings.jsonl",
         "api/open-data/<path:rest>",
+        "api/environments/",
+        "api/environments/<id:pk>/package.tar.gz",
     }
 
 
