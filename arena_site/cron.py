@@ -6,6 +6,7 @@ from rq import cron
 
 from battles.jobs import battles_janitor, snapshots_prune
 from environments.jobs import environments_collect
+from exports.jobs import instructions_redact_ahead
 from judging.jobs import battles_resolve_pending
 from ratings.jobs import ratings_refit
 from sandboxes.jobs import sandbox_janitor
@@ -25,3 +26,5 @@ cron.register(battles_resolve_pending, queue_name="judging", interval=60)
 cron.register(environments_collect, queue_name="default", interval=60)
 # Initial states past ARENA_SNAPSHOT_RETENTION_DAYS go, with their files.
 cron.register(snapshots_prune, queue_name="default", interval=3600)
+# The open data publishes instructions redacted: made ahead for newly decided battles.
+cron.register(instructions_redact_ahead, queue_name="default", interval=300)

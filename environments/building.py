@@ -23,7 +23,7 @@ from environments.consent import run_export_consent
 from environments.graders import GraderInvalid, grader_validate
 from environments.models import BattleScan, Environment
 from environments.picking import Pick, battle_picks, battles_to_scan
-from environments.redaction import Placeholders, redact_attachment, redact_json, redact_text
+from exports.redaction import Placeholders, redact_attachment, redact_json, redact_text
 
 logger = logging.getLogger(__name__)
 

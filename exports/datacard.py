@@ -70,6 +70,11 @@ Each table is in JSON Lines (`.jsonl`) and/or Parquet (`.parquet`): the same row
 - **Votes.** Final votes on the exported battles. Votes undone inside their undo window
   (retracted) are never exported: they were withdrawn before any name showed and were
   never a judgment. Inadmissible votes are exported, flagged, with their reason.
+- **Instructions redacted.** Personal data in a task's instruction (names, e-mail
+  addresses, phone numbers, street addresses, credentials, ...) is replaced by
+  placeholders such as `<PERSON_1>` (Microsoft Presidio with spaCy's small English
+  model, and patterns of the arena's own). Redaction misses some of it and replaces
+  some words that are not personal data (docs/environments.md, "Limits").
 - **Never exported:** judges' ids, names or emails, submitters' or teams' identities,
   the content or names of task attachments (only their number), operators' identities
   and notes, sandbox internals (errors, egress logs, storage paths).

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from environments.redaction_engine import CHUNK_CHARS, analyzer
+from exports.redaction_engine import CHUNK_CHARS, analyzer
 
 # A chunk (CHUNK_CHARS) is analysed on its own; the next one starts OVERLAP_CHARS
 # before its end, so an entity shorter than that (a 4096-bit PEM key is ~3.3k

