@@ -37,9 +37,10 @@ def _consented() -> Exists:
     )
 
 
-def exportable_battles(*, arena_id: int, cutoff: datetime) -> QuerySet:
+def exportable_battles(*, arena_id: int | None, cutoff: datetime) -> QuerySet:
     """Rated battles of the arena decided at or before ``cutoff`` whose submitter has
-    current consent, in id order."""
+    current consent, in id order (``arena_id`` None: of every public arena). Lazy: no
+    query runs until it is read."""
     return (
         rated_battles(arena_id=arena_id).filter(_consented(), decided_at__lte=cutoff).order_by("pk")
     )
@@ -56,15 +57,19 @@ def _excluded_at() -> Coalesce:
     return Coalesce(Subquery(last), F("ended_at"), F("submitted_at"))
 
 
-def exportable_exclusions(*, arena_id: int, cutoff: datetime) -> QuerySet:
+def exportable_exclusions(*, arena_id: int | None, cutoff: datetime) -> QuerySet:
     """Excluded battles of the arena, excluded at or before ``cutoff``, whose submitter
-    has current consent, in id order, annotated with ``excluded_at`` and ``by_operator``."""
+    has current consent, in id order, annotated with ``excluded_at`` and ``by_operator``
+    (``arena_id`` None: of every public arena)."""
     operator = ExclusionLogEntry.objects.filter(
         battle_id=OuterRef("pk"), action=ExclusionLogEntry.Action.EXCLUDE, actor__isnull=False
     ).order_by("-at", "-pk")
     last_by_operator = Subquery(operator.values("at")[:1])
     return (
-        Battle.objects.filter(arena_id=arena_id, status=Battle.Status.EXCLUDED)
+        Battle.objects.filter(
+            Q(arena__team=None) if arena_id is None else Q(arena_id=arena_id),
+            status=Battle.Status.EXCLUDED,
+        )
         .exclude(exclusion_reason="")
         .annotate(excluded_at=_excluded_at(), operator_at=last_by_operator)
         .filter(_consented(), excluded_at__lte=cutoff)

@@ -53,14 +53,16 @@ def self_judged_tally(*, arena_id: int) -> int:
     ).count()
 
 
-def rated_battles(*, arena_id: int, category: str | None = None):
+def rated_battles(*, arena_id: int | None, category: str | None = None):
     """The battles that enter the arena's rating: decided (and so published: a decision
     is final and public when it is made), with an outcome, not excluded (self-judged
     ones included; each carries evidence_weight and cluster_judge). With ``category``,
-    those whose task has that category (battles.classify): the category's board."""
-    rated = Battle.objects.filter(
-        arena_id=arena_id, status=Battle.Status.DECIDED, exclusion_reason=""
-    ).exclude(outcome="")
+    those whose task has that category (battles.classify): the category's board.
+    ``arena_id`` None: those of every public arena (no team's own)."""
+    arena = Q(arena__team=None) if arena_id is None else Q(arena_id=arena_id)
+    rated = Battle.objects.filter(arena, status=Battle.Status.DECIDED, exclusion_reason="").exclude(
+        outcome=""
+    )
     return rated if category is None else rated.filter(task__category=category)
 
 

@@ -19,7 +19,8 @@ import pytest
 import schemathesis
 from django.core.handlers.wsgi import WSGIHandler
 from django.core.signals import request_finished, request_started
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
+from django.test.utils import CaptureQueriesContext
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.renderers import OpenApiJsonRenderer
 from hypothesis import HealthCheck
@@ -101,6 +102,17 @@ def _keep_the_test_transaction():
     yield
     request_started.connect(close_old_connections)
     request_finished.connect(close_old_connections)
+
+
+@pytest.mark.django_db
+def test_generating_the_schema_runs_no_query():
+    """This module generates the schema at import, before pytest-django makes the test
+    database: a query then would open the connection pool on the settings' own database,
+    and every later connection of the process would go there (Django closes the pool
+    only when it clones or destroys a test database, not when it creates one)."""
+    with CaptureQueriesContext(connection) as queries:
+        SchemaGenerator().get_schema(public=True)
+    assert [q["sql"] for q in queries.captured_queries] == []
 
 
 def test_every_operation_documents_its_errors_in_the_envelope():
