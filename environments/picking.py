@@ -90,7 +90,15 @@ def _pick(run: Run, opponent: Run, battle: Battle) -> Pick | None:
 def battles_to_scan(*, limit: int = 200) -> list[Battle]:
     """Ended battles the picker has not looked at yet at their current stage, oldest
     first: never looked at, or looked at before they were decided and decided since."""
-    unseen = Q(status__in=_ENDED) & ~Exists(BattleScan.objects.filter(battle=OuterRef("pk")))
+    # Only battles whose lanes kept their initial state: an arena's battles from before
+    # snapshots are never looked at (its first collect would otherwise wade through them
+    # all before a new failure's turn).
+    snapshotted = Exists(Run.objects.filter(battle=OuterRef("pk"), snapshot__isnull=False))
+    unseen = (
+        Q(status__in=_ENDED)
+        & snapshotted
+        & ~Exists(BattleScan.objects.filter(battle=OuterRef("pk")))
+    )
     newly_decided = Q(status=Battle.Status.DECIDED) & Exists(
         BattleScan.objects.filter(battle=OuterRef("pk"), stage=BattleScan.Stage.ENDED)
     )

@@ -60,10 +60,10 @@ def test_battles_that_did_not_end_as_judged_are_never_looked_at(alice, roster, s
     assert not BattleScan.objects.filter(battle=battle).exists()
 
 
-def test_a_run_without_a_snapshot_cannot_become_an_environment(alice, roster):
+def test_a_battle_from_before_snapshots_is_never_looked_at(alice, roster):
     battle = ended_battle(alice)  # its runs kept no initial state (before snapshots)
     assert candidates_collect() == []
-    assert BattleScan.objects.get(battle=battle).stage == "ended"
+    assert not BattleScan.objects.filter(battle=battle).exists()
 
 
 def test_each_battle_is_looked_at_once_per_stage(alice, roster):
