@@ -223,6 +223,9 @@ def environment_build(*, environment_id: int) -> str:
         grader = _grader(env, state, book)
     except _Held as held:
         return _finish(env, Environment.Status.HELD, str(held))
+    except Exception as exc:  # a bug or a broken row: shown to operators, never retried blind
+        logger.exception("building environment %s failed", env.pk)
+        return _finish(env, Environment.Status.HELD, f"the build failed: {type(exc).__name__}")
     fields = {
         "state": state,
         "state_digest": manifest_digest(state),

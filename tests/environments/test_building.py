@@ -149,3 +149,18 @@ def test_the_files_an_instruction_names(instruction, named):
 )
 def test_the_kind_a_file_check_expects(path, data, kind):
     assert derive.kind_of(path, data) == kind
+
+
+def test_a_build_that_breaks_holds_the_environment_with_the_reason(alice, roster):
+    """A coding battle whose task lost its repository row: the build cannot finish; the
+    environment is held with what broke, for an operator, instead of staying a
+    candidate no job will look at again."""
+    battle = with_snapshot(ended_battle(alice))
+    RunSnapshot.objects.filter(runs__battle=battle).update(
+        manifest={"version": 1, "kind": "repo", "instruction": "fix it", "attachments": [],
+                  "repo": {"sha256": "0" * 64, "size": 1}},
+    )  # fmt: skip
+    media_save(blob_name("0" * 64), b"x")
+    env = built(battle, "B")
+    assert env.status == "held"
+    assert env.status_detail == "the build failed: DoesNotExist"
