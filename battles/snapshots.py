@@ -94,6 +94,15 @@ class SnapshotIncomplete(Exception):
     """A file the snapshot names could not be copied (gone, or changed since hashed)."""
 
 
+def blob_put(data: bytes, *, prefix: str = BLOB_PREFIX) -> dict:
+    """Stores ``data`` once under ``prefix`` by its SHA-256 (a second put of the same
+    bytes writes nothing); returns its manifest entry ``{"sha256", "size"}``."""
+    sha256 = hashlib.sha256(data).hexdigest()
+    if not media_exists(blob_name(sha256, prefix)):
+        media_save(blob_name(sha256, prefix), data)
+    return {"sha256": sha256, "size": len(data)}
+
+
 def _blob_keep(*, source: str, sha256: str, size: int) -> None:
     """Copies the stored file ``source`` into the blob store, once per hash."""
     name = blob_name(sha256)

@@ -7,27 +7,26 @@ instruction is the same placeholder in the attachments, the trajectories and the
 reference's files: replaying the redacted reference on the redacted state reproduces
 the redacted final state, and the replays (environments.validation) check exactly that."""
 
-import hashlib
 import logging
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from arena_site.media import media_exists, media_read, media_save
+from arena_site.media import media_read
 from battles.media import delivery_name
 from battles.models import Battle, CodingOutcome, RepoSource, Run, Step
 from battles.services.coding_judge import patch_relative
-from battles.snapshots import BLOB_PREFIX, manifest_digest
+from battles.snapshots import BLOB_PREFIX as SNAPSHOT_BLOBS
+from battles.snapshots import blob_put, manifest_digest
 from environments import derive
 from environments.consent import run_export_consent
 from environments.graders import GraderInvalid, grader_validate
-from environments.models import BattleScan, Environment
+from environments.models import BLOB_PREFIX, BattleScan, Environment
 from environments.picking import Pick, battle_picks, battles_to_scan
 from exports.redaction import Placeholders, redact_attachment, redact_json, redact_text
 
 logger = logging.getLogger(__name__)
 
-ENV_BLOB_PREFIX = "environments/blobs/"
 # The tools whose calls change nothing a grader reads: not replayed.
 _OBSERVING = ("screenshot",)
 READ_MAX_BYTES = 64 * 1024 * 1024
@@ -83,11 +82,8 @@ class _Held(Exception):
 
 
 def _blob(data: bytes) -> dict:
-    """Stores ``data`` once under the environments' blob prefix; its manifest entry."""
-    sha = hashlib.sha256(data).hexdigest()
-    if not media_exists(ENV_BLOB_PREFIX + sha):
-        media_save(ENV_BLOB_PREFIX + sha, data)
-    return {"sha256": sha, "size": len(data)}
+    """Stores ``data`` once among the environments' files; its manifest entry."""
+    return blob_put(data, prefix=BLOB_PREFIX)
 
 
 def _read(name: str, what: str) -> bytes:
@@ -145,14 +141,14 @@ def _state(env: Environment, book: _Book) -> dict:
     manifest["instruction"] = book.text("instruction", manifest["instruction"])
     attachments = []
     for item in manifest["attachments"]:
-        data = _read(BLOB_PREFIX + item["sha256"], f"attachment {item['name']!r}")
+        data = _read(SNAPSHOT_BLOBS + item["sha256"], f"attachment {item['name']!r}")
         redacted = book.file(f"attachments/{item['name']}", item["name"], data)
         attachments.append({"name": item["name"], **_blob(redacted)})
     manifest["attachments"] = attachments
     if manifest.get("repo"):
         # A repository is code, kept as it is (docs/environments.md, "Redaction").
         repo = dict(manifest["repo"])
-        _blob(_read(BLOB_PREFIX + repo["sha256"], "the repository bundle"))
+        _blob(_read(SNAPSHOT_BLOBS + repo["sha256"], "the repository bundle"))
         source = RepoSource.objects.get(task__battles=env.battle_id)
         if source.judge_bundle_path:
             judge = _blob(_read(source.judge_bundle_path, "the judge's bundle"))

@@ -4,6 +4,9 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+# Where an environment's own (redacted) files live in the private storage, by SHA-256.
+BLOB_PREFIX = "environments/blobs/"
+
 
 class Environment(models.Model):
     """A failed run turned into a task a model can be trained on: the run's initial

@@ -32,11 +32,10 @@ from arena_site.media import MediaUnreadable, media_read
 from battles.snapshots import manifest_digest
 from coding.scripts import BRANCH
 from environments.graders import HOST_CHECKS, GraderInvalid, grader_command, grader_validate
-from environments.models import Environment
+from environments.models import BLOB_PREFIX, Environment
 from environments.selectors import environment_battle_published
 
 PACKAGE_VERSION = 1
-BLOB_PREFIX = "environments/blobs/"
 ATTACHMENTS_IN_SANDBOX = "/work/attachments/"
 REPO_IN_SANDBOX = "/work/repo"
 # What package_read accepts at most (a package is a download: anyone may hand one in).

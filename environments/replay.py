@@ -37,6 +37,7 @@ from environments.graders import (
     grader_timeout_s,
     grader_validate,
 )
+from environments.models import BLOB_PREFIX
 from sandboxes.base import Sandbox, SandboxSpec
 from sandboxes.services import egress_refusals_take, lane_sandbox_spec, sandbox_session
 from sandboxes.tools import tool_call
@@ -44,7 +45,6 @@ from sandboxes.untrusted import storable_text
 
 logger = logging.getLogger(__name__)
 
-BLOB_PREFIX = "environments/blobs/"
 ACTIONS_MAX = 2000
 # Observations change nothing in the sandbox: a replay skips them.
 SKIPPED_TOOLS = ("screenshot",)

@@ -11,10 +11,9 @@ from django.utils import timezone
 from arena_site.media import media_save
 from battles.models import Battle, Run
 from battles.snapshots import manifest_digest
-from environments.models import Environment
+from environments.models import BLOB_PREFIX, Environment
 from tests.exports.factories import old_battle
 
-BLOB_PREFIX = "environments/blobs/"
 CSV = b"name,amount\n<PERSON_1>,3\n<PERSON_2>,5\n"
 GRADER = {
     "version": 1,

@@ -15,7 +15,8 @@ from agents.models import Agent
 from arena_site.media import media_save
 from battles.models import Run
 from battles.snapshots import MANIFEST_VERSION, simulated_web_digest
-from environments.replay import BLOB_PREFIX, replay
+from environments.models import BLOB_PREFIX
+from environments.replay import replay
 from sandboxes.demoweb import HOST, ORIGIN, data
 
 pytestmark = pytest.mark.django_db(transaction=True)
