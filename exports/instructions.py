@@ -5,9 +5,8 @@ battles about to be published (``instructions_redact_pending``), and the export 
 the few still missing before it writes (``instructions_redact``)."""
 
 from collections import Counter
-from collections.abc import Iterable
 
-from django.db.models import Q
+from django.db.models import QuerySet
 
 from battles.models import Battle, Task
 from exports.models import RedactedInstruction
@@ -16,16 +15,17 @@ from exports.redaction import redact_text
 PENDING_BATCH = 200
 
 
-def instructions_redact(task_ids: Iterable[int]) -> int:
-    """Makes the redactions these tasks do not have yet; returns how many it made."""
-    wanted = set(task_ids)
-    done = set(
-        RedactedInstruction.objects.filter(task_id__in=wanted).values_list("task_id", flat=True)
+def instructions_redact(task_ids: QuerySet, *, limit: int | None = None) -> int:
+    """Makes the redactions the tasks ``task_ids`` selects (a subquery of task ids) do
+    not have yet, at most ``limit``, oldest task first; returns how many it made. One
+    query finds them, whatever the number of tasks."""
+    missing = (
+        Task.objects.filter(pk__in=task_ids, redacted__isnull=True)
+        .order_by("pk")
+        .values_list("pk", "instruction")
     )
     made = []
-    for task_id, instruction in Task.objects.filter(pk__in=wanted - done).values_list(
-        "pk", "instruction"
-    ):
+    for task_id, instruction in missing[:limit] if limit is not None else missing:
         redacted = redact_text(instruction)
         counts = Counter(r.entity_type for r in redacted.replacements)
         made.append(RedactedInstruction(task_id=task_id, text=redacted.text, entities=counts))
@@ -35,11 +35,7 @@ def instructions_redact(task_ids: Iterable[int]) -> int:
 
 def instructions_redact_pending(*, limit: int = PENDING_BATCH) -> int:
     """Redacts ahead the instructions of decided or excluded battles (each published
-    once its delay has passed) that have none yet, oldest decision first, at most
-    ``limit`` tasks; returns how many it made."""
-    battles = Battle.objects.filter(
-        Q(status=Battle.Status.DECIDED) | Q(status=Battle.Status.EXCLUDED),
-        task__redacted__isnull=True,
-    ).order_by("decided_at", "pk")
-    task_ids = list(dict.fromkeys(battles.values_list("task_id", flat=True)[: limit * 2]))
-    return instructions_redact(task_ids[:limit])
+    once its delay has passed) that have none yet, at most ``limit`` tasks, oldest
+    first; returns how many it made."""
+    due = Battle.objects.filter(status__in=(Battle.Status.DECIDED, Battle.Status.EXCLUDED))
+    return instructions_redact(due.values("task_id"), limit=limit)

@@ -69,7 +69,7 @@ def _voted_battles(scope: ExportScope) -> Q:
 
 
 def _battle_rows(scope: ExportScope) -> Iterator[dict]:
-    instructions_redact(scope.battles().values_list("task_id", flat=True))
+    instructions_redact(scope.battles().values("task_id"))
     return selectors.battle_rows(
         scope.battles(), arena_slug=scope.arena_slug, pseudonym=scope.pseudonym
     )
