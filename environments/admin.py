@@ -108,12 +108,28 @@ class EnvironmentAdmin(ReadOnlyAdmin):
             *super().get_urls(),
         ]
 
-    def reject_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+    def _reviewed(self, request: HttpRequest, pk: int) -> Environment:
+        """The environment a review form acts on: 403 without the permission, 404
+        when there is none."""
         if not self._may_review(request):
             raise PermissionDenied
         environment = Environment.objects.filter(pk=pk).first()
         if environment is None:
             raise Http404("No such environment.")
+        return environment
+
+    def _review_page(self, request, environment, form, *, title: str, template: str):
+        context = {
+            **self.admin_site.each_context(request),
+            "title": title,
+            "opts": self.opts,
+            "environment": environment,
+            "form": form,
+        }
+        return TemplateResponse(request, template, context)
+
+    def reject_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        environment = self._reviewed(request, pk)
         form = RejectForm(request.POST or None)
         if request.method == "POST" and form.is_valid():
             try:
@@ -125,21 +141,13 @@ class EnvironmentAdmin(ReadOnlyAdmin):
             else:
                 self.message_user(request, f"{environment} rejected.", messages.SUCCESS)
                 return redirect("admin:environments_environment_change", pk)
-        context = {
-            **self.admin_site.each_context(request),
-            "title": f"Reject {environment}",
-            "opts": self.opts,
-            "environment": environment,
-            "form": form,
-        }
-        return TemplateResponse(request, "admin/environments/reject.html", context)
+        return self._review_page(
+            request, environment, form,
+            title=f"Reject {environment}", template="admin/environments/reject.html",
+        )  # fmt: skip
 
     def grader_view(self, request: HttpRequest, pk: int) -> HttpResponse:
-        if not self._may_review(request):
-            raise PermissionDenied
-        environment = Environment.objects.filter(pk=pk).first()
-        if environment is None:
-            raise Http404("No such environment.")
+        environment = self._reviewed(request, pk)
         draft = json.dumps(environment.grader or EMPTY_GRADER, indent=2, ensure_ascii=False)
         form = GraderForm(request.POST or None, initial={"grader": draft})
         if request.method == "POST" and form.is_valid():
@@ -156,11 +164,7 @@ class EnvironmentAdmin(ReadOnlyAdmin):
                     messages.SUCCESS,
                 )
                 return redirect("admin:environments_environment_change", pk)
-        context = {
-            **self.admin_site.each_context(request),
-            "title": f"Supply a grader for {environment}",
-            "opts": self.opts,
-            "environment": environment,
-            "form": form,
-        }
-        return TemplateResponse(request, "admin/environments/grader.html", context)
+        return self._review_page(
+            request, environment, form,
+            title=f"Supply a grader for {environment}", template="admin/environments/grader.html",
+        )  # fmt: skip
