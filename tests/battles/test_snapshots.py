@@ -3,17 +3,16 @@ shared by both lanes, the attachments' bytes copied once each, and retention."""
 
 import datetime as dt
 import hashlib
-import random
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
-from agents.models import Agent
 from arena_site.media import media_exists, media_read
-from battles.models import Battle, Run, RunSnapshot
-from battles.services import battle_run, task_submit
+from battles.models import RunSnapshot
+from battles.services import battle_run
 from battles.snapshots import blob_name, manifest_digest, snapshots_prune
+from tests.battles.pairing import submitted_between
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -21,14 +20,7 @@ CSV = b"city,temp\nOslo,3\nLima,19\n"
 
 
 def _battle(user, instruction, attachments=()):
-    battle = task_submit(
-        user=user, instruction=instruction, attachments=attachments, rng=random.Random(0)
-    )
-    a, b = Agent.objects.get(slug="rulebook"), Agent.objects.get(slug="idle")
-    Battle.objects.filter(pk=battle.pk).update(agent_a=a, agent_b=b)
-    Run.objects.filter(battle=battle, side="A").update(agent=a)
-    Run.objects.filter(battle=battle, side="B").update(agent=b)
-    return battle
+    return submitted_between(user, instruction, "rulebook", "idle", attachments=attachments)
 
 
 def test_both_lanes_share_one_snapshot_holding_the_attachments_bytes(alice, charlie, roster):
@@ -63,7 +55,6 @@ def test_both_lanes_share_one_snapshot_holding_the_attachments_bytes(alice, char
 
 def test_a_start_url_on_the_demo_web_names_the_sites_content(alice, roster):
     battle = _battle(alice, "Open the page and say its title")
-    Battle.objects.filter(pk=battle.pk)  # the start URL is the task's
     battle.task.start_url = "http://demo.arena.test/"
     battle.task.save(update_fields=["start_url"])
     battle_run(battle_id=battle.pk)

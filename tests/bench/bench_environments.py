@@ -46,7 +46,6 @@ import atexit
 import datetime as dt
 import json
 import os
-import random
 import shutil
 import signal
 import sys
@@ -103,14 +102,15 @@ import battles.services.admission as admission  # noqa: E402
 from accounts.services import consent_terms_publish  # noqa: E402
 from agents.models import Agent, Arena  # noqa: E402
 from agents.services import roster_install_builtins  # noqa: E402
-from battles.models import Battle, Run  # noqa: E402
-from battles.services import battle_run, task_submit  # noqa: E402
+from battles.models import Battle  # noqa: E402
+from battles.services import battle_run  # noqa: E402
 from environments.jobs import environments_collect  # noqa: E402
 from environments.models import BattleScan, Environment  # noqa: E402
 from environments.selectors import conversion_latency  # noqa: E402
 from judging.services import battle_screen, judge_next, vote_cast  # noqa: E402
 from sandboxes.services import sandbox_janitor  # noqa: E402
 from tests.agents.fake_providers import FakeAnthropic, tool_call  # noqa: E402
+from tests.battles.pairing import submitted_between  # noqa: E402
 from tests.coding import repos  # noqa: E402
 from tests.coding.test_coding_battles import battle_between, scaffold  # noqa: E402
 from tests.conftest import make_person  # noqa: E402
@@ -202,13 +202,7 @@ def remote_agent(slug: str, base_url: str) -> Agent:
 
 
 def between(user, instruction: str, a: Agent, b: Agent, *, step_budget: int | None = None):
-    battle = task_submit(user=user, instruction=instruction, rng=random.Random(0))
-    Battle.objects.filter(pk=battle.pk).update(agent_a=a, agent_b=b)
-    Run.objects.filter(battle=battle, side="A").update(agent=a)
-    Run.objects.filter(battle=battle, side="B").update(agent=b)
-    if step_budget is not None:
-        Run.objects.filter(battle=battle).update(step_budget=step_budget)
-    return battle
+    return submitted_between(user, instruction, a, b, step_budget=step_budget)
 
 
 def vote_for_a(judge, battle: Battle) -> str:

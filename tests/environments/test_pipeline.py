@@ -9,7 +9,6 @@ a correct opponent, and a coding battle whose tests failed."""
 
 import io
 import json
-import random
 import tarfile
 
 import pytest
@@ -20,11 +19,11 @@ from rq import SimpleWorker
 from agents.models import Agent, Arena
 from arena_site.media import media_delete
 from arena_site.redis import queue
-from battles.models import Battle, Run
-from battles.services import battle_run, task_submit
-from environments.building import ENV_BLOB_PREFIX, candidates_collect, environment_build
+from battles.models import Battle
+from battles.services import battle_run
+from environments.building import candidates_collect, environment_build
 from environments.jobs import environments_collect
-from environments.models import BattleScan, Environment
+from environments.models import BLOB_PREFIX, BattleScan, Environment
 from environments.packages import environment_package, package_read
 from environments.validation import ReplayUnavailable, environment_validate
 from evals import services as eval_services
@@ -32,6 +31,7 @@ from evals.models import EvalRun
 from judging.services import battle_screen
 from tests.agents.conftest import LOOPBACK
 from tests.agents.fake_providers import FakeAnthropic, tool_call
+from tests.battles.pairing import submitted_between
 from tests.coding import repos
 from tests.coding.test_coding_battles import battle_between, scaffold
 from tests.conftest import make_person
@@ -51,15 +51,8 @@ def _loopback_allowlisted(settings):
     settings.ARENA = settings.ARENA.replace(internal_allowlist=LOOPBACK)
 
 
-def between(user, instruction: str, slug_a: str, slug_b: str, *, step_budget: int | None = None):
-    battle = task_submit(user=user, instruction=instruction, rng=random.Random(0))
-    a, b = Agent.objects.get(slug=slug_a), Agent.objects.get(slug=slug_b)
-    Battle.objects.filter(pk=battle.pk).update(agent_a=a, agent_b=b)
-    Run.objects.filter(battle=battle, side="A").update(agent=a)
-    Run.objects.filter(battle=battle, side="B").update(agent=b)
-    if step_budget is not None:
-        Run.objects.filter(battle=battle).update(step_budget=step_budget)
-    return battle
+def between(user, instruction: str, a: str, b: str, *, step_budget: int | None = None):
+    return submitted_between(user, instruction, a, b, step_budget=step_budget)
 
 
 def run_and_screen(battle: Battle) -> Battle:
@@ -274,22 +267,16 @@ def test_a_replay_that_cannot_run_is_retried_then_the_environment_is_invalid(ali
     raises for its job to retry, counting attempts, and the third attempt gives up with
     the reason instead of looping."""
     upload = SimpleUploadedFile("names.txt", b"hello arena\n", content_type="text/plain")
-    battle = task_submit(
-        user=alice,
-        instruction="Create a file named notes.txt containing hello arena",
+    battle = submitted_between(
+        alice, "Create a file named notes.txt containing hello arena", "rulebook", "idle",
         attachments=[upload],
-        rng=random.Random(0),
-    )
-    for side, slug in (("A", "rulebook"), ("B", "idle")):
-        agent = Agent.objects.get(slug=slug)
-        Battle.objects.filter(pk=battle.pk).update(**{f"agent_{side.lower()}": agent})
-        Run.objects.filter(battle=battle, side=side).update(agent=agent)
+    )  # fmt: skip
     battle = run_and_screen(battle)
     candidates_collect()
     env = Environment.objects.get(run__battle=battle, run__side="B")
     assert environment_build(environment_id=env.pk) == "graded"
     env.refresh_from_db()
-    media_delete(ENV_BLOB_PREFIX + env.state["attachments"][0]["sha256"])
+    media_delete(BLOB_PREFIX + env.state["attachments"][0]["sha256"])
 
     for attempt in (1, 2):
         with pytest.raises(ReplayUnavailable, match="missing from storage"):
