@@ -103,6 +103,27 @@ install_python_env() {
     echo "$want" > "$stamp"
 }
 
+# The sandboxes run the arena's own files (the supervisor, Python packages of .venv, the
+# toolchain) as unprivileged slot uids, bound from this checkout: every directory from /
+# down to it must let others traverse it (o+x; not read). A checkout under a private
+# directory (mktemp -d, a 0700 home) gets o+x on the ones this user owns; any other is
+# named, for its owner to fix.
+make_checkout_traversable() {
+    local dir
+    dir="$(pwd -P)"
+    while [ "$dir" != / ]; do
+        if ! [ "$(( 0$(stat -c %a "$dir") & 1 ))" -eq 1 ]; then
+            if [ "$(stat -c %u "$dir")" = "$(id -u)" ]; then
+                chmod o+x "$dir" && say "made $dir traversable (o+x): sandboxes run files below it"
+            else
+                say "warning: $dir is not traversable by others (o+x): sandboxes cannot start"
+            fi
+        fi
+        dir="$(dirname "$dir")"
+    done
+}
+
+make_checkout_traversable
 install_debian_packages
 # The docker backend's tests run on a private engine (scripts/docker.sh): Debian's
 # docker.io, installed only when dockerd is missing.
