@@ -5,6 +5,10 @@ reservation, and RLIMIT_NPROC counts per uid. A cgroup bounds the sandbox's memo
 process count and CPU together. This host kind mounts cgroup v1 controllers; v2 is
 used where its controllers are enabled. Each sandbox's group is created under the
 worker's own group (so the worker's limits still contain it) and removed on destroy.
+
+The Docker backend's containers are the engine's processes, not the worker's: a run's
+containers sit in one group made for them (``engine_group_create``, the engine's
+``cgroup_parent``), which bounds them together as a local run's group does.
 """
 
 import contextlib
@@ -15,6 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+# Where a run's containers are grouped, in every hierarchy (a path the engine's cgroupfs
+# driver takes as ``cgroup_parent``; it makes the same path in the hierarchies we don't).
+ENGINE_PARENT = "arena-docker"
 
 
 @dataclass(frozen=True)
@@ -148,9 +155,35 @@ def create(name: str, limits: Limits) -> SandboxCgroup | None:
     return group
 
 
-def _create_v1(name: str, limits: Limits) -> SandboxCgroup:
-    group = SandboxCgroup(version="v1")
-    settings = {
+def engine_group_create(name: str, limits: Limits) -> str | None:
+    """Makes a group with ``limits`` for a run's containers and returns the engine's
+    ``cgroup_parent`` for it; None where that cannot bound them (not cgroup v1 with
+    writable memory and pids hierarchies: each container keeps its own limits only).
+    v1 only: the engine's cgroupfs driver puts a container at the same path in every
+    hierarchy, so the limits of the memory, pids and cpu groups made here hold for all of
+    the run's containers together. Removed with ``engine_group_directories``."""
+    if detect() != "v1":
+        return None
+    knobs = _v1_knobs(limits)
+    if not all(_writable(CGROUP_ROOT / c) for c in ("memory", "pids")):
+        return None
+    for controller in knobs:
+        base = CGROUP_ROOT / controller
+        if _writable(base):
+            (base / ENGINE_PARENT / name).mkdir(parents=True, exist_ok=True)
+            _write_knobs(base / ENGINE_PARENT / name, knobs[controller])
+    return f"/{ENGINE_PARENT}/{name}"
+
+
+def engine_group_directories(name: str) -> list[Path]:
+    """A run's container group in every hierarchy: those ``engine_group_create`` made
+    and those the engine made itself. Remove them (``SandboxCgroup.remove``) once the
+    run's containers are gone."""
+    return sorted(CGROUP_ROOT.glob(f"*/{ENGINE_PARENT}/{name}"))
+
+
+def _v1_knobs(limits: Limits) -> dict[str, dict[str, str]]:
+    return {
         "memory": {
             "memory.limit_in_bytes": str(limits.memory_bytes),
             # no swap beyond the memory limit where the knob exists
@@ -163,7 +196,17 @@ def _create_v1(name: str, limits: Limits) -> SandboxCgroup:
             "cpu.shares": CPU_WEIGHT["v1"][2 if limits.background else 1],
         },
     }
-    for controller, knobs in settings.items():
+
+
+def _write_knobs(directory: Path, knobs: dict[str, str]) -> None:
+    for knob, value in knobs.items():
+        with contextlib.suppress(OSError):  # memsw may be absent
+            (directory / knob).write_text(value)
+
+
+def _create_v1(name: str, limits: Limits) -> SandboxCgroup:
+    group = SandboxCgroup(version="v1")
+    for controller, knobs in _v1_knobs(limits).items():
         parent = _own_path(controller)
         if parent is None:
             continue
@@ -172,9 +215,7 @@ def _create_v1(name: str, limits: Limits) -> SandboxCgroup:
             continue
         directory = base / name
         directory.mkdir(exist_ok=True)
-        for knob, value in knobs.items():
-            with contextlib.suppress(OSError):  # memsw may be absent
-                (directory / knob).write_text(value)
+        _write_knobs(directory, knobs)
         group.directories.append(directory)
     return group
 

@@ -38,34 +38,44 @@ def connect_nofollow(path: Path, timeout_s: float) -> socket.socket:
         os.close(fd)
 
 
-def supervisor_config(spec: SandboxSpec) -> dict[str, Any]:
-    """What the in-sandbox supervisor is told: role ``all`` (one supervisor for
-    everything, as the Docker backend runs it); the local backend's two supervisors
-    take their parts of it (``LocalBackend._config``)."""
-    return {
-        "role": "all",
-        "desktop": spec.desktop,
-        "width": spec.width,
-        "height": spec.height,
-        "start_url": spec.start_url,
-        # The supervisor's own bounds on a shell request (a request may only lower them).
-        "shell_timeout_s": spec.shell_timeout_s,
-        "output_max_bytes": spec.output_max_bytes,
-        "shell_limits": {
-            "RLIMIT_CPU": max(1, spec.shell_timeout_s + 1),
-            "RLIMIT_FSIZE": SHELL_FSIZE_BYTES,
-            "RLIMIT_NPROC": spec.pids // 2,
-            "RLIMIT_NOFILE": 1024,
-            # no RLIMIT_AS: it breaks Chromium's heap reservation; the cgroup bounds memory
-        },
-        # The supervisor's own (hard) rlimits: no child of it can have more. Chromium
-        # runs under these where it shares the supervisor.
-        "self_limits": {
-            "RLIMIT_FSIZE": SHELL_FSIZE_BYTES,
-            "RLIMIT_NPROC": spec.pids,
-            "RLIMIT_NOFILE": 16384,
-        },
-    }
+def supervisor_config(spec: SandboxSpec, role: str) -> dict[str, Any]:
+    """What an in-sandbox supervisor of ``role`` is told (both backends run the same two):
+    ``agent`` serves the shell, under the bounds a shell request may only lower;
+    ``display`` runs Xvfb and Chromium and serves the browser and input."""
+    if role == "agent":
+        return {
+            "role": "agent",
+            "shell_timeout_s": spec.shell_timeout_s,
+            "output_max_bytes": spec.output_max_bytes,
+            "shell_limits": {
+                "RLIMIT_CPU": max(1, spec.shell_timeout_s + 1),
+                "RLIMIT_FSIZE": SHELL_FSIZE_BYTES,
+                "RLIMIT_NPROC": spec.pids // 2,
+                "RLIMIT_NOFILE": 1024,
+                # no RLIMIT_AS: the cgroup bounds memory
+            },
+            # The supervisor's own (hard) rlimits: no child of it can have more.
+            "self_limits": {
+                "RLIMIT_FSIZE": SHELL_FSIZE_BYTES,
+                "RLIMIT_NPROC": spec.pids // 2,
+                "RLIMIT_NOFILE": 4096,
+            },
+        }
+    if role == "display":
+        return {
+            "role": "display",
+            "width": spec.width,
+            "height": spec.height,
+            "start_url": spec.start_url,
+            # Xvfb, Chromium and xdotool run under these; no RLIMIT_AS: it breaks
+            # Chromium's heap reservation.
+            "self_limits": {
+                "RLIMIT_FSIZE": SHELL_FSIZE_BYTES,
+                "RLIMIT_NPROC": spec.pids,
+                "RLIMIT_NOFILE": 16384,
+            },
+        }
+    raise ValueError(f"no supervisor role {role!r}")
 
 
 class SupervisorClient:

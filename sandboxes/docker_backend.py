@@ -1,30 +1,45 @@
-"""The ``docker`` backend: one container per run, from a desktop image, driven through
-the Docker Engine API. The image is ``sandboxes/docker/Dockerfile``'s (self-contained,
-needs a registry to build) or ``scripts/docker.sh image``'s (a few kilobytes, no
-programs: its label ``arena.binds-host-usr=1`` makes each container bind the host's
-``/usr`` and ``HOST_ETC`` read-only, as the local backend's sandboxes see them).
+"""The ``docker`` backend: per run, containers driven through the Docker Engine API from
+a desktop image, ``sandboxes/docker/Dockerfile``'s (self-contained, needs a registry to
+build) or ``scripts/docker.sh image``'s (a few kilobytes, no programs: its label
+``arena.binds-host-usr=1`` makes each container bind the host's ``/usr`` and
+``HOST_ETC`` read-only, as the local backend's sandboxes see them).
 
-Inside, the same supervisor as in the ``local`` backend (``sandboxes/inside/supervisor.py``,
-baked into the image) starts Xvfb and Chromium and serves the tools on a unix socket. The
-container is not privileged, drops every capability, sets no-new-privileges, has a
+A desktop run is two containers, as the local backend's run is two sandboxes:
+
+- **the display's** (role ``display``): Xvfb, Chromium and a supervisor serving
+  ``navigate``, the page state, the page as text and the input tools (XTEST events on its
+  own X connection, python-xlib bound read-only from the host where the image binds the
+  host's ``/usr``, else xdotool), as the slot's display uid, under the arena's browser
+  seccomp profile (Chromium builds its own sandbox from user namespaces);
+- **the agent's** (role ``agent``): the supervisor serving the shell and the agent's
+  shell, as the slot's uid, under the agent's profile (no new namespaces at all).
+
+Each has its own network namespace (``none``: only its own loopback), PID namespace,
+IPC namespace, ``/tmp`` and home: the agent's processes can reach neither of the X
+server's sockets (its file in the display's ``/tmp``, its abstract one in the display's
+network namespace), nor the framebuffer (bound into the display's container only), nor
+any process of the display. Of the display the agent sees Chromium's downloads,
+read-only. A run without a desktop is the agent's container alone.
+
+Both containers are not privileged, drop every capability, set no-new-privileges, have a
 read-only root with tmpfs ``/tmp`` and home, memory (swap included), process and CPU
-limits, docker-init as pid 1, and runs as the slot's uid, never root. Its network is
-``none``: it has only its own loopback.
+limits and docker-init as pid 1; neither runs as root.
 
-The host and the container share one per-run directory, bind-mounted in parts:
-``ctl`` at ``/run/arena`` (the supervisor's control socket, and this run's socket of the
-host egress proxy), ``fb`` at ``/fb`` (Xvfb's framebuffer file, read for screenshots),
-``work`` at ``/work`` (read for deliveries), plus read-only ``passwd`` and ``group``
-that name the slot's uid ``agent``. Nothing else of the host is mounted (but the
-read-only system paths an image that binds the host's ``/usr`` asks for), least of all
-the engine's socket. The supervisor forwards ``127.0.0.1:3128`` inside to the egress
-socket, exactly as under ``local``, so the proxy is the container's whole network and
-every request it makes is checked and attributed to its run. (A container network
-instead would let the two lanes of a battle reach each other, and the proxy would have
-to tell runs apart by source address.)
+The host shares one per-run directory with them, bound in parts: ``ctl`` (the agent's)
+and ``display-ctl`` (the display's) at ``/run/arena`` (the supervisor's control socket,
+and the run's socket of the host egress proxy), ``fb`` at ``/fb`` of the display (Xvfb's
+framebuffer file, read for screenshots), ``work`` at ``/work`` of the agent (read for
+deliveries), ``downloads`` (written by the display, read-only for the agent), and
+read-only ``passwd`` and ``group`` files naming each one's uid. A root worker mounts a
+tmpfs quota on each of them (the host disk is never written). Nothing else of the host
+is mounted (but the read-only system paths an image that binds the host's ``/usr`` asks
+for), least of all the engine's socket. Each supervisor forwards ``127.0.0.1:3128``
+inside to its egress socket, exactly as under ``local``, so the proxy is a container's
+whole network and every request it makes is checked and attributed to its run.
 
 Every container carries labels (``arena.sandbox``, ``arena.run``, ``arena.slot``,
-``arena.host``, ``arena.dir``) so :func:`janitor` can find the ones a dead worker left.
+``arena.host``, ``arena.dir``, ``arena.role``) so :func:`janitor` can find the ones a
+dead worker left.
 
 Preconditions: the engine runs on this host's kernel and mounts this host's paths with
 this host's uids (a rootful engine). Unix sockets and file ownership cross the bind
@@ -51,11 +66,18 @@ from docker.errors import DockerException, ImageNotFound, NotFound
 from docker.models.containers import Container
 from docker.types import LogConfig, Mount
 
-from sandboxes import disk, seccomp
+from sandboxes import cgroups, disk, seccomp
 from sandboxes.base import SandboxBackend, SandboxSpec
 from sandboxes.control import supervisor_config
-from sandboxes.local import LocalSandbox
-from sandboxes.local_backend import RO_ETC, SANDBOX_PATH
+from sandboxes.docker_sandbox import (
+    CTL_DIRS,
+    CTL_QUOTA,
+    DockerSandbox,
+    in_parallel,
+    remove_container,
+)
+from sandboxes.local_backend import RO_ETC, SANDBOX_PATH, SANDBOX_XLIB, xlib_package
+from sandboxes.rundir import DISPLAY_UID_OFFSET
 
 if TYPE_CHECKING:
     from sandboxes.egress import EgressProxyThread
@@ -76,6 +98,7 @@ LABEL_RUN = "arena.run"
 LABEL_SLOT = "arena.slot"
 LABEL_HOST = "arena.host"
 LABEL_DIR = "arena.dir"
+LABEL_ROLE = "arena.role"
 # An image's own declaration that it carries no programs and runs the host's: each
 # container then binds the host's /usr and HOST_ETC read-only (sandboxes/docker/rootfs.sh).
 LABEL_BINDS_HOST_USR = "arena.binds-host-usr"
@@ -84,72 +107,22 @@ HOST_ETC = RO_ETC  # the /etc paths the local backend's sandboxes see, and no ot
 ClientFactory = Callable[[], docker.DockerClient]
 
 
-def sandbox_uid(uid_base: int, slot: int) -> int:
-    """The uid a slot's container runs as. A root worker gives every slot its own uid
-    in a range no host user has (RLIMIT_NPROC counts per uid across all containers, and
-    a host user sharing the uid could signal or trace the sandbox). Any other worker
-    uses its own uid, the only one whose files in the run dir it can read and remove
-    (as the local backend does). Never 0."""
+def sandbox_uid(uid_base: int, slot: int, role: str = "agent") -> int:
+    """The uid a slot's container of ``role`` runs as. A root worker gives every slot's
+    agent and display a uid of their own in a range no host user has (RLIMIT_NPROC
+    counts per uid across all containers, and a process sharing the uid could signal or
+    trace it): ``uid_base + slot``, and ``DISPLAY_UID_OFFSET`` above that for the
+    display, as the local backend does. Any other worker uses its own uid for both, the
+    only one whose files in the run dir it can read and remove. Never 0."""
     euid = os.geteuid()
-    return uid_base + slot if euid == 0 else euid
+    if euid != 0:
+        return euid
+    return uid_base + slot + (DISPLAY_UID_OFFSET if role == "display" else 0)
 
 
-class DockerSandbox(LocalSandbox):
-    """A sandbox in a container. The tools (and ``page_state``) are the local sandbox's,
-    unchanged: they speak to the same supervisor over the same socket, read the same
-    framebuffer file and the same work dir, all reached through the run dir's bind
-    mounts. What differs is who owns the processes: the engine, so liveness and
-    teardown go through it."""
-
-    def __init__(
-        self,
-        spec: SandboxSpec,
-        run_dir: Path,
-        uid: int,
-        container: Container,
-        egress: "EgressProxyThread | None" = None,
-    ) -> None:
-        # Set before the base starts the lifetime timer, which may call destroy().
-        self.container = container
-        # No host process and no host cgroup: health() and destroy() are overridden.
-        super().__init__(spec, run_dir, uid, proc=None, cgroup=None, egress=egress)  # type: ignore[arg-type]
-
-    def health(self) -> dict[str, Any]:
-        try:
-            self.container.reload()
-        except (DockerException, requests.RequestException) as exc:
-            return {"ok": False, "container": self.container.name, "error": str(exc)}
-        status = self.container.status
-        return {
-            "ok": status == "running" and not self._destroyed,
-            "container": self.container.name,
-            "status": status,
-        }
-
-    def destroy(self) -> None:
-        """Removes the container (killing everything in it), stops its egress listener and
-        removes the run dir. Idempotent. An engine that does not answer leaves the
-        container to the janitor, which finds it by its labels."""
-        with self._destroy_lock:
-            if self._destroyed:
-                return
-            self._destroyed = True
-        self._reaper.cancel()
-        self.client.close()
-        try:
-            self.container.remove(force=True, v=True)
-        except NotFound:
-            pass  # already gone
-        except (DockerException, requests.RequestException):
-            logger.warning(
-                "could not remove sandbox container %s", self.container.name, exc_info=True
-            )
-        if self.spec.egress and self.egress is not None:
-            with contextlib.suppress(Exception):
-                self.egress.release(self.spec.run_id)
-        with contextlib.suppress(OSError):
-            disk.unmount_all_under(self.run_dir)  # the quota on /work
-        shutil.rmtree(self.run_dir, ignore_errors=True)
+def roles(spec: SandboxSpec) -> tuple[str, ...]:
+    """The containers of a run, the display's first (it takes longest to start)."""
+    return ("display", "agent") if spec.desktop else ("agent",)
 
 
 class DockerBackend(SandboxBackend):
@@ -171,10 +144,11 @@ class DockerBackend(SandboxBackend):
         seccomp_profile: str | None = None,
         host: str | None = None,
     ) -> None:
-        """``seccomp_profile`` (JSON text) replaces the default: the arena's deny list as
-        a Docker profile (``sandboxes.seccomp``, its browser profile: Chromium shares the
-        container and builds its own sandbox from user namespaces; README). ``host`` is
-        the worker host's id its containers are labelled with (the machine's name by
+        """``seccomp_profile`` (JSON text) replaces the display container's default: the
+        arena's deny list as a Docker profile (``sandboxes.seccomp``, its browser profile:
+        Chromium builds its own sandbox from user namespaces; README). The agent's
+        container always gets the agent's profile (no new namespaces). ``host`` is the
+        worker host's id its containers are labelled with (the machine's name by
         default)."""
         self.image = image
         self.root = root
@@ -187,6 +161,7 @@ class DockerBackend(SandboxBackend):
             if seccomp_profile is not None
             else seccomp.docker_profile(seccomp.BROWSER)
         )
+        self.agent_seccomp_profile = seccomp.docker_profile(seccomp.AGENT)
         self.host = host or socket.gethostname()
         self._client: docker.DockerClient | None = None
         self._client_lock = threading.Lock()
@@ -216,35 +191,50 @@ class DockerBackend(SandboxBackend):
             )
         client = self.client()
         self._check_engine(client)
-        uid = sandbox_uid(self.uid_base, slot)
-        run_dir = self._make_run_dir(spec, slot, uid)
+        uids = {role: sandbox_uid(self.uid_base, slot, role) for role in roles(spec)}
+        run_dir = self._make_run_dir(spec, slot, uids)
         name = f"arena-run-{spec.run_id}-{slot}-{secrets.token_hex(3)}"
+        made: dict[str, Container] = {}
         try:
+            # One group bounds the run's containers together, as a local run's two
+            # sandboxes (each container also keeps the whole run's limits of its own).
+            limits = cgroups.Limits(spec.memory_mb * 1024**2, spec.pids, spec.cpu_fraction)
+            parent = cgroups.engine_group_create(run_dir.name, limits)
             host_usr = binds_host_usr(client.images.get(self.image).attrs)
             if spec.egress and self.egress is not None:
-                # Before the container starts: the supervisor looks for it once, at start.
-                self.egress.serve_unix(
-                    str(run_dir / "ctl" / "egress.sock"),
-                    spec.run_id,
-                    owner_uid=uid if os.geteuid() == 0 else None,
+                # Before the containers start: each supervisor looks for it once, at start.
+                for role, uid in uids.items():
+                    self.egress.serve_unix(
+                        str(run_dir / CTL_DIRS[role] / "egress.sock"),
+                        spec.run_id,
+                        owner_uid=uid if os.geteuid() == 0 else None,
+                    )
+
+            def launch(role: str) -> None:
+                kwargs = self._create_kwargs(
+                    spec, slot, run_dir, uids[role], f"{name}-{role}", role=role, host_usr=host_usr
                 )
-            container = client.containers.create(
-                self.image,
-                [json.dumps(supervisor_config(spec))],
-                **self._create_kwargs(spec, slot, run_dir, uid, name, host_usr=host_usr),
-            )
+                if parent:
+                    kwargs["cgroup_parent"] = parent
+                config = json.dumps(supervisor_config(spec, role))
+                made[role] = client.containers.create(self.image, [config], **kwargs)
+                made[role].start()
+
+            in_parallel(launch, uids)  # the display's (the slower) on this thread
         except ImageNotFound as exc:
-            self._discard(spec, run_dir)
+            self._discard(spec, run_dir, made)
             hint = BUILD_HINT.format(image=self.image)
             raise RuntimeError(
                 f"the sandbox image {self.image!r} is not on the engine; build it: {hint}"
             ) from exc
         except BaseException:
-            self._discard(spec, run_dir)
+            self._discard(spec, run_dir, made)
             raise
-        sandbox = DockerSandbox(spec, run_dir, uid, container, egress=self.egress)
+        containers = {role: made[role] for role in uids}
+        sandbox = DockerSandbox(
+            spec, run_dir, uids["agent"], containers, self.egress, display_uid=uids.get("display")
+        )
         try:
-            container.start()
             self._wait_ready(sandbox)
         except BaseException:
             sandbox.destroy()
@@ -265,26 +255,40 @@ class DockerBackend(SandboxBackend):
             )
         self._engine_checked = True
 
-    def _make_run_dir(self, spec: SandboxSpec, slot: int, uid: int) -> Path:
+    def _make_run_dir(self, spec: SandboxSpec, slot: int, uids: dict[str, int]) -> Path:
+        """The run dir: a dir per bind mount, owned by the uid that writes it (a root
+        worker), each on a tmpfs quota of its own where this worker can mount one; the
+        passwd and group files of each role."""
         # Nothing in a container walks these paths (bind mounts start at the mounted
         # dir), so each run dir stays private to the worker.
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         run_dir = self.root / f"run-{spec.run_id}-{slot}-{secrets.token_hex(4)}"
         run_dir.mkdir(mode=0o700)
+        agent = uids["agent"]
+        # (dir, owner, quota): the agent's /work; the downloads Chromium writes and the
+        # agent reads (a quota of the agent's size); Xvfb's framebuffer dir (the
+        # display's size); each supervisor's control dir.
+        dirs = [("work", agent, disk.Quota(spec.disk_bytes, spec.disk_inodes)),
+                (CTL_DIRS["agent"], agent, CTL_QUOTA)]  # fmt: skip
+        if "display" in uids:
+            display = uids["display"]
+            dirs += [("downloads", display, disk.Quota(spec.disk_bytes, spec.disk_inodes)),
+                     ("fb", display, disk.Quota(spec.display_disk_bytes, spec.disk_inodes)),
+                     (CTL_DIRS["display"], display, CTL_QUOTA)]  # fmt: skip
         try:
-            for sub in ("work", "fb", "ctl", "etc"):
+            (run_dir / "etc").mkdir()
+            for sub, owner, quota in dirs:
                 (run_dir / sub).mkdir()
-            if disk.can_mount():
-                # /work is a host dir bound into the container: a tmpfs quota of its own
-                # (the container's /tmp and home are the engine's tmpfs, sized below).
-                quota = disk.Quota(spec.disk_bytes, spec.disk_inodes)
-                disk.mount_tmpfs(run_dir / "work", quota, source="arena-work")
-            passwd = f"agent:x:{uid}:{uid}:agent:/home/agent:/bin/sh\n"
-            (run_dir / "etc" / "passwd").write_text(passwd)
-            (run_dir / "etc" / "group").write_text(f"agent:x:{uid}:\n")
-            if os.geteuid() == 0:
-                for sub in ("work", "fb", "ctl"):
-                    os.chown(run_dir / sub, uid, uid)
+                if disk.can_mount():
+                    disk.mount_tmpfs(run_dir / sub, quota, source=f"arena-{sub}")
+                os.chmod(run_dir / sub, 0o755)  # noqa: S103 - the agent reads the downloads
+                if os.geteuid() == 0:
+                    os.chown(run_dir / sub, owner, owner)
+            for role, uid in uids.items():
+                home = f"/home/{role}"
+                passwd = f"{role}:x:{uid}:{uid}:{role}:{home}:/bin/sh\n"
+                (run_dir / "etc" / f"{role}-passwd").write_text(passwd)
+                (run_dir / "etc" / f"{role}-group").write_text(f"{role}:x:{uid}:\n")
         except BaseException:
             with contextlib.suppress(OSError):
                 disk.unmount_all_under(run_dir)
@@ -300,31 +304,40 @@ class DockerBackend(SandboxBackend):
         uid: int,
         name: str,
         *,
+        role: str = "agent",
         host_usr: bool = False,
     ) -> dict[str, Any]:
-        environment = {
-            "HOME": "/home/agent",
-            "USER": "agent",
-            "PATH": SANDBOX_PATH,
-            "LANG": "C.UTF-8",
-        }
-        if spec.egress and self.egress is not None:
+        """One container of the run: ``role``'s mounts, uid, profile and tmpfs sizes."""
+        home = f"/home/{role}"
+        environment = {"HOME": home, "USER": role, "PATH": SANDBOX_PATH, "LANG": "C.UTF-8"}
+        if role == "agent" and spec.egress and self.egress is not None:
+            # (Chromium gets its proxy on its command line: the display needs none)
             for var in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
                 environment[var] = "http://127.0.0.1:3128"
-        security_opt = ["no-new-privileges", f"seccomp={self.seccomp_profile}"]
-        # The engine's tmpfs mounts take sizes and file counts: the same quota as /work.
-        quota = f"size={spec.disk_bytes},nr_inodes={spec.disk_inodes}"
+        profile = self.seccomp_profile if role == "display" else self.agent_seccomp_profile
+        security_opt = ["no-new-privileges", f"seccomp={profile}"]
+        # The engine's tmpfs mounts take sizes and file counts: the same quota as /work
+        # (the display's: its own, for Chromium's profile and cache).
+        size = spec.display_disk_bytes if role == "display" else spec.disk_bytes
+        quota = f"size={size},nr_inodes={spec.disk_inodes}"
         memory = spec.memory_mb * 1024**2
+        etc = run_dir / "etc"
         mounts = [
-            Mount("/work", str(run_dir / "work"), type="bind"),
-            Mount("/fb", str(run_dir / "fb"), type="bind"),
-            Mount("/run/arena", str(run_dir / "ctl"), type="bind"),
-            Mount("/etc/passwd", str(run_dir / "etc" / "passwd"), type="bind", read_only=True),
-            Mount("/etc/group", str(run_dir / "etc" / "group"), type="bind", read_only=True),
+            Mount("/run/arena", str(run_dir / CTL_DIRS[role]), type="bind"),
+            Mount("/etc/passwd", str(etc / f"{role}-passwd"), type="bind", read_only=True),
+            Mount("/etc/group", str(etc / f"{role}-group"), type="bind", read_only=True),
         ]
+        downloads = str(run_dir / "downloads")
+        if role == "agent":
+            mounts.insert(0, Mount("/work", str(run_dir / "work"), type="bind"))
+            if spec.desktop:
+                mounts.append(Mount(f"{home}/Downloads", downloads, type="bind", read_only=True))
+        else:
+            mounts.insert(0, Mount("/fb", str(run_dir / "fb"), type="bind"))
+            mounts.append(Mount(f"{home}/Downloads", downloads, type="bind"))
         tmpfs = {
             "/tmp": f"rw,nosuid,nodev,{quota}",  # noqa: S108 - its own tmpfs
-            "/home/agent": f"rw,nosuid,nodev,{quota},uid={uid},gid={uid},mode=0700",
+            home: f"rw,nosuid,nodev,{quota},uid={uid},gid={uid},mode=0700",
         }
         if host_usr:
             mounts += [
@@ -335,11 +348,14 @@ class DockerBackend(SandboxBackend):
             # An empty /usr/local over the host's, as under the local backend: tools,
             # credential helpers and builds no sandbox needs to see.
             tmpfs["/usr/local"] = "ro,nosuid,nodev,size=4k"
+            if role == "display" and xlib_package() is not None:
+                # input as XTEST events (as the local backend's display sandbox has it)
+                mounts.append(Mount(SANDBOX_XLIB, str(xlib_package()), type="bind", read_only=True))
         return {
             "name": name,
             "hostname": "sandbox",  # the same in both lanes
             "user": f"{uid}:{uid}",
-            "working_dir": "/work",
+            "working_dir": "/work" if role == "agent" else home,
             "environment": environment,
             "labels": {
                 LABEL_SANDBOX: "1",
@@ -347,6 +363,7 @@ class DockerBackend(SandboxBackend):
                 LABEL_SLOT: str(slot),
                 LABEL_HOST: self.host,
                 LABEL_DIR: str(run_dir),
+                LABEL_ROLE: role,
             },
             "mounts": mounts,
             "tmpfs": tmpfs,
@@ -368,13 +385,18 @@ class DockerBackend(SandboxBackend):
         }
 
     def _wait_ready(self, sandbox: DockerSandbox) -> None:
-        ctl = sandbox.run_dir / "ctl" / "ctl.sock"
+        """Waits until every supervisor's control socket appeared (each renames it into
+        place once it serves); a container that exited meanwhile is an error."""
+        sockets = {"agent": sandbox.paths.control}
+        if sandbox.paths.display_control is not None:
+            sockets["display"] = sandbox.paths.display_control
         deadline = time.monotonic() + self.provision_timeout_s
         next_check = time.monotonic()
-        while not ctl.exists():
+        while pending := [role for role, path in sockets.items() if not path.exists()]:
             now = time.monotonic()
             if now >= next_check:
-                self._raise_if_exited(sandbox.container)
+                for role in pending:
+                    self._raise_if_exited(sandbox.containers[role])
                 next_check = now + STATUS_CHECK_INTERVAL_S
             if now > deadline:
                 raise RuntimeError(
@@ -389,11 +411,17 @@ class DockerBackend(SandboxBackend):
             return
         code = container.attrs.get("State", {}).get("ExitCode")
         tail = container.logs(stdout=True, stderr=True, tail=40)[-2000:]
+        role = container.labels.get(LABEL_ROLE, "agent")
         raise RuntimeError(
-            f"the sandbox exited while starting (exit code {code}): {tail.decode(errors='replace')}"
+            f"the {role} sandbox exited while starting (exit code {code}): "
+            f"{tail.decode(errors='replace')}"
         )
 
-    def _discard(self, spec: SandboxSpec, run_dir: Path) -> None:
+    def _discard(self, spec: SandboxSpec, run_dir: Path, containers: dict[str, Container]) -> None:
+        """Undoes a provisioning that failed before its sandbox object existed (its
+        containers made or started, or not)."""
+        in_parallel(remove_container, containers.values())
+        cgroups.SandboxCgroup("v1", cgroups.engine_group_directories(run_dir.name)).remove()
         if spec.egress and self.egress is not None:
             with contextlib.suppress(Exception):
                 self.egress.release(spec.run_id)
@@ -479,3 +507,4 @@ def _remove_run_dir(root: Path, path: str | None) -> None:
         with contextlib.suppress(OSError):
             disk.unmount_all_under(run_dir)
         shutil.rmtree(run_dir, ignore_errors=True)
+        cgroups.SandboxCgroup("v1", cgroups.engine_group_directories(run_dir.name)).remove()

@@ -5,8 +5,8 @@ sandboxes are launched is ``sandboxes.local_backend``.
 
 The ``local`` backend: two bubblewrap sandboxes per run, alive for the run.
 
-**The agent's sandbox** holds the supervisor that serves the shell and input tools,
-the agent's shell and xdotool, as the slot's unprivileged uid (never host root inside).
+**The agent's sandbox** holds the supervisor that serves the shell tool and the
+agent's shell, as the slot's unprivileged uid (never host root inside).
 All namespaces unshared (its network namespace has only its own ``lo``), user
 namespaces disabled inside (``--disable-userns``), the ``AGENT`` seccomp filter
 (``sandboxes.seccomp``), ``/usr`` read-only without ``/usr/local``, a few files of
@@ -14,14 +14,16 @@ namespaces disabled inside (``--disable-userns``), the ``AGENT`` seccomp filter
 and file count the kernel enforces (``sandboxes.disk``).
 
 **The display sandbox** holds Xvfb, Chromium (whose own sandbox stays on) and a
-supervisor that serves ``navigate`` and the page state, as the slot's *display uid*
-(``uid_base + 1000 + slot``), with the ``BROWSER`` filter (Chromium's sandbox needs new
-user, PID and network namespaces: they stay allowed here, where the agent's processes
-are not) and a tmpfs quota of its own. Its framebuffer dir is bound nowhere else: the
-host reads screenshots from a file only the display uid writes. Its X socket dir is
-bound read-only into the agent's sandbox at ``/tmp/.X11-unix``: the agent's X clients
-connect to the real display (what they draw is the real screen) but can neither
-replace the socket nor touch the framebuffer, kill Xvfb or Chromium, or steer them.
+supervisor that serves ``navigate``, the page state and the input tools (XTEST events
+on its own X connection), as the slot's *display uid* (``uid_base + 1000 + slot``),
+with the ``BROWSER`` filter (Chromium's sandbox needs new user, PID and network
+namespaces: they stay allowed here, where the agent's processes are not) and a tmpfs
+quota of its own. Its framebuffer dir is bound nowhere else: the host reads
+screenshots from a file only the display uid writes. Its X server listens in its own
+``/tmp`` and network namespace only: the agent's processes can reach neither socket,
+so they can draw nothing on the screen judges see and send the browser no input
+outside the tool set; nor can they touch the framebuffer, signal or trace Xvfb or
+Chromium.
 
 Each supervisor is reached through a listening socket the host creates in a directory
 no sandbox can see and hands over as a file descriptor; it reports ready on a pipe.
@@ -90,7 +92,7 @@ class LocalSandbox(Sandbox):
         cgroup: cgroups.SandboxCgroup | None,
         egress: "EgressProxyThread | None" = None,
         *,
-        paths: SandboxPaths | None = None,
+        paths: SandboxPaths,
         display_proc: subprocess.Popen | None = None,
         display_uid: int | None = None,
         mounts: tuple[Path, ...] = (),
@@ -100,7 +102,7 @@ class LocalSandbox(Sandbox):
         self.spec = spec
         self.egress = egress
         self.run_dir = run_dir
-        self.paths = paths or SandboxPaths.single(run_dir)
+        self.paths = paths
         self.work_dir = self.paths.work
         self.uid = uid
         self.display_uid = display_uid
@@ -114,7 +116,7 @@ class LocalSandbox(Sandbox):
         self.display_client = (
             SupervisorClient(self.paths.display_control, max_reply_bytes=1 << 20)
             if self.paths.display_control is not None
-            else self.client
+            else self.client  # no display: its ops answer "unknown op"
         )
         self._destroyed = False
         self._destroy_lock = threading.Lock()
@@ -180,7 +182,12 @@ class LocalSandbox(Sandbox):
             raise ToolError(f"{tool} failed: {exc}") from exc
 
     def _input(self, tool: str, *argv: object) -> ToolResult:
-        reply = self._call(tool, {"op": "input", "argv": [str(a) for a in argv]})
+        """Sends ``argv`` (xdotool's arguments) to the display's supervisor."""
+        if not self.spec.desktop:
+            return ToolResult(ok=False, tool=tool, error="this sandbox has no display")
+        reply = self._call(
+            tool, {"op": "input", "argv": [str(a) for a in argv]}, client=self.display_client
+        )
         error, escaped = _text(reply.get("error"), 2000)
         return ToolResult(ok=bool(reply.get("ok")), tool=tool, error=error, escaped=escaped)
 

@@ -23,7 +23,7 @@ from sandboxes.base import (
     SandboxBackend,
     SandboxSpec,
 )
-from sandboxes.control import SHELL_FSIZE_BYTES, supervisor_config
+from sandboxes.control import supervisor_config
 from sandboxes.local import LocalSandbox
 from sandboxes.reaping import become_subreaper
 from sandboxes.rundir import DISPLAY_UID_OFFSET, RunLayout, make_run_dir
@@ -50,7 +50,7 @@ USR = (
     "--dev", "/dev",
 )  # fmt: skip
 PROVISION_TIMEOUT_S = 30.0
-# Where the agent's supervisor finds python-xlib (supervisor.XLIB_DIR): input as XTEST.
+# Where the display's supervisor finds python-xlib (supervisor.XLIB_DIR): input as XTEST.
 SANDBOX_XLIB = "/opt/arena/pylib/Xlib"
 # The CLI coding agents and the judge's tools (scripts/toolchain.sh installs them), bound
 # read-only into the agent's sandbox of a spec with ``toolchain``; its bin leads PATH.
@@ -61,7 +61,7 @@ SANDBOX_TOOLCHAIN = "/opt/arena/toolchain"
 @functools.cache
 def xlib_package() -> Path | None:
     """The host's python-xlib package dir (pure Python; bound read-only into the
-    agent's sandbox, whose system python3 lacks it), or None: input runs xdotool."""
+    display's sandbox, whose system python3 lacks it), or None: input runs xdotool."""
     found = importlib.util.find_spec("Xlib")
     if found is None or not found.submodule_search_locations:
         return None
@@ -109,7 +109,10 @@ class LocalBackend(SandboxBackend):
     def _agent_argv(
         self, spec: SandboxSpec, layout: RunLayout, uid: int | None, filter_fd: int, config: dict
     ) -> list[str]:
-        """The agent's sandbox: the shell, xdotool and their supervisor."""
+        """The agent's sandbox: the shell and its supervisor. Of the display it sees
+        only Chromium's downloads, read-only: no X socket (the display's is in the
+        display sandbox's own /tmp, its abstract one in that network namespace), no
+        framebuffer, no python-xlib."""
         argv = [*_setpriv(uid), BWRAP, "--unshare-all"]
         if bwrap_has_disable_userns():
             argv += ["--unshare-user", "--disable-userns"]
@@ -117,12 +120,7 @@ class LocalBackend(SandboxBackend):
         argv += _writable(layout.agent / "tmp", "/tmp", spec.disk_bytes, uid)  # noqa: S108
         argv += _writable(layout.agent / "home", "/home/agent", spec.disk_bytes, uid)
         if spec.desktop:
-            argv += [
-                "--ro-bind", str(layout.x11), "/tmp/.X11-unix",  # noqa: S108 - connect only
-                "--ro-bind", str(layout.downloads), "/home/agent/Downloads",
-            ]  # fmt: skip
-            if xlib_package() is not None:
-                argv += ["--ro-bind", str(xlib_package()), SANDBOX_XLIB]
+            argv += ["--ro-bind", str(layout.downloads), "/home/agent/Downloads"]
         argv += _etc(layout, "agent")
         path = SANDBOX_PATH
         if spec.toolchain:
@@ -148,18 +146,20 @@ class LocalBackend(SandboxBackend):
     def _display_argv(
         self, spec: SandboxSpec, layout: RunLayout, uid: int | None, filter_fd: int, config: dict
     ) -> list[str]:
-        """The display sandbox: Xvfb, Chromium and their supervisor, under the display
-        uid. User namespaces stay possible here: Chromium's own sandbox is made of them."""
+        """The display sandbox: Xvfb, Chromium and their supervisor (which sends input
+        as XTEST events), under the display uid. User namespaces stay possible here:
+        Chromium's own sandbox is made of them. Xvfb's socket is made in its own /tmp."""
         argv = [*_setpriv(uid), BWRAP, "--unshare-all", "--die-with-parent", "--new-session"]
         argv += ["--seccomp", str(filter_fd), *USR]
         argv += _writable(layout.display / "tmp", "/tmp", spec.display_disk_bytes, uid)  # noqa: S108
-        argv += ["--bind", str(layout.x11), "/tmp/.X11-unix"]  # noqa: S108
         argv += _writable(layout.display / "home", "/home/display", spec.display_disk_bytes, uid)
         argv += [
             "--bind", str(layout.downloads), "/home/display/Downloads",
             "--bind", str(layout.fb), "/fb",
             "--ro-bind", str(layout.display_ctl), "/run/arena",
         ]  # fmt: skip
+        if xlib_package() is not None:
+            argv += ["--ro-bind", str(xlib_package()), SANDBOX_XLIB]
         argv += _etc(layout, "display")
         argv += [
             "--ro-bind", str(SUPERVISOR), "/opt/arena/supervisor.py",
@@ -177,20 +177,7 @@ class LocalBackend(SandboxBackend):
 
     @staticmethod
     def _config(role: str, spec: SandboxSpec, control_fd: int, ready_fd: int) -> dict[str, Any]:
-        config = supervisor_config(spec)
-        if role == "agent":
-            # The shell's supervisor: the shell's own process count and file size.
-            config["self_limits"] = {
-                "RLIMIT_FSIZE": SHELL_FSIZE_BYTES,
-                "RLIMIT_NPROC": spec.pids // 2,
-                "RLIMIT_NOFILE": 4096,
-            }
-        else:
-            config = {
-                key: config[key]
-                for key in ("desktop", "width", "height", "start_url", "self_limits")
-            }
-        return {**config, "role": role, "control_fd": control_fd, "ready_fd": ready_fd}
+        return {**supervisor_config(spec, role), "control_fd": control_fd, "ready_fd": ready_fd}
 
     # -- provisioning ------------------------------------------------------------------
 

@@ -20,14 +20,8 @@ class SandboxPaths:
 
     work: Path  # bound at /work: attachments go in, deliveries come out
     framebuffer: Path  # Xvfb's framebuffer file
-    control: Path  # the (agent's) supervisor's control socket
-    display_control: Path | None = None  # the display supervisor's; None: the same one
-
-    @classmethod
-    def single(cls, run_dir: Path) -> "SandboxPaths":
-        """One supervisor for everything with its parts in ``run_dir``'s ``work``,
-        ``fb`` and ``ctl`` (the Docker backend)."""
-        return cls(run_dir / "work", run_dir / "fb" / "Xvfb_screen0", run_dir / "ctl" / "ctl.sock")
+    control: Path  # the agent's supervisor's control socket
+    display_control: Path | None = None  # the display supervisor's; None: no display
 
 
 @dataclass(frozen=True)
@@ -59,10 +53,6 @@ class RunLayout:
     @property
     def fb(self) -> Path:
         return self.display / "fb"
-
-    @property
-    def x11(self) -> Path:
-        return self.display / "x11"
 
     @property
     def host(self) -> Path:
@@ -116,14 +106,13 @@ def make_run_dir(
             disk.mount_tmpfs(directory, quotas[directory], source=f"arena-{directory.name}")
             mounts.append(directory)
     # (dir, owner, mode): the agent's own space is its alone; the downloads dir is
-    # written by Chromium (display uid) and read by the agent; the framebuffer and the
-    # X socket dir are the display's (the agent gets the socket dir read-only).
+    # written by Chromium (display uid) and read by the agent; the framebuffer is the
+    # display's alone (bound nowhere else).
     owned = [(layout.work, uid, 0o755)]
     if root_worker:
         owned += [(layout.agent / "tmp", uid, 0o700), (layout.agent / "home", uid, 0o700)]
     if spec.desktop:
-        owned += [(layout.downloads, display_uid, 0o755), (layout.fb, display_uid, 0o755),
-                  (layout.x11, display_uid, 0o755)]  # fmt: skip
+        owned += [(layout.downloads, display_uid, 0o755), (layout.fb, display_uid, 0o755)]
         if root_worker:
             owned += [(layout.display / "tmp", display_uid, 0o700),
                       (layout.display / "home", display_uid, 0o700)]  # fmt: skip

@@ -321,6 +321,9 @@ def _reap_run_dirs(lease: SandboxLease) -> None:
         if group is not None:
             group.kill_all()
             group.remove()
+        # A Docker run's container group: gone here if its worker died before making the
+        # containers, else once the Docker janitor removed them (it cannot go before).
+        cgroups.SandboxCgroup("v1", cgroups.engine_group_directories(name)).remove(timeout_s=0)
     for directory in directories:
         # Before removing the dir: rmtree would empty a live quota, not unmount it.
         disk.unmount_all_under(directory)

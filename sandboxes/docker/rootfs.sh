@@ -31,8 +31,11 @@ out="$1"
 mkdir "$out"
 
 # Mount points: the host's /usr and /etc paths (the backend binds them), the run's own
-# dirs (/work, /fb, /run/arena) and the engine's (/proc, /dev, /sys, /tmp, home).
-mkdir -p "$out"/{usr,proc,dev,sys,tmp,work,fb,run/arena,home/agent,opt/arena}
+# dirs (/work, /run/arena) and the engine's (/proc, /dev, /sys, /tmp, the agent's and the
+# display's homes). Those of the display's alone (/fb, python-xlib) are not in the image:
+# the engine makes them in the display's container only, so the agent's has no /fb.
+mkdir -p "$out"/{usr,proc,dev,sys,tmp,work,run/arena,opt/arena}
+mkdir -p "$out"/home/{agent,display}
 # /sbin is a directory of its own: the engine binds its docker-init at /sbin/docker-init,
 # which cannot be made inside the read-only host /usr (the sandbox's PATH has no sbin).
 mkdir -p "$out/sbin"

@@ -1,15 +1,15 @@
 """The supervisor that runs INSIDE a sandbox, as that sandbox's unprivileged uid.
 
 Standard library only (it runs on the distribution's python3, not the arena's venv).
-It has three roles (``config["role"]``):
+It has two roles (``config["role"]``), one per sandbox (a bubblewrap sandbox of the
+local backend, a container of the Docker backend):
 
-- ``display`` (the local backend's display sandbox, under the slot's display uid):
-  Xvfb, the egress forwarder and Chromium; serves ``navigate``, ``state`` and
-  ``page_text`` (the page as text, docs/agents.md).
+- ``display`` (under the slot's display uid): Xvfb, the egress forwarder and Chromium;
+  serves ``navigate``, ``state``, ``page_text`` (the page as text, docs/agents.md) and
+  ``input`` (XTEST through python-xlib on its own X connection, or xdotool where
+  python-xlib is not bound in). Its X server and framebuffer exist in this sandbox only.
 - ``agent`` (the agent's sandbox): the egress forwarder for the shell; serves
-  ``shell`` and ``input`` (XTEST through python-xlib on the display sandbox's X socket,
-  or xdotool where python-xlib is not bound in).
-- ``all`` (the Docker backend's one container): everything.
+  ``shell``. Nothing of the display is in reach of it (docs/sandboxes.md).
 
 It serves one JSON request per line on a unix socket: a listening socket the host made
 in a directory no sandbox can reach and handed over as ``config["control_fd"]`` (the
@@ -23,9 +23,10 @@ sent as XTEST events on one kept X connection (no process per step), or, asked w
 ``"via": "xdotool"`` or without python-xlib, by xdotool itself. The host trusts none of
 its answers.
 
-Requests: {"op": "ping"} | {"op": "input", "argv": [...], "via"?} (xdotool arguments) |
-{"op": "shell", "command", "timeout_s", "max_bytes"} | {"op": "navigate", "url", "state"?} |
-{"op": "state"} | {"op": "page_text", "max_text"?, "max_elements"?} (the page as text).
+Requests: {"op": "ping"} | {"op": "shell", "command", "timeout_s", "max_bytes"} (agent) |
+{"op": "input", "argv": [...], "via"?} (xdotool arguments) | {"op": "navigate", "url",
+"state"?} | {"op": "state"} | {"op": "page_text", "max_text"?, "max_elements"?} (the page
+as text) (display).
 """
 
 import asyncio
@@ -53,14 +54,13 @@ PR_SET_DUMPABLE = 4
 # interactive elements (a request may ask for fewer).
 PAGE_TEXT_MAX_CHARS = 8000
 PAGE_TEXT_MAX_ELEMENTS = 150
-# python-xlib (pure Python), bound here read-only by the host when it has it
-# (sandboxes.local_backend): input becomes XTEST events instead of an xdotool process.
+# python-xlib (pure Python), bound here read-only into the display's sandbox by the
+# host when it has it: input becomes XTEST events instead of an xdotool process.
 XLIB_DIR = "/opt/arena/pylib"
 # Which requests each role serves.
 OPS = {
-    "all": {"ping", "input", "shell", "navigate", "state", "page_text"},
-    "agent": {"ping", "input", "shell"},
-    "display": {"ping", "navigate", "state", "page_text"},
+    "agent": {"ping", "shell"},
+    "display": {"ping", "navigate", "state", "page_text", "input"},
 }
 # The xdotool commands the host sends (sandboxes.local) and how many arguments each
 # takes; "type" and "key" end the command line after "--". Anything else (exec,
@@ -650,8 +650,8 @@ BIND_PAUSE_S = 0.03
 # with more distinct new characters than free keycodes), the client gets this long to
 # have read the keys sent with the old binding.
 REBIND_PAUSE_S = 0.25
-# How long the agent's supervisor keeps trying to open its X connection before the
-# first input (the display sandbox starts beside it; Xvfb is up in well under this).
+# How long the display's supervisor keeps trying to open its X connection before the
+# first input (it tries once Xvfb reported its display; the first try succeeds).
 XTEST_CONNECT_EARLY_S = 30.0
 
 
@@ -709,10 +709,9 @@ class XTestInput:
         return {"ok": False, "error": error} if error else {"ok": True, "via": "xtest"}
 
     def connect_early(self, timeout_s: float = XTEST_CONNECT_EARLY_S) -> None:
-        """Opens the X connection as soon as the display is up (its socket appears
-        once Xvfb is, in the other sandbox), so the run's first input does not pay for
-        it (~30 ms). Until then, and after any failure, the first input connects as
-        before."""
+        """Opens the X connection as soon as the display is up, beside Chromium's
+        start, so the run's first input does not pay for it (~30 ms). Until then, and
+        after any failure, the first input connects as before."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             with self.lock:
@@ -801,7 +800,7 @@ class XTestInput:
         return keysym
 
     def _load_keymap(self) -> None:
-        """The server's keyboard map now (the agent's own X clients may change it)."""
+        """The server's keyboard map now (Chromium, or a page through it, may change it)."""
         info = self.display.display.info
         count = info.max_keycode - info.min_keycode + 1
         self.keymap = [list(k) for k in self.display.get_keyboard_mapping(info.min_keycode, count)]
@@ -895,7 +894,7 @@ class XTestInput:
 class Supervisor:
     def __init__(self, config: dict) -> None:
         self.config = config
-        self.role = config.get("role", "all")
+        self.role = config.get("role", "agent")
         self.browser = None
         self.xtest: XTestInput | None = None
 
@@ -978,19 +977,18 @@ class Supervisor:
         proxy = os.path.exists(EGRESS_SOCKET)
         if proxy:
             await asyncio.start_server(egress_client, "127.0.0.1", PROXY_PORT)
-        if self.role == "agent" and self.config.get("desktop", True):
-            # The display runs in a sandbox of its own; its X socket is bound read-only
-            # at /tmp/.X11-unix (no abstract socket crosses network namespaces).
-            os.environ["DISPLAY"] = ":0"
-            xlib = load_xlib()
-            self.xtest = XTestInput(xlib) if xlib is not None else None
-            if self.xtest is not None:
-                threading.Thread(target=self.xtest.connect_early, daemon=True).start()
-        elif self.config.get("desktop", True):
+        if self.role == "display":
             started = time.monotonic()
             start_display(width, height)
             log(f"display up after {1000 * (time.monotonic() - started):.0f} ms")
             self.browser = start_browser(width, height, self.config.get("start_url", ""), proxy)
+            # Input comes from here, the display's own sandbox: nothing of the agent's
+            # can reach this X server (no shared socket, network namespace or uid).
+            # Loaded once Chromium was started: its start does not wait for this.
+            xlib = load_xlib()
+            self.xtest = XTestInput(xlib) if xlib is not None else None
+            if self.xtest is not None:
+                threading.Thread(target=self.xtest.connect_early, daemon=True).start()
             await asyncio.get_running_loop().run_in_executor(None, self.browser.page_session)
             log(f"browser page after {1000 * (time.monotonic() - started):.0f} ms")
             await asyncio.get_running_loop().run_in_executor(None, self.browser.settle)

@@ -77,7 +77,8 @@ def click_xdotool(box, x: int, y: int) -> None:
     """The click ``LocalSandbox.click`` sends, run by an xdotool process (the path
     before XTEST): the same-run reference."""
     argv = ["mousemove", str(x), str(y), "click", "--repeat", "1", "--delay", "0", "1"]
-    reply = box._call("click", {"op": "input", "argv": argv, "via": "xdotool"})
+    request = {"op": "input", "argv": argv, "via": "xdotool"}
+    reply = box._call("click", request, client=box.display_client)
     assert reply.get("via") == "xdotool", reply
 
 

@@ -372,18 +372,21 @@ def xwd_bytes(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
 
 
 class FakeSupervisor:
-    """Stands in for ``sandboxes/inside/supervisor.py`` in a fake container: writes a
-    framebuffer into the container's ``/fb`` source, then serves the JSON-line protocol
-    on ``ctl.sock`` in its ``/run/arena`` source (appearing by rename, as the real one
-    does). Records every request; shell commands are echoed, not run."""
+    """Stands in for ``sandboxes/inside/supervisor.py`` in a fake container: the
+    display's writes a framebuffer into the container's ``/fb`` source; either serves
+    the JSON-line protocol on ``ctl.sock`` in its ``/run/arena`` source (appearing by
+    rename, as the real one does), answering its role's ops. Records every request;
+    shell commands are echoed, not run."""
 
     WIDTH, HEIGHT = 64, 48
+    OPS = {"agent": {"ping", "shell"}, "display": {"ping", "input", "navigate", "state"}}
 
     def __init__(self, container: FakeContainer) -> None:
         self.container = container
         self.ctl_dir = container.mount_source("/run/arena")
-        self.fb_dir = container.mount_source("/fb")
         self.config = json.loads(container.body["Cmd"][0])
+        self.role = self.config["role"]
+        self.fb_dir = container.mount_source("/fb") if self.role == "display" else None
         self.requests: list[dict[str, Any]] = []
         # What the container would have found at start: the egress socket or not.
         self.saw_egress_socket = (self.ctl_dir / "egress.sock").is_socket()
@@ -402,7 +405,7 @@ class FakeSupervisor:
         return hook
 
     def start(self) -> None:
-        if self.config.get("desktop", True):
+        if self.fb_dir is not None:
             (self.fb_dir / "Xvfb_screen0").write_bytes(
                 xwd_bytes(self.WIDTH, self.HEIGHT, (200, 30, 30))
             )
@@ -437,6 +440,8 @@ class FakeSupervisor:
 
     def answer(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request.get("op")
+        if op not in self.OPS[self.role]:
+            return {"ok": False, "error": f"unknown op {op!r}"}
         if op == "ping":
             return {"ok": True, "pid": 1}
         if op == "shell":

@@ -26,7 +26,7 @@ import docker
 import pytest
 from django.conf import settings as django_settings
 
-from sandboxes import disk, docker_backend, seccomp
+from sandboxes import cgroups, disk, docker_backend, seccomp
 from sandboxes.base import SandboxSpec
 from sandboxes.control import supervisor_config
 from sandboxes.docker_backend import (
@@ -47,8 +47,9 @@ from tests.servers import ROOT, child_env
 IMAGE = "agent-arena-desktop:test"  # the fake engine's
 UID_BASE = 61000  # the fake engine's (nothing runs under it)
 SPEC = SandboxSpec(run_id=7, memory_mb=512, pids=128, cpu_fraction=0.5, width=64, height=48)
-HOST_DIRS = {"/work": "work", "/fb": "fb", "/run/arena": "ctl"}
-OUR_LABELS = ("arena.sandbox", "arena.run", "arena.slot", "arena.host", "arena.dir")
+HOST_DIRS = {"/work": "work", "/run/arena": "ctl"}  # the agent's container's
+DISPLAY_DIRS = {"/fb": "fb", "/run/arena": "display-ctl", "/home/display/Downloads": "downloads"}
+OUR_LABELS = ("arena.sandbox", "arena.run", "arena.slot", "arena.host", "arena.dir", "arena.role")
 
 
 def new_run_id() -> int:
@@ -73,9 +74,20 @@ def shell_spec(**fields) -> SandboxSpec:
     )
 
 
-def inspect(box) -> dict:
-    box.container.reload()
-    return box.container.attrs
+ENGINE_GROUPS = cgroups.detect() == "v1"  # a run's containers bounded together
+
+
+def engine_group_limits(box) -> tuple[int, int]:
+    """The memory and pids limits of the group the run's containers sit in."""
+    group = cgroups.CGROUP_ROOT / "{}" / cgroups.ENGINE_PARENT / box.run_dir.name
+    memory = group.as_posix().format("memory") + "/memory.limit_in_bytes"
+    pids = group.as_posix().format("pids") + "/pids.max"
+    return int(Path(memory).read_text()), int(Path(pids).read_text())
+
+
+def inspect(box, role: str = "agent") -> dict:
+    box.containers[role].reload()
+    return box.containers[role].attrs
 
 
 # -- the real engine -------------------------------------------------------------------
@@ -182,13 +194,17 @@ def test_container_is_locked_down(shared_box):
     assert host["Privileged"] is False
     assert host["ReadonlyRootfs"] is True
     assert host["CapDrop"] == ["ALL"] and not host["CapAdd"]
-    # the arena's deny list as the container's seccomp profile (sandboxes.seccomp)
+    # the arena's deny list as the container's seccomp profile (sandboxes.seccomp): the
+    # agent's, which also denies every new namespace (Chromium is in the display's)
     assert host["SecurityOpt"] == [
         "no-new-privileges",
-        f"seccomp={seccomp.docker_profile(seccomp.BROWSER)}",
+        f"seccomp={seccomp.docker_profile(seccomp.AGENT)}",
     ]
     assert host["Memory"] == host["MemorySwap"] == 512 * 1024**2
     assert host["PidsLimit"] == 128
+    if ENGINE_GROUPS:  # the same limits for the run's containers together
+        assert host["CgroupParent"] == f"/arena-docker/{box.run_dir.name}"
+        assert engine_group_limits(box) == (512 * 1024**2, 128)
     assert host["NanoCpus"] == 500_000_000
     assert host["NetworkMode"] == "none"
     assert list(attrs["NetworkSettings"]["Networks"]) == ["none"]
@@ -203,9 +219,10 @@ def test_container_is_locked_down(shared_box):
     assert attrs["Config"]["User"] == f"{uid}:{uid}" != "0:0"
 
     # and inside: the slot's uid, no capabilities, no new privileges, only loopback,
-    # nothing writable but its own dirs
+    # nothing writable but its own dirs, no new user namespace
     result = box.shell(
         "id -u; grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status; ls /sys/class/net; "
+        "unshare -U true 2>/dev/null || echo no-userns; "
         "touch /x 2>/dev/null || echo root-read-only; "
         "touch /usr/x 2>/dev/null || echo usr-read-only; "
         "touch /usr/local/x 2>/dev/null || echo usr-local-read-only; "
@@ -218,6 +235,7 @@ def test_container_is_locked_down(shared_box):
         "CapBnd:\t0000000000000000",
         "NoNewPrivs:\t1",
         "lo",
+        "no-userns",
         "root-read-only",
         "usr-read-only",
         "usr-local-read-only",
@@ -241,13 +259,16 @@ def test_only_the_run_dir_and_the_hosts_usr_are_mounted(shared_box):
         assert mounts[target]["RW"] is False, target
     # the image's own declaration asked for the host's /usr (scripts/docker.sh image)
     assert inspect(box)["Config"]["Labels"]["arena.binds-host-usr"] == "1"
-    assert (box.run_dir / "etc" / "passwd").read_text() == (
+    assert (box.run_dir / "etc" / "agent-passwd").read_text() == (
         f"agent:x:{uid}:{uid}:agent:/home/agent:/bin/sh\n"
     )
     assert {os.stat(box.run_dir / sub).st_uid for sub in HOST_DIRS.values()} == {uid}
     assert os.stat(box.run_dir).st_mode & 0o777 == 0o700
-    if disk.can_mount():  # /work is a tmpfs quota of its own
-        assert disk.mounts_under(box.run_dir) == [box.run_dir / "work"]
+    if disk.can_mount():  # /work and the control dir are tmpfs quotas of their own
+        assert set(disk.mounts_under(box.run_dir)) == {box.run_dir / "work", box.run_dir / "ctl"}
+        full = box.shell("head -c 2000000 /dev/zero > /run/arena/fill")
+        assert "No space left on device" in full.stderr  # never the host's disk
+        box.shell("rm -f /run/arena/fill")
     assert box.shell("ls -A /usr/local; whoami").stdout == "agent\n"
 
 
@@ -257,7 +278,7 @@ def test_labels_name_and_command(shared_box):
 
     attrs = inspect(box)
 
-    assert re.fullmatch(rf"/arena-run-{spec.run_id}-2-[0-9a-f]{{6}}", attrs["Name"])
+    assert re.fullmatch(rf"/arena-run-{spec.run_id}-2-[0-9a-f]{{6}}-agent", attrs["Name"])
     labels = attrs["Config"]["Labels"]
     assert {key: labels[key] for key in OUR_LABELS} == {
         "arena.sandbox": "1",
@@ -265,10 +286,12 @@ def test_labels_name_and_command(shared_box):
         "arena.slot": "2",
         "arena.host": box.container.labels["arena.host"],
         "arena.dir": str(box.run_dir),
+        "arena.role": "agent",
     }
     assert labels["arena.host"].startswith(socket.gethostname())
+    assert list(box.containers) == ["agent"]  # no display: the agent's container alone
     [config] = attrs["Config"]["Cmd"]
-    assert json.loads(config) == supervisor_config(spec)
+    assert json.loads(config) == supervisor_config(spec, "agent")
     assert attrs["Config"]["Hostname"] == "sandbox"
     assert attrs["Config"]["WorkingDir"] == "/work"
     assert "http_proxy=http://127.0.0.1:3128" in attrs["Config"]["Env"]
@@ -338,18 +361,80 @@ def test_a_control_socket_swapped_for_a_symlink_is_not_dialled(real_backend, tmp
         shutil.rmtree(decoy_path.parent)
 
 
+def display_processes(box) -> str:
+    """The command lines in the display's container (the engine's ``top``)."""
+    top = box.containers["display"].top(ps_args="-eo pid,args")
+    return "\n".join(row[-1] for row in top["Processes"])
+
+
 def test_desktop_screenshot_with_chromium_running(real_backend, tmp_path):
     box = real_backend.provision(shell_spec(desktop=True, start_url="about:blank"), slot=2)
 
     result = box.screenshot()
     clicked = tool_call(box, "click", {"x": 640, "y": 400}, deliver_dir=tmp_path)
-    processes = box.shell("ps -eo args").stdout
+    processes = display_processes(box)
 
     assert result.ok and result.data == {"width": 1280, "height": 800}
     assert result.image.startswith(b"\x89PNG")
     assert clicked.ok, clicked
     assert processes.count("/usr/lib/chromium/chromium") >= 2  # the browser and a renderer
     assert "Xvfb :0 -screen 0 1280x800x24" in processes
+    assert "--no-sandbox" not in processes  # Chromium keeps its own sandbox
+
+
+def test_a_desktop_is_two_containers_and_the_agents_has_nothing_of_the_display(real_backend):
+    box = real_backend.provision(shell_spec(desktop=True, start_url="about:blank"), slot=3)
+    agent, display = inspect(box, "agent"), inspect(box, "display")
+    uid, display_uid = sandbox_uid(real_uid_base(), 3), sandbox_uid(real_uid_base(), 3, "display")
+
+    # Each its own uid, profile, network (none), and run-dir parts.
+    assert list(box.containers) == ["display", "agent"]
+    assert (agent["Config"]["User"], display["Config"]["User"]) == (
+        f"{uid}:{uid}",
+        f"{display_uid}:{display_uid}",
+    )
+    assert display_uid != uid or os.geteuid() != 0
+    assert display["HostConfig"]["SecurityOpt"][1] == (
+        f"seccomp={seccomp.docker_profile(seccomp.BROWSER)}"
+    )
+    assert (
+        agent["HostConfig"]["SecurityOpt"][1] == f"seccomp={seccomp.docker_profile(seccomp.AGENT)}"
+    )
+    if ENGINE_GROUPS:  # one group bounds both
+        assert agent["HostConfig"]["CgroupParent"] == display["HostConfig"]["CgroupParent"]
+        assert engine_group_limits(box) == (box.spec.memory_mb * 1024**2, box.spec.pids)
+    for attrs in (agent, display):
+        assert attrs["HostConfig"]["NetworkMode"] == "none"
+        assert attrs["HostConfig"]["PidMode"] == "" and attrs["HostConfig"]["IpcMode"] == "private"
+    assert display["Config"]["Labels"]["arena.role"] == "display"
+    mounts = {m["Destination"]: m for m in display["Mounts"]}
+    for target, sub in DISPLAY_DIRS.items():
+        assert (mounts[target]["Source"], mounts[target]["RW"]) == (str(box.run_dir / sub), True)
+    assert mounts["/opt/arena/pylib/Xlib"]["RW"] is False  # input as XTEST events
+    agent_mounts = {m["Destination"]: m for m in agent["Mounts"]}
+    assert "/fb" not in agent_mounts and "/opt/arena/pylib/Xlib" not in agent_mounts
+    downloads = agent_mounts["/home/agent/Downloads"]
+    assert (downloads["Source"], downloads["RW"]) == (str(box.run_dir / "downloads"), False)
+    assert os.stat(box.paths.framebuffer).st_uid == display_uid
+
+    # Inside the agent's: no X socket of either kind, no framebuffer, no display process.
+    seen = box.shell(
+        "ls -A /tmp; ls /fb 2>&1; ps -eo comm | grep -cE 'Xvfb|chromium'; "
+        'python3 -c "import socket\n'
+        "for name in ('/tmp/.X11-unix/X0', '\\0/tmp/.X11-unix/X0'):\n"
+        '    print(socket.socket(socket.AF_UNIX).connect_ex(name))"'
+    )
+    assert seen.stdout.splitlines() == [
+        "ls: cannot access '/fb': No such file or directory",
+        "0",
+        "2",  # ENOENT
+        "111",  # ECONNREFUSED: another network namespace
+    ]
+    # The input goes to the display's supervisor, as XTEST events.
+    reply = box._call(
+        "input", {"op": "input", "argv": ["mousemove", "5", "5"]}, client=box.display_client
+    )
+    assert reply == {"ok": True, "via": "xtest"}
 
 
 def test_chromium_without_user_namespaces_runs_without_its_own_sandbox(real_backends):
@@ -359,13 +444,18 @@ def test_chromium_without_user_namespaces_runs_without_its_own_sandbox(real_back
     profile = seccomp.docker_profile(seccomp.AGENT)
     box = real_backends(seccomp_profile=profile).provision(shell_spec(desktop=True), slot=3)
 
-    assert inspect(box)["HostConfig"]["SecurityOpt"] == ["no-new-privileges", f"seccomp={profile}"]
+    assert inspect(box, "display")["HostConfig"]["SecurityOpt"] == [
+        "no-new-privileges",
+        f"seccomp={profile}",
+    ]
     assert box.screenshot().ok
-    result = box.shell(
-        "ps -eo args | grep -c '^/usr/lib/chromium/chromium .*--no-sandbox'; cat /tmp/browser.log"
+    processes = display_processes(box).splitlines()
+    assert any(
+        line.startswith("/usr/lib/chromium/chromium ") and "--no-sandbox" in line
+        for line in processes
     )
-    assert int(result.stdout.split()[0]) >= 1
-    assert "no user namespaces in this container" in result.stdout
+    log = box.containers["display"].exec_run(["cat", "/tmp/browser.log"]).output
+    assert b"no user namespaces in this container" in log
 
 
 # -- teardown, failures, health --------------------------------------------------------
@@ -380,6 +470,7 @@ def test_destroy_removes_the_container_and_the_run_dir_once(real_backend, real_c
     with pytest.raises(docker.errors.NotFound):
         real_client.containers.get(box.container.id)
     assert not box.run_dir.exists()
+    assert cgroups.engine_group_directories(box.run_dir.name) == []
     assert not tool_call(box, "shell", {"command": "x"}, deliver_dir=box.run_dir.parent).ok
 
 
@@ -486,6 +577,7 @@ def test_janitor_removes_a_sandbox_once_its_run_is_not_live(real_backend, real_c
     with pytest.raises(docker.errors.NotFound):
         real_client.containers.get(box.container.id)
     assert not box.run_dir.exists()
+    assert cgroups.engine_group_directories(box.run_dir.name) == []
     box.destroy()  # what its worker does later: nothing left to do
 
 
@@ -603,30 +695,40 @@ def test_the_engine_is_asked_for_nothing_else(engine, provision):
     Dockerfile's, which needs a registry to build) gets none of the host's paths."""
     box = provision()
 
-    [call] = engine.calls_to("POST", "/containers/create")
-    assert len(engine.calls_to("POST", r"/containers/[0-9a-f]+/start")) == 1
+    created = engine.calls_to("POST", "/containers/create")
+    by_role = {call.body["Labels"]["arena.role"]: call for call in created}
+    assert len(created) == 2  # (made at once: in either order)
+    display, agent = by_role["display"], by_role["agent"]
+    assert len(engine.calls_to("POST", r"/containers/[0-9a-f]+/start")) == 2
     assert engine.calls_to("POST", r"/images/create") == []
     assert [c for c in engine.calls if c.path.startswith("/networks")] == []
-    host = call.body["HostConfig"]
-    assert {m["Target"] for m in host["Mounts"]} == {*HOST_DIRS, "/etc/passwd", "/etc/group"}
+    etc = {"/etc/passwd", "/etc/group"}
+    host = agent.body["HostConfig"]
+    assert {m["Target"] for m in host["Mounts"]} == {*HOST_DIRS, *etc, "/home/agent/Downloads"}
     assert set(host["Tmpfs"]) == {"/tmp", "/home/agent"}
-    # (this test worker is root: the slot's own uid)
-    assert call.body["User"] == "61002:61002" and box.shell("id").ok
+    host = display.body["HostConfig"]
+    assert {m["Target"] for m in host["Mounts"]} == {*DISPLAY_DIRS, *etc}
+    assert set(host["Tmpfs"]) == {"/tmp", "/home/display"}
+    # (this test worker is root: the slot's own uid, and its display uid)
+    assert agent.body["User"] == "61002:61002" and box.shell("id").ok
+    assert display.body["User"] == "62002:62002"
 
 
 def test_a_non_root_worker_runs_sandboxes_as_itself(monkeypatch):
     """No engine: the uid rule alone (this test worker is root)."""
     monkeypatch.setattr(docker_backend.os, "geteuid", lambda: 1234)
-    assert sandbox_uid(UID_BASE, 5) == 1234
+    assert sandbox_uid(UID_BASE, 5) == sandbox_uid(UID_BASE, 5, "display") == 1234
     monkeypatch.setattr(docker_backend.os, "geteuid", lambda: 0)
     assert sandbox_uid(UID_BASE, 5) == 61005
+    assert sandbox_uid(UID_BASE, 5, "display") == 62005
 
 
 def test_tools_reach_the_supervisor_through_the_control_socket(provision, supervisors, tmp_path):
     """Fake engine: the real supervisor keeps no record of the requests it got, and the
-    exact xdotool argv the host sends is what this checks."""
+    exact xdotool argv the host sends, to the display's supervisor, is what this checks."""
     box = provision()
-    supervisor = supervisors[box.container.name]
+    agent = supervisors[box.containers["agent"].name]
+    display = supervisors[box.containers["display"].name]
 
     shell = tool_call(box, "shell", {"command": "echo hi"}, deliver_dir=tmp_path)
     click = tool_call(box, "click", {"x": 10, "y": 20, "count": 2}, deliver_dir=tmp_path)
@@ -634,10 +736,11 @@ def test_tools_reach_the_supervisor_through_the_control_socket(provision, superv
 
     assert shell.ok and shell.stdout == "ran: echo hi\n" and shell.exit_code == 0
     assert click.ok and navigate.ok and navigate.data["title"] == "Fake"
-    assert [r["op"] for r in supervisor.requests] == ["shell", "input", "navigate"]
-    assert supervisor.requests[0]["timeout_s"] == SPEC.shell_timeout_s
+    assert [r["op"] for r in agent.requests] == ["shell"]
+    assert [r["op"] for r in display.requests] == ["input", "navigate"]
+    assert agent.requests[0]["timeout_s"] == SPEC.shell_timeout_s
     argv = ["mousemove", "10", "20", "click", "--repeat", "2", "--delay", "60", "1"]
-    assert supervisor.requests[1]["argv"] == argv
+    assert display.requests[0]["argv"] == argv
 
 
 def test_a_container_that_dies_while_starting_is_removed(engine, make_backend, sandbox_root):
@@ -653,9 +756,9 @@ def test_a_container_that_dies_while_starting_is_removed(engine, make_backend, s
     with pytest.raises(RuntimeError, match=r"exit code 1\): supervisor: Xvfb did not start"):
         make_backend().provision(SPEC, slot=0)
 
-    assert engine.containers == {}
-    [delete] = engine.calls_to("DELETE", r"/containers/[0-9a-f]+")
-    assert delete.query["force"] == ["True"]
+    assert engine.containers == {}  # the display's and the agent's
+    deletes = engine.calls_to("DELETE", r"/containers/[0-9a-f]+")
+    assert [delete.query["force"] for delete in deletes] == [["True"], ["True"]]
     assert list(sandbox_root.glob("run-*")) == []
 
 

@@ -19,7 +19,7 @@ GOOD = {key: True for key in PROPERTIES} | {"leaked_processes": 0}
         ({"disk_quota": False}, [PROPERTIES["disk_quota"]]),
         ({"seccomp": False, "isolated": None}, [PROPERTIES["isolated"], PROPERTIES["seccomp"]]),
         ({"framebuffer_protected": False}, [PROPERTIES["framebuffer_protected"]]),
-        ({"display_socket_read_only": "yes"}, [PROPERTIES["display_socket_read_only"]]),
+        ({"display_out_of_reach": "yes"}, [PROPERTIES["display_out_of_reach"]]),
         ({"leaked_processes": 2}, ["teardown: 2 processes outlived the sandbox"]),
         ({"leaked_processes": None}, []),  # not a root worker: not counted
     ],

@@ -171,16 +171,20 @@ def test_a_forged_frame_changes_nothing(desktop):
     desktop.shell("rm -f /work/Xvfb_screen0 /tmp/Xvfb_screen0 /home/agent/Xvfb_screen0")
 
 
-def test_the_x_socket_cannot_be_replaced_and_input_still_reaches_the_real_screen(desktop):
+def test_the_agent_has_no_x_server_to_talk_to_and_input_still_reaches_the_screen(desktop):
+    # (tests/sandboxes/test_paint.py is the whole attack; here: the sockets are not there)
     attempt = desktop.shell(
-        "rm -f /tmp/.X11-unix/X0; mv /tmp/.X11-unix/X0 /tmp/gone; "
-        "ln -s /tmp/mine /tmp/.X11-unix/X1; touch /tmp/.X11-unix/X9; "
-        "python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('/tmp/.X11-unix/X2')\" "
-        "2>&1 | tail -1; test -S /tmp/.X11-unix/X0 && echo still-there"
+        'ls -A /tmp; ls /tmp/.X11-unix 2>&1; python3 -c "import socket\n'
+        "for name in ('/tmp/.X11-unix/X0', '\\0/tmp/.X11-unix/X0'):\n"
+        '    print(socket.socket(socket.AF_UNIX).connect_ex(name))"'
     )
-    assert attempt.stderr.count("Read-only file system") == 4
-    assert "Read-only file system" in attempt.stdout  # the bind() too
-    assert attempt.stdout.endswith("still-there\n")
+    assert attempt.stdout.splitlines() == [
+        "ls: cannot access '/tmp/.X11-unix': No such file or directory",
+        "2",  # ENOENT: no socket file
+        "111",  # ECONNREFUSED: no abstract socket in the agent's network namespace
+    ]
+    # An X server of its own on :0 (its abstract socket) is its own alone: the display
+    # and its input are elsewhere.
     assert desktop.click(300, 300).ok
     assert desktop.screenshot().ok
 
@@ -203,7 +207,7 @@ def test_killing_everything_it_can_is_a_recorded_error_never_an_impostor(spoiled
     sockets = box.shell(
         "find / -path /proc -prune -o -type s -print 2>/dev/null; ls -A /run/arena"
     ).stdout.split()
-    assert sockets == ["/tmp/.X11-unix/X0"]  # (no egress here: /run/arena is empty)
+    assert sockets == []  # (no egress here: /run/arena is empty; no X socket at all)
     impostor = box.shell(
         "python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('/run/arena/ctl.sock')\""
     )
@@ -354,16 +358,13 @@ def test_the_supervisor_keeps_its_bounds_whatever_it_is_asked(lane):
     assert reply["stdout"].split()[:4] == [
         str(SHELL.shell_timeout_s + 1), str(SHELL.pids // 2), str(256 * 1024**2 // 512), "1024"
     ]  # fmt: skip
-    for argv in (
-        ["exec", "sh", "-c", "touch /work/pwned"],
-        ["mousemove", "1", "1", "exec", "touch", "/work/pwned"],
-        ["type", "--file", "/etc/passwd"],
-        ["click", "--repeat", "1"],
-    ):
-        assert lane._call("input", {"op": "input", "argv": argv}) == {
-            "ok": False,
-            "error": "bad input arguments",
-        }
+    # Input is not the agent's supervisor's to send (the display's sends it, and runs
+    # no program either: test_xtest.py).
+    argv = ["exec", "sh", "-c", "touch /work/pwned"]
+    assert lane._call("input", {"op": "input", "argv": argv}) == {
+        "ok": False,
+        "error": "unknown op 'input'",
+    }
     assert (
         lane._call("x", {"op": "navigate", "url": "http://x/"})["error"] == "unknown op 'navigate'"
     )
@@ -405,7 +406,7 @@ def test_a_deliver_that_fails_midway_leaves_no_file_behind(lane, tmp_path):
 
 
 # -- a supervisor that lies ---------------------------------------------------------------
-# Under the Docker backend the agent shares the container (and uid) with its supervisor
+# Under the Docker backend the agent shares its container (and uid) with its supervisor
 # and could replace it: the host treats every reply as hostile.
 
 

@@ -1,9 +1,10 @@
 """Checks that this host can run isolated desktop sandboxes: provisions one, takes a
 screenshot, clicks, runs a shell command, tries the host's loopback and a private
 address (directly and through the egress proxy), fills the disk quota, calls denied
-system calls, looks at who owns the framebuffer and whether the X socket can be
-replaced, whether the idle desktop makes requests of its own, destroys it and looks for
-leftovers. Operators run it on every worker host.
+system calls, looks at who owns the framebuffer and whether the agent's shell can reach
+the display (its X server by either socket, the framebuffer, its processes), whether
+the idle desktop makes requests of its own, destroys it and looks for leftovers.
+Operators run it on every worker host.
 
 Prints the report (``--json``: one JSON document) and exits non-zero, with one plain
 line per failed property on stderr, when any property does not hold."""
@@ -54,11 +55,18 @@ SYSCALLS = (
     "    ctypes.set_errno(0); libc.syscall(nr, *args)\n"
     '    print(errno.errorcode.get(ctypes.get_errno()))"'
 )
-# The X socket dir: bound read-only (no new file, no removing the socket).
-X_SOCKET = (
-    "touch /tmp/.X11-unix/probe 2>/dev/null && echo writable; "
-    "rm -f /tmp/.X11-unix/X0 2>/dev/null; test -S /tmp/.X11-unix/X0 && echo socket; "
-    "test -e /fb && echo framebuffer-visible"
+# The display from the agent's shell: the X server's socket file and abstract socket
+# (connect), the framebuffer dir, Xvfb's process; prints what it reached, nothing if none.
+DISPLAY_REACH = (
+    'python3 -c "import glob, os, socket\n'
+    "for name in ['/tmp/.X11-unix/X0', '\\0/tmp/.X11-unix/X0']:\n"
+    "    s = socket.socket(socket.AF_UNIX)\n"
+    "    if s.connect_ex(name) == 0: print('x-server', repr(name))\n"
+    "if os.path.exists('/fb'): print('framebuffer')\n"
+    "for c in glob.glob('/proc/[0-9]*/comm'):\n"
+    "    try:\n"
+    "        if open(c).read().strip() in ('Xvfb', 'chromium'): print('process', c)\n"
+    '    except OSError: pass"'
 )
 
 # The properties that must hold, and the plain line said when one does not.
@@ -69,7 +77,8 @@ PROPERTIES = {
     "disk_quota": "disk: writing past the quota did not stop with ENOSPC, or used host disk",
     "seccomp": "syscalls: a denied system call (ptrace, unshare -U, mount, bpf, io_uring) ran",
     "framebuffer_protected": "display: the agent's uid can see or write the framebuffer",
-    "display_socket_read_only": "display: the agent could replace the X socket",
+    "display_out_of_reach": "display: the agent's shell reached the X server, the framebuffer "
+    "or the display's processes",
     "no_phone_home": "egress: the idle desktop made requests of its own (updates, metrics…)",
 }
 # How long the doctor leaves the fresh desktop idle before counting its own egress:
@@ -187,14 +196,15 @@ class Command(BaseCommand):
 
     @staticmethod
     def _display(box, uid: int) -> dict:
-        """Who owns the framebuffer, and what the agent's sandbox can do to the display."""
+        """Who owns the framebuffer, and what of the display the agent's shell reaches."""
         if not isinstance(box, LocalSandbox) or box.paths.display_control is None:
-            return {"framebuffer_protected": False, "display_socket_read_only": False}
-        inside = box.shell(X_SOCKET).stdout.split()
+            return {"framebuffer_protected": False, "display_out_of_reach": False}
+        reached = box.shell(DISPLAY_REACH)
         info = os.stat(box.paths.framebuffer, follow_symlinks=False)
         owner_ok = os.geteuid() != 0 or (info.st_uid != uid and not info.st_mode & 0o022)
         return {
             "framebuffer_owner": info.st_uid,
-            "framebuffer_protected": owner_ok and "framebuffer-visible" not in inside,
-            "display_socket_read_only": "writable" not in inside and "socket" in inside,
+            "framebuffer_protected": owner_ok and "framebuffer" not in reached.stdout,
+            "display_reached": reached.stdout.split("\n")[:-1],
+            "display_out_of_reach": reached.ok and reached.stdout == "",
         }

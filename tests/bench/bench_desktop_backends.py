@@ -1,0 +1,110 @@
+"""Benchmark: a desktop's ready and destroy time on both sandbox backends, in turns.
+Prints one JSON document.
+
+Each round provisions one desktop on the local backend and one on the docker backend
+(the checkout's private engine, ``scripts/docker.sh``; the order alternates round by
+round), and for each measures ready (provision to the first screenshot), ten click +
+screenshot steps, and destroy. No egress (nothing to count on an idle page). Issue 33
+(docs/sandboxes.md) compares these figures before and after the display moved out of
+the agent's reach: run this same script from an export of each commit, in turns.
+
+Run: .venv/bin/python tests/bench/bench_desktop_backends.py [--rounds N] [--only local|docker]
+(slots 80-81 of ARENA_SANDBOX_UID_BASE, default 61000; root, with dockerd installed)
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import docker
+
+from sandboxes.base import SandboxSpec
+from sandboxes.docker_backend import DEFAULT_IMAGE, DockerBackend, janitor
+from sandboxes.local_backend import LocalBackend
+from tests.docker_engine import engine_session
+
+UID_BASE = int(os.environ.get("ARENA_SANDBOX_UID_BASE") or 61000)
+PAGE = "data:text/html,<title>bench</title><h1>Benchmark</h1><input autofocus>"
+STEPS = 10
+
+
+def ms(samples: list[float]) -> dict:
+    ordered = sorted(samples)
+    return {
+        "p50": round(1000 * statistics.median(ordered), 1),
+        "min": round(1000 * ordered[0], 1),
+        "max": round(1000 * ordered[-1], 1),
+        "n": len(ordered),
+    }
+
+
+def one(backend, slot: int, run_id: int, out: dict) -> None:
+    t = time.monotonic()
+    box = backend.provision(SandboxSpec(run_id=run_id, start_url=PAGE, egress=False), slot=slot)
+    try:
+        assert box.screenshot().ok
+        out.setdefault("ready", []).append(time.monotonic() - t)
+        for i in range(STEPS):
+            t = time.monotonic()
+            assert box.click(200 + i, 300).ok
+            assert box.screenshot().ok
+            out.setdefault("step", []).append(time.monotonic() - t)
+    finally:
+        t = time.monotonic()
+        box.destroy()
+        out.setdefault("destroy", []).append(time.monotonic() - t)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--only", choices=["local", "docker"])
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="arena-bench-backends-", dir="/var/tmp"))
+    root.chmod(0o711)
+    names = [args.only] if args.only else ["local", "docker"]
+    results: dict[str, dict] = {name: {} for name in names}
+    loads = [round(x, 2) for x in os.getloadavg()]
+    with engine_session() as docker_host:
+        client = docker.DockerClient(base_url=docker_host)
+        backends = {
+            "local": LocalBackend(root, UID_BASE),
+            "docker": DockerBackend(
+                DEFAULT_IMAGE,
+                root,
+                UID_BASE,
+                client_factory=lambda: docker.DockerClient(base_url=docker_host),
+                host=f"bench-{os.getpid()}",
+            ),
+        }
+        try:
+            for r in range(args.rounds):
+                for name in names if r % 2 == 0 else names[::-1]:
+                    one(backends[name], 80 if name == "local" else 81, 9000 + r, results[name])
+                print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
+        finally:
+            janitor(client, f"bench-{os.getpid()}", lambda run_id: False, root=root)
+            backends["docker"].close()
+            client.close()
+            shutil.rmtree(root, ignore_errors=True)
+    report = {
+        "cpus": os.cpu_count(),
+        "load_avg": {"start": loads, "end": [round(x, 2) for x in os.getloadavg()]},
+        **{
+            name: {f"{key}_ms": ms(values) for key, values in found.items()}
+            for name, found in results.items()
+        },
+    }
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
