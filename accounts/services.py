@@ -1,16 +1,19 @@
-"""Writes for accounts: sign-up, consent, API tokens, team invites."""
+"""Writes for accounts: sign-up, consent, API tokens, team invites and members, and
+what a log-out or a membership removed tells the user's open sockets."""
 
 import secrets
 from datetime import timedelta
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import make_password
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from accounts.models import ApiToken, Consent, ConsentTerms, Membership, Team, TeamInvite
 from arena_site.exceptions import ApplicationError
+from arena_site.realtime import sockets_recheck, sockets_session_ended
 
 User = get_user_model()
 
@@ -26,12 +29,42 @@ def team_create(*, name: str, owner: AbstractBaseUser) -> Team:
     return team
 
 
-@transaction.atomic
-def user_sign_up(*, username: str, password: str, team_name: str = "") -> AbstractBaseUser:
-    """Creates the user and, with it, a team they own (their own name unless given)."""
-    user = User.objects.create_user(username=username, password=password)
-    team_create(name=team_name or username, owner=user)
+def user_sign_up(*, username: str, password: str, team_name: str = "") -> AbstractBaseUser | None:
+    """Creates the user and, with it, a team they own (their own name unless given), or
+    nothing at all when the username or the team's name is taken (either compared
+    without case): then None. The caller answers both alike, so sign-up does not tell
+    whether an account or a team exists (docs/security.md "Sign-up"); the password is
+    hashed and both names are looked up either way, so both take about as long. The
+    password has passed the validators (the form's job)."""
+    encoded = make_password(password)
+    name = team_name or username
+    try:
+        with transaction.atomic():
+            _sign_ups_serialised()
+            user_taken = User.objects.filter(username__iexact=username).exists()
+            team_taken = Team.objects.filter(name__iexact=name).exists()
+            if user_taken or team_taken:
+                return None
+            user = User(username=User.normalize_username(username), password=encoded)
+            user.save()
+            team = Team.objects.create(name=name)
+            Membership.objects.create(team=team, user=user, role=Membership.Role.OWNER)
+    except IntegrityError:  # a sign-up racing for the same name committed first
+        return None
     return user
+
+
+# pg_advisory_xact_lock's key for sign-ups (any constant no other lock uses).
+_SIGN_UP_LOCK = 0x5167_6E55
+
+
+def _sign_ups_serialised() -> None:
+    """Sign-ups take turns (for milliseconds: the password is hashed before): the unique
+    constraints compare names with case, the rule without, so two sign-ups of "Ann" and
+    "ann" at once must not both pass the look-up. SQLite's writers take turns anyway."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_SIGN_UP_LOCK])
 
 
 def consent_terms_current() -> ConsentTerms | None:
@@ -192,3 +225,55 @@ def team_invite_accept(*, plain: str, user: AbstractBaseUser) -> Membership:
     if not created:  # joined through another link meanwhile: give the use back
         TeamInvite.objects.filter(pk=invite.pk).update(uses=F("uses") - 1)
     return membership
+
+
+# --- members leaving, and what their sockets hear -----------------------------------------
+
+
+@transaction.atomic
+def team_member_remove(*, team: Team, member: AbstractBaseUser, actor: AbstractBaseUser) -> None:
+    """``member`` leaves ``team``: removed by one of its owners, or by themselves. A team
+    keeps at least one owner (409 ``last_owner``); someone not in the team is a 404
+    ``not_member``. The owners' rows are locked first, so two owners removing each
+    other at once cannot leave the team without one. After the commit the member's
+    open sockets check their access again: a battle of the team stops reaching them
+    at once (arena_site/realtime.py)."""
+    owners = list(
+        Membership.objects.select_for_update()
+        .filter(team=team, role=Membership.Role.OWNER)
+        .values_list("user_id", flat=True)
+    )
+    if actor.pk != member.pk and actor.pk not in owners:
+        team_owner_check(user=actor, team=team, doing="remove members")  # raises 403
+    membership = Membership.objects.filter(team=team, user=member).first()
+    if membership is None:
+        raise ApplicationError(
+            f"{member.get_username()} is not a member of team {team.name}.",
+            code="not_member",
+            status=404,
+        )
+    if owners == [member.pk]:
+        raise ApplicationError(
+            f"{member.get_username()} is the only owner of team {team.name}; make another "
+            "member an owner first (an operator can, in the admin).",
+            code="last_owner",
+            status=409,
+        )
+    membership.delete()
+    user_sockets_recheck(user_ids=[member.pk])
+
+
+def user_sockets_recheck(*, user_ids: list[int]) -> None:
+    """After the commit, the users' open sockets check whether they may still hear what
+    they hear, and close if not (a membership removed, a team deleted)."""
+    for user_id in user_ids:
+        transaction.on_commit(lambda user_id=user_id: sockets_recheck(user_id))
+
+
+def user_logged_out_sockets(sender, request, user, **kwargs) -> None:
+    """Receiver of Django's ``user_logged_out`` (the one signal both the site's and the
+    admin's log-out send, before the session is flushed): the sockets opened with that
+    session close at once; the user's other sessions keep theirs."""
+    session = getattr(request, "session", None)
+    if user is not None and session is not None and session.session_key:
+        sockets_session_ended(user.pk, session.session_key)

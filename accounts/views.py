@@ -5,9 +5,10 @@ from functools import wraps
 
 from django import forms
 from django.contrib import messages
-from django.contrib.auth import get_user_model, login
+from django.contrib.auth import get_user_model, password_validation
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.forms import UserCreationForm
+from django.contrib.auth.forms import UsernameField
+from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -17,7 +18,7 @@ from django.views.decorators.http import require_http_methods
 from rest_framework import authentication, exceptions
 
 from accounts.authentication import ApiTokenAuthentication
-from accounts.models import ApiToken, Team, TeamInvite
+from accounts.models import ApiToken, TeamInvite
 from accounts.selectors import (
     consent_is_current,
     team_invites,
@@ -37,6 +38,7 @@ from accounts.services import (
     team_invite_create,
     team_invite_find,
     team_invite_revoke,
+    team_member_remove,
     user_sign_up,
 )
 from accounts.throttling import SIGN_UPS, too_many
@@ -44,22 +46,50 @@ from arena_site.exceptions import ApplicationError, error_body
 from arena_site.ratelimit import client_address
 
 
-class SignUpForm(UserCreationForm):
+class SignUpForm(forms.Form):
+    """The sign-up form. It never looks up whether the username or the team name is
+    taken: its errors (a bad character, a short or common password, a mismatch) are the
+    same for a taken name as for a free one (``user_sign_up`` decides, silently)."""
+
+    username = UsernameField(
+        max_length=150,
+        validators=[UnicodeUsernameValidator()],
+        help_text="Letters, digits and @/./+/-/_ only; at most 150 characters.",
+        widget=forms.TextInput(attrs={"autocomplete": "username", "autofocus": True}),
+    )
+    password1 = forms.CharField(
+        label="Password",
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+        help_text=password_validation.password_validators_help_text_html(),
+    )
+    password2 = forms.CharField(
+        label="Password confirmation",
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+        help_text="Enter the same password as before, for verification.",
+    )
     team_name = forms.CharField(
         max_length=100,
         required=False,
         help_text="Optional: the team you submit for (default: your username).",
     )
 
-    class Meta(UserCreationForm.Meta):
-        model = get_user_model()
-        fields = ("username",)
-
     def clean_team_name(self) -> str:
-        name = self.cleaned_data["team_name"].strip() or self.cleaned_data.get("username", "")
-        if name and Team.objects.filter(name__iexact=name).exists():
-            raise forms.ValidationError("That team name is taken; choose another.")
-        return name
+        return self.cleaned_data["team_name"].strip() or self.cleaned_data.get("username", "")
+
+    def clean(self) -> dict:
+        data = super().clean()
+        password, again = data.get("password1"), data.get("password2")
+        if password and again and password != again:
+            self.add_error("password2", "The two password fields didn't match.")
+        elif password:
+            probe = get_user_model()(username=data.get("username", ""))
+            try:
+                password_validation.validate_password(password, probe)
+            except forms.ValidationError as problems:
+                self.add_error("password1", problems)
+        return data
 
 
 def consent_required(view):
@@ -119,6 +149,10 @@ def _safe_next(request: HttpRequest, default: str) -> str:
 
 @require_http_methods(["GET", "POST"])
 def sign_up(request: HttpRequest) -> HttpResponse:
+    """A valid form is answered the same whether its names were free (the account is
+    made) or taken (nothing is made): a redirect to the log-in page, which says so
+    (docs/security.md "Sign-up"). The new user logs in there, then gives consent; an
+    invite link (or any page) that sent them here comes after."""
     form = SignUpForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         retry = SIGN_UPS.hit(client_address(request))
@@ -128,16 +162,15 @@ def sign_up(request: HttpRequest) -> HttpResponse:
                 what=f"Too many new accounts from your address: at most {SIGN_UPS.limit} an hour.",
                 retry_after_s=retry,
             )
-        user = user_sign_up(
+        user_sign_up(
             username=form.cleaned_data["username"],
             password=form.cleaned_data["password1"],
             team_name=form.cleaned_data["team_name"],
         )
-        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        # an invite link (or any page) that sent them here comes after the consent
-        target = _safe_next(request, "")
-        consent_url = reverse("accounts:consent")
-        return redirect(f"{consent_url}?{urlencode({'next': target})}" if target else consent_url)
+        query = {"signed_up": "1"}
+        if target := _safe_next(request, ""):
+            query["next"] = target
+        return redirect(f"{reverse('accounts:login')}?{urlencode(query)}")
     return render(request, "accounts/signup.html", {"form": form, "next": _safe_next(request, "")})
 
 
@@ -224,9 +257,10 @@ def _invite_url(request: HttpRequest, plain: str) -> str:
 @login_required
 @require_http_methods(["GET", "POST"])
 def team_page(request: HttpRequest, pk: int) -> HttpResponse:
-    """A team's members; for its owners also its invite links (create, revoke). Another
-    team's page is a 404, like a missing one; a member who is not an owner sees the
-    members only and is refused (403) the invite actions."""
+    """A team's members; for its owners also its invite links (create, revoke). Owners
+    remove members; anyone leaves (the last owner cannot). Another team's page is a
+    404, like a missing one; a member who is not an owner sees the members only and is
+    refused (403) the invite actions and removing others."""
     team = user_team(request.user, pk)
     if team is None:
         raise Http404("No such team among yours.")
@@ -257,10 +291,24 @@ def team_page(request: HttpRequest, pk: int) -> HttpResponse:
                 messages.success(
                     request, f"Invite {invite.hint}… revoked: the link admits nobody now."
                 )
+            elif request.POST.get("action") == "remove":
+                member = team.memberships.filter(user_id=request.POST.get("user")).first()
+                if member is None:
+                    raise Http404("No such member of this team.")
+                team_member_remove(team=team, member=member.user, actor=request.user)
+                if member.user_id == request.user.pk:
+                    messages.success(request, f"You left team {team.name}.")
+                    return redirect("accounts:settings")
+                messages.success(request, f"{member.user.username} is no longer in the team.")
         except ApplicationError as refused:
-            return _refused(request, refused, heading="Only the team's owners can do this")
-        except ValueError:
-            raise Http404("No such invite of this team.") from None
+            heading = (
+                "This member cannot be removed"
+                if refused.code == "last_owner"
+                else "Only the team's owners can do this"
+            )
+            return _refused(request, refused, heading=heading)
+        except ValueError:  # an id that is not a number
+            raise Http404("No such invite or member of this team.") from None
     now = timezone.now()
     invites = [(i, i.state(now)) for i in team_invites(team)] if owner else []
     return render(

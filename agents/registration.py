@@ -21,6 +21,7 @@ import logging
 import re
 import secrets
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
@@ -80,7 +81,28 @@ def _clean_params(params: object, kind: str) -> dict[str, Any]:
     for name, why in FORBIDDEN_PARAMS.items():
         if name in params:
             _refuse(f"params {name} is not accepted: {why}.", code="forbidden_param")
+    if params.get("base_url") not in (None, ""):
+        _check_base_url(params["base_url"])
     return dict(params)
+
+
+def _check_base_url(url: object) -> None:
+    """The form of a scaffold's ``base_url`` (where it points is the address policy's,
+    checked with the entry): an http(s) URL that urllib reads without raising (an
+    unclosed IPv6 bracket, an IPv6 literal that is not one, a port out of range)."""
+    try:
+        parts = urlsplit(url) if isinstance(url, str) else None
+        if parts is not None:
+            parts.port  # noqa: B018 -- raises on a port that is not a number in range
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        shown = repr(url)[:120]
+        _refuse(
+            f"params base_url must be an http(s) URL with a host name or address (an IPv6 "
+            f"address in brackets) and an optional port from 1 to 65535, got {shown}.",
+            code="entry_refused",
+        )
 
 
 def _clean_key(provider: str, key: str) -> str:

@@ -67,6 +67,14 @@ class ArenaConfig:
     dup_cache_bytes: int = knob(
         64 * 1024**2, "ARENA_DUP_CACHE_BYTES", lo=64 * 1024, hi=16 * 1024**3
     )
+    # Tasks admitted per clock hour through the site and the API: per account (whatever
+    # team they were for) and per client address (many accounts behind one); 429 above.
+    submit_account_rate_per_hour: int = knob(
+        30, "ARENA_SUBMIT_ACCOUNT_RATE_PER_HOUR", lo=1, hi=1_000_000
+    )
+    submit_address_rate_per_hour: int = knob(
+        60, "ARENA_SUBMIT_ADDRESS_RATE_PER_HOUR", lo=1, hi=1_000_000
+    )
     instruction_max_chars: int = knob(20_000, "ARENA_INSTRUCTION_MAX_CHARS", lo=1)
     attachments_max_count: int = knob(5, "ARENA_ATTACHMENTS_MAX_COUNT", lo=0)
     attachment_max_bytes: int = knob(10 * 1024**2, "ARENA_ATTACHMENT_MAX_BYTES", lo=1)
@@ -80,6 +88,10 @@ class ArenaConfig:
     realtime_fanout: str = knob("process", "ARENA_REALTIME_FANOUT", choices=("process", "socket"))
     # A process re-adds its group memberships this often (Redis restarted without them).
     realtime_rejoin_s: float = knob(30.0, "ARENA_REALTIME_REJOIN_S", lo=0.1, hi=3600.0)
+    # A socket that shows a team's data (a battle, an evaluation, a judge's own) checks
+    # this often that its session is still signed in and may still see it, and closes
+    # when not; log-out and a membership removed make it check at once (docs/security.md).
+    realtime_recheck_s: float = knob(60.0, "ARENA_REALTIME_RECHECK_S", lo=1.0, hi=3600.0)
     # --- execution -----------------------------------------------------------------
     # A running battle without a lane heartbeat for this long is failed by the janitor.
     stuck_after_s: int = knob(300, "ARENA_STUCK_AFTER_S", lo=10)
@@ -153,9 +165,9 @@ class ArenaConfig:
     vote_undo_window_s: int = knob(10, "ARENA_VOTE_UNDO_WINDOW_S", lo=0, hi=600)
     # How long a battle stays open for judging: past it, it is decided with the votes it
     # has (the submitting team's alone, self-judged, when no independent one is
-    # admissible) or excluded under rule 6 (JUDGING_TTL).
+    # admissible) or excluded under rule 7 (JUDGING_TTL).
     judging_ttl_s: int = knob(86_400, "ARENA_JUDGING_TTL_S", lo=60)
-    # Rule 6 early: this many × the target distinct judges abstained or voted too fast,
+    # Rule 7 early: this many × the target distinct judges abstained or voted too fast,
     # and no admissible vote exists.
     rule6_factor: int = knob(6, lo=1)
     # §5.4 probation: a judge's votes carry at most this ω and cannot decide against

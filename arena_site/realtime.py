@@ -17,6 +17,12 @@ hub re-adds its groups every ``ARENA_REALTIME_REJOIN_S`` seconds and at once aft
 receive fails, so sockets resume hearing frames by themselves; a socket never holds a
 layer channel of its own, so a Redis outage does not close it.
 
+A socket of a team's data (``TenantSocket``: a battle, an evaluation, a judge's own
+notices) closes when its user may no longer hear it: at once on log-out and when a
+membership is removed (a control message to the user's group, ``user-<id>``), and
+otherwise within ARENA_REALTIME_RECHECK_S, when it checks its session and access again
+(docs/security.md, "Live sockets").
+
 ``ARENA_REALTIME_FANOUT=socket`` is the old per-socket path (every socket a group member
 with its own channel), kept as the same-run reference of tests/bench/bench_push.py; it
 has no re-join.
@@ -24,26 +30,40 @@ has no re-join.
 
 import asyncio
 import functools
+import hashlib
 import json
 import logging
+import random
 import weakref
+from collections.abc import Coroutine
+from importlib import import_module
+from types import SimpleNamespace
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.contrib import auth
+from django.contrib.auth.models import AnonymousUser
 from django.db import transaction
 
 logger = logging.getLogger(__name__)
 
 # The layer message every frame travels in; its handler on a socket is ``realtime_frame``.
 FRAME_TYPE = "realtime.frame"
+# A control message to sockets (check your access again, your session ended); its
+# handler on a socket is ``realtime_control`` (the hub calls ``on_control``).
+CONTROL_TYPE = "realtime.control"
 # A channel-layer alias no settings define: a socket of the hub path gets no layer (and no
 # layer channel) of its own.
 _NO_LAYER = "realtime-socket-has-no-layer"
 # After a failed receive, wait this long before the next (Redis is down or restarting).
 _RETRY_S = 0.5
+_jitter = random.Random()  # noqa: S311 - spreads timers, guards nothing
+# Control messages being handled (see ``GroupSocket.on_control``).
+_pending: set[asyncio.Future] = set()
 
 
 def frame_text(message: dict[str, Any]) -> str:
@@ -155,10 +175,16 @@ class _Hub:
     async def _deliver(self, message: dict) -> None:
         text = message.get("text")
         sockets = self.members.get(message.get("group"), ())
+        if message.get("type") == CONTROL_TYPE:
+            for socket in list(sockets):
+                socket.on_control(message)
+            return
         if not isinstance(text, str) or not sockets:
             return
         frame = _WireFrame(text)
         for socket in list(sockets):
+            if not getattr(socket, "relaying", True):
+                continue  # its access is being checked, or it is closing
             try:
                 if not frame.write(socket):
                     await socket.send(text_data=text)
@@ -240,31 +266,256 @@ def _hub() -> _Hub:
 
 
 class GroupSocket(AsyncWebsocketConsumer):
-    """A websocket that hears one group's frames, forwarded as they are (the text was
+    """A websocket that hears its groups' frames, forwarded as they are (the text was
     encoded once by ``group_send``). Subclasses check the user, ``accept()`` and then
-    ``group_join``: only accepted sockets get frames."""
+    ``group_join``: only accepted sockets get frames. A socket that shows what only some
+    users may see is a ``TenantSocket``."""
 
-    group: str | None = None
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._joined: list[str] = []
+        # False while the socket's access is being checked again, and once it closes:
+        # frames for it are then dropped (``relaying``).
+        self._relaying = True
 
     @property
     def channel_layer_alias(self) -> str:  # read by AsyncConsumer.__call__
         return "default" if _per_socket() else _NO_LAYER
 
+    @property
+    def relaying(self) -> bool:
+        return self._relaying
+
     async def group_join(self, group: str) -> None:
-        self.group = group
+        self._joined.append(group)
         if _per_socket():
             await self.channel_layer.group_add(group, self.channel_name)
         else:
             await _hub().join(group, self)
 
+    async def groups_leave(self) -> None:
+        joined, self._joined = self._joined, []
+        for group in joined:
+            if _per_socket():
+                await self.channel_layer.group_discard(group, self.channel_name)
+            else:
+                await _hub().leave(group, self)
+
     async def disconnect(self, code: int) -> None:
-        if self.group is None:
-            return
-        if _per_socket():
-            await self.channel_layer.group_discard(self.group, self.channel_name)
-        else:
-            await _hub().leave(self.group, self)
+        self._relaying = False
+        await self.groups_leave()
+
+    def on_control(self, message: dict) -> None:
+        """A control message, from the hub's reader in order with the frames: what must
+        hold for the frames after it (holding them back) is set here at once; the rest
+        runs as a task, which the reader does not wait for."""
+        work = self.control(message)
+        if work is not None:
+            task = asyncio.ensure_future(self._control_safely(work, message))
+            _pending.add(task)  # held until done: the loop keeps only weak references
+            task.add_done_callback(_pending.discard)
+
+    async def _control_safely(self, work: Coroutine, message: dict) -> None:
+        try:
+            await work
+        except Exception:
+            logger.exception("a socket failed to handle %s", message.get("action"))
+
+    def control(self, message: dict) -> Coroutine | None:
+        """The work a control message asks of this socket, None for none. A public socket
+        has no access to lose: none."""
+        return None
 
     async def realtime_frame(self, event: dict) -> None:
         """The per-socket reference path's handler."""
-        await self.send(text_data=event["text"])
+        if self._relaying:
+            await self.send(text_data=event["text"])
+
+    async def realtime_control(self, event: dict) -> None:
+        """The per-socket reference path's handler of control messages (the consumer
+        handles its messages one by one: the frames after it wait for the work)."""
+        work = self.control(event)
+        if work is not None:
+            await self._control_safely(work, event)
+
+
+# --- sockets that only some users may hear -------------------------------------------
+
+
+def user_group(user_id: int) -> str:
+    """The control group of a user's tenant sockets (no frame is ever sent to it)."""
+    return f"user-{user_id}"
+
+
+def session_digest(session_key: str | None) -> str:
+    """How a control message names a session: never the key itself (a credential),
+    which would sit in Redis."""
+    return hashlib.sha256((session_key or "").encode()).hexdigest()
+
+
+def control_send(group: str, message: dict[str, Any]) -> None:
+    """Sends a control message (``action`` and its fields) to every socket of ``group``.
+    Never raises: the periodic check (ARENA_REALTIME_RECHECK_S) covers a lost one."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(group, {**message, "type": CONTROL_TYPE, "group": group})
+    except Exception:
+        logger.exception("publishing %s to %s failed", message.get("action"), group)
+
+
+def sockets_recheck(user_id: int) -> None:
+    """The user's open tenant sockets check at once whether they may still hear what
+    they hear (``TenantSocket``), and close if not: after a membership was removed."""
+    control_send(user_group(user_id), {"action": "recheck"})
+
+
+def sockets_session_ended(user_id: int, session_key: str | None) -> None:
+    """The user's tenant sockets opened with that session close at once: it logged out.
+    Their other sessions' sockets stay."""
+    control_send(
+        user_group(user_id), {"action": "session_ended", "session": session_digest(session_key)}
+    )
+
+
+def session_user(session_key: str | None) -> Any:
+    """Who the session ``session_key`` signs in now, as Django decides for a request
+    (the session exists, its backend and user are valid, its password hash still
+    matches, the user is active), else ``AnonymousUser``. ORM: call from a thread."""
+    if not session_key:
+        return AnonymousUser()
+    store = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
+    return auth.get_user(SimpleNamespace(session=store))
+
+
+class TenantSocket(GroupSocket):
+    """A socket of what only some signed-in users may see: a team's battle or
+    evaluation, a judge's own notices. ``connect`` lets in a signed-in user whom
+    ``may_watch`` admits and closes the socket with ``close_code`` for anyone else.
+    Afterwards the socket checks again that its session still signs in that user and
+    that ``may_watch`` still admits them, and closes with ``close_code`` when not:
+
+    - at once on log-out (``sockets_session_ended``: that session's sockets close
+      without a query) and when a membership is removed (``sockets_recheck``); frames
+      are held back (dropped) while this check runs, and a socket that passes re-sends
+      its current state, so nothing published after the change reaches a socket that
+      lost its access;
+    - every ARENA_REALTIME_RECHECK_S seconds (a session that expired, a password
+      changed, a user deactivated, a team deleted, a control message lost: channels'
+      delivery is at most once).
+
+    Subclasses define ``data_group`` and ``may_watch`` (and ``current_state`` to send
+    on connect); the last two run in a thread, where the ORM may be used."""
+
+    close_code = 4404
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.user_id: int | None = None
+        self._session: str = ""
+        self._closing = False
+        self._holding = 0  # checks running that hold frames back
+        self._checker: asyncio.Future | None = None
+
+    def data_group(self) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def may_watch(self, user: Any) -> bool:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def current_state(self) -> str | None:
+        """The text sent on connect (and after a check held frames back); None: none."""
+        return None
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        allowed = user is not None and user.is_authenticated
+        if allowed:
+            allowed = await database_sync_to_async(self.may_watch)(user)
+        if not allowed:
+            await self.close(code=self.close_code)
+            return
+        self.user_id = user.pk
+        session = self.scope.get("session")
+        self._session = session_digest(getattr(session, "session_key", None))
+        await self.accept()
+        await self.group_join(user_group(user.pk))
+        # Joined before the state is rendered: a change after the render is heard.
+        await self.group_join(self.data_group())
+        await self._send_state()
+        self._checker = asyncio.ensure_future(self._check_periodically())
+
+    async def _send_state(self) -> None:
+        state = await database_sync_to_async(self.current_state)()
+        if state is not None and not self._closing:
+            await self.send(text_data=state)
+
+    def _still_allowed(self) -> bool:
+        user = session_user(getattr(self.scope.get("session"), "session_key", None))
+        return user.is_authenticated and user.pk == self.user_id and self.may_watch(user)
+
+    def control(self, message: dict) -> Coroutine | None:
+        if self._closing:
+            return None
+        action = message.get("action")
+        if action == "session_ended" and message.get("session") == self._session:
+            self._relaying = False
+            return self.shut()
+        if action == "recheck":
+            self._holding += 1
+            self._relaying = False
+            return self._recheck(held=True)
+        return None
+
+    async def _recheck(self, *, held: bool) -> None:
+        """Closes the socket unless its session and access still hold. A socket that
+        held frames back meanwhile (``held``) and stays relays again and re-sends its
+        state, as on connect. A failed check (the database away) closes it too: the page
+        reconnects, and is let in again only once its access can be checked."""
+        holding = held
+        try:
+            if self._closing:
+                return
+            try:
+                allowed = await database_sync_to_async(self._still_allowed)()
+            except Exception:
+                logger.warning("checking a socket's access failed; closing it", exc_info=True)
+                allowed = False
+            if not allowed:
+                await self.shut()
+            elif held:
+                self._release()
+                holding = False
+                await self._send_state()  # what was held back
+        finally:
+            if holding:
+                self._release()
+
+    def _release(self) -> None:
+        self._holding -= 1
+        self._relaying = not self._closing and self._holding == 0
+
+    async def _check_periodically(self) -> None:
+        period = settings.ARENA.realtime_recheck_s
+        # Spread out: sockets opened together (a page reload) do not check together.
+        await asyncio.sleep(period * _jitter.uniform(0.5, 1.0))
+        while not self._closing:
+            await self._recheck(held=False)
+            await asyncio.sleep(period)
+
+    async def shut(self) -> None:
+        """Stops relaying, leaves the groups and closes with ``close_code``."""
+        if self._closing:
+            return
+        self._closing = True
+        self._relaying = False
+        await self.groups_leave()
+        await self.close(code=self.close_code)
+
+    async def disconnect(self, code: int) -> None:
+        self._closing = True
+        checker, self._checker = self._checker, None
+        if checker is not None and checker is not asyncio.current_task():
+            checker.cancel()
+        await super().disconnect(code)

@@ -331,7 +331,11 @@ RQ = {"WORKER_CLASS": "arena_site.worker.ArenaWorker"}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    # ASVS 2.1.1: at least 12 characters (docs/security.md "Passwords")
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": 12},
+    },
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 # Log-in throttling (django-axes; accounts/throttling.py, docs/security.md): failed

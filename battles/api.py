@@ -14,8 +14,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.tenancy import TenantScopedApiMixin
+from accounts.throttling import submission_allowance
 from agents.models import Agent
 from arena_site.parsers import BoundedMultiPartParser, StrictJSONParser
+from arena_site.ratelimit import client_address
 from arena_site.schema import LimitedCharField, LimitedListField, StrictCharField, error_response
 from battles.attachments import REQUEST_OVERHEAD_BYTES, attachments_check_request_size
 from battles.models import Attachment, Battle, Run, Task
@@ -294,7 +296,10 @@ class TaskListCreateApi(TenantScopedApiMixin, generics.ListAPIView):
             ),
             429: error_response(
                 429, "queue_full (the arena's queue) or team_quota (your team's queued "
-                "tasks), with Retry-After; or rate_limited."
+                "tasks); or rate_limited: your account (all its teams) or your address "
+                "(all its accounts) had ARENA SUBMIT_ACCOUNT_RATE_PER_HOUR / "
+                "SUBMIT_ADDRESS_RATE_PER_HOUR tasks admitted this hour (per names "
+                "which). Always with Retry-After."
             ),
             503: error_response(
                 503, "roster_too_small: fewer than two active agents your team did not "
@@ -304,21 +309,26 @@ class TaskListCreateApi(TenantScopedApiMixin, generics.ListAPIView):
         description="Admits a task and starts a battle (201), or, when the text is "
         'conversation rather than a task, answers {"status": "conversation", "reply"} '
         "(200) and starts nothing. JSON, or multipart/form-data with attachments. "
-        "Checked in this order: consent, the instruction, the attachments, "
-        "conversation or task, the start URL, near-duplicates, the queue.",
+        "Checked in this order: the body's declared size and the hourly allowance "
+        "(before the body is read), consent, the instruction, the attachments, "
+        "conversation or task, the start URL, near-duplicates, the queue. A refused "
+        "submission leaves no file behind.",
     )  # fmt: skip
     def post(self, request):
         attachments_check_request_size(request)  # before the body is parsed
-        data = TaskSubmitMultipartInput(data=request.data)
-        data.is_valid(raise_exception=True)
         try:
-            battle = task_submit(
-                user=request.user,
-                instruction=data.validated_data["instruction"],
-                start_url=data.validated_data.get("start_url", ""),
-                attachments=data.validated_data.get("attachments", []),
-                repo=repo_request(data.validated_data),
-            )
+            # Also before the body is parsed: a spent allowance costs no upload. Given
+            # back unless a task is admitted (docs/security.md "Throttles").
+            with submission_allowance(user_id=request.user.pk, address=client_address(request)):
+                data = TaskSubmitMultipartInput(data=request.data)
+                data.is_valid(raise_exception=True)
+                battle = task_submit(
+                    user=request.user,
+                    instruction=data.validated_data["instruction"],
+                    start_url=data.validated_data.get("start_url", ""),
+                    attachments=data.validated_data.get("attachments", []),
+                    repo=repo_request(data.validated_data),
+                )
         except Conversation as talk:
             # Nothing was created: a reply, not a task.
             return Response({"status": "conversation", "reply": talk.reply})

@@ -8,8 +8,10 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from accounts.throttling import submission_allowance, submissions_spent_words, too_many
 from accounts.views import consent_required, consent_required_or_token
 from arena_site.exceptions import ApplicationError
+from arena_site.ratelimit import client_address
 from battles.attachments import ALLOWED_TYPES, attachments_check_request_size
 from battles.media import delivery_name
 from battles.models import Battle, Step
@@ -27,12 +29,16 @@ def submit(request: HttpRequest) -> HttpResponse:
         try:
             attachments_check_request_size(request)
             form = {k: request.POST.get(k, "") for k in form}
-            battle = task_submit(
-                user=request.user, **form, attachments=request.FILES.getlist("attachments")
-            )
+            with submission_allowance(user_id=request.user.pk, address=client_address(request)):
+                battle = task_submit(
+                    user=request.user, **form, attachments=request.FILES.getlist("attachments")
+                )
         except Conversation as talk:
             messages.info(request, talk.reply)
         except ApplicationError as exc:
+            if exc.code == "rate_limited":
+                what = submissions_spent_words(exc.extra["per"], exc.extra["limit"])
+                return too_many(request, what=what, retry_after_s=exc.extra["retry_after_s"])
             messages.error(request, exc.message)
         else:
             return redirect("battles:detail", battle_id=battle.pk)

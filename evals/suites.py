@@ -429,9 +429,13 @@ def _repo(raw: dict, at) -> dict:
     """A repo task's source, refs, test command and time limit. The source is an
     http(s) URL (without credentials) or a safe path relative to the suite file."""
     source = _string(raw, "repo", at, required=True, blank_ok=False)
-    if urlsplit(source).scheme:
+    try:
         parts = urlsplit(source)
-        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        parts.port  # noqa: B018 -- raises on a port that is not a number in range
+    except ValueError:  # also an unclosed bracket, an IPv6 literal that is not one
+        parts = None
+    if parts is None or parts.scheme:
+        if parts is None or parts.scheme.lower() not in ("http", "https") or not parts.hostname:
             raise at(f"must be an http(s) git URL or a path to a bundle or tarball, "
                      f"got {_show(source)}", "repo")  # fmt: skip
         if parts.username or parts.password or _CONTROL.search(source) or " " in source:

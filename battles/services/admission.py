@@ -30,7 +30,13 @@ from battles.coding_models import RepoSource
 from battles.matchmaking import Candidate, draw_pair
 from battles.models import Battle, Task
 from battles.services.creation import Entrant, battle_enqueue, battle_rows, redundancy_draw
-from battles.services.repo_admission import CheckedRepo, RepoRequest, repo_check, repo_store
+from battles.services.repo_admission import (
+    CheckedRepo,
+    RepoRequest,
+    StagedUpload,
+    repo_check,
+    repo_stage,
+)
 from battles.similarity import most_similar, signature, trigrams
 from sandboxes.netpolicy import EgressRefused, check_url, default_resolver
 from sandboxes.services import simulated_host_names
@@ -219,10 +225,12 @@ def task_submit(
     """Admits a task and creates its battle in one transaction; the battle job is
     enqueued after commit. Raises ``ApplicationError`` with the reason on refusal.
 
-    ``attachments`` are uploaded files (Django ``UploadedFile``). They are checked
-    before anything is created, streamed to a staging area (hashed, type-confirmed)
-    before the arena row is locked, and moved into place inside the transaction; if
-    it fails, the files this call wrote are removed again."""
+    ``attachments`` and a repo task's upload are uploaded files (Django
+    ``UploadedFile``). They are checked before anything is created, streamed to a
+    staging area (hashed, type-confirmed) before the arena row is locked, and moved
+    into place inside the transaction after its last refusal; on any refusal or
+    failure the files this call wrote are removed again, so nothing stays on disk
+    (or in the media store) for a submission that was not admitted."""
     arena = settings.ARENA
     # The near-duplicate candidates are read with the consent, so the task's signature
     # comes first; a refusal of the instruction itself still comes after consent's.
@@ -267,10 +275,11 @@ def task_submit(
         settings.ARENA.calibration_showcase
         and submitter.earlier_tasks < settings.ARENA.calibration_tasks
     )
-    staged = attachments_stage(pending)
-    if checked_repo is not None:
-        checked_repo = repo_store(checked_repo, repo.upload)
+    staged, upload = Staged(), None
     try:
+        staged = attachments_stage(pending)
+        if checked_repo is not None:
+            checked_repo, upload = repo_stage(checked_repo, repo.upload)
         battle = _task_create(
             user=user,
             team_id=submitter.team_id,
@@ -281,9 +290,12 @@ def task_submit(
             calibration=calibration,
             rng=rng or _system_rng,
             repo=checked_repo,
+            upload=upload,
         )
     except BaseException:
         staged.discard()
+        if upload is not None:
+            upload.discard()
         raise
     admission_db.near_duplicate_remember(task_id=battle.task_id, minhash=minhash, grams=grams)
     return battle
@@ -300,9 +312,11 @@ def _task_create(
     calibration: bool,
     rng: random.Random,
     repo: CheckedRepo | None = None,
+    upload: StagedUpload | None = None,
 ) -> Battle:
     """The "do" half of admission: the queue bound, the draw and every row, under the
-    arena's row lock."""
+    arena's row lock. Files land in their final places only after every refusal here
+    (the queue, the roster), just before their rows."""
     with transaction.atomic():
         locked = admission_db.admission_lock(slug=PUBLIC_ARENA_SLUG, team_id=team_id)
         if locked is None:  # a flushed database lost the migration's row
@@ -349,6 +363,8 @@ def _task_create(
         )
         if repo is not None:
             admission_db.rows_insert(task)
+            if upload is not None:
+                upload.place()  # a later failure: the caller's discard removes it again
             RepoSource.objects.create(
                 task=task,
                 origin=repo.origin,

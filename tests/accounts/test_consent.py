@@ -2,7 +2,7 @@ from accounts.models import Consent, Team
 from accounts.services import consent_terms_publish
 
 
-def test_sign_up_creates_a_team_and_asks_for_consent(client, terms):
+def test_sign_up_creates_a_team_then_log_in_leads_to_consent(client, terms):
     response = client.post(
         "/accounts/signup/",
         {
@@ -12,23 +12,16 @@ def test_sign_up_creates_a_team_and_asks_for_consent(client, terms):
         },
     )
     assert response.status_code == 302
-    assert response["Location"] == "/accounts/consent/"
+    assert response["Location"] == "/accounts/login/?signed_up=1"
     team = Team.objects.get(name="dana")
     assert team.memberships.get().role == "owner"
+    assert "_auth_user_id" not in client.session  # not signed in by sign-up itself
 
-
-def test_sign_up_refuses_a_taken_team_name(client, alice):
-    response = client.post(
-        "/accounts/signup/",
-        {
-            "username": "eve",
-            "password1": "a long passphrase 42",
-            "password2": "a long passphrase 42",
-            "team_name": "acme",
-        },
+    logged_in = client.post(
+        "/accounts/login/", {"username": "dana", "password": "a long passphrase 42"}
     )
-    assert response.status_code == 200
-    assert "That team name is taken" in response.content.decode()
+    assert logged_in["Location"] == "/submit/"
+    assert client.get("/submit/")["Location"] == "/accounts/consent/?next=/submit/"
 
 
 def test_submit_page_sends_unconsented_user_to_consent(client, alice):

@@ -275,7 +275,9 @@ def page_client(user=None) -> Client:
     return client
 
 
-def test_the_link_walks_a_newcomer_through_sign_up_and_consent_into_the_team(acme, alice, terms):
+def test_the_link_walks_a_newcomer_through_sign_up_log_in_and_consent_into_the_team(
+    acme, alice, terms
+):
     token = create_invite(acme, alice)["token"]
     link = reverse("accounts:invite", args=[token])
     client = Client()
@@ -292,7 +294,16 @@ def test_the_link_walks_a_newcomer_through_sign_up_and_consent_into_the_team(acm
          "a long pass phrase 9", "team_name": "", "next": link},
     )  # fmt: skip
     assert signed_up.status_code == 302
-    assert signed_up["Location"] == f"/accounts/consent/?next={link.replace('/', '%2F')}"
+    assert signed_up["Location"] == f"/accounts/login/?signed_up=1&next={link.replace('/', '%2F')}"
+    login_page = client.get(signed_up["Location"])
+    assert b'id="signed-up"' in login_page.content
+    assert f'name="next" value="{link}"'.encode() in login_page.content
+    logged_in = client.post(
+        "/accounts/login/", {"username": "newbie", "password": "a long pass phrase 9", "next": link}
+    )
+    assert logged_in.status_code == 302 and logged_in["Location"] == link
+    asked = client.get(link)
+    assert asked["Location"] == f"/accounts/consent/?next={link.replace('/', '%2F')}"
     consented = client.post("/accounts/consent/", {"version": terms.version, "next": link})
     assert consented.status_code == 302 and consented["Location"] == link
     offer = client.get(link)

@@ -74,6 +74,8 @@ def fuzzer(terms, roster, settings, monkeypatch):
         team_queue_quota=100_000,
         vote_rate_per_min=100_000,
         judge_next_rate_per_min=100_000,
+        submit_account_rate_per_hour=100_000,
+        submit_address_rate_per_hour=100_000,
     )
     monkeypatch.setattr(AnonymousAddressThrottle, "THROTTLE_RATES", {"anon": "100000/min"})
     user = make_person("fuzzer", "Fuzzers", terms)

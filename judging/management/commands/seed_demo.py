@@ -6,9 +6,10 @@ judges vote on them through the real services, so the leaderboard, the judge pag
 the judging-quality page (agreement on redundancy battles, exclusion counts) show real
 figures.
 
-Passwords come from ARENA_DEMO_PASSWORD / ARENA_ADMIN_PASSWORD; otherwise each new
-account gets a random one, printed once and written to ``<data dir>/demo-logins.txt``
-(mode 0600) so ``make run`` can show it again on this machine."""
+Passwords come from ARENA_DEMO_PASSWORD / ARENA_ADMIN_PASSWORD (held to the site's
+password rules: at least 12 characters); otherwise each new account gets a random one,
+printed once and written to ``<data dir>/demo-logins.txt`` (mode 0600) so ``make run``
+can show it again on this machine."""
 
 import os
 import secrets
@@ -18,7 +19,9 @@ from unittest import mock
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils import timezone
 
@@ -81,6 +84,7 @@ class Command(BaseCommand):
             user = User.objects.filter(username=username).first()
             if user is None:
                 password = os.environ.get(env) or secrets.token_urlsafe(12)
+                _password_check(env, password, User(username=username))
                 user = User.objects.create_user(username=username, password=password, **flags)
                 if not os.environ.get(env):
                     created[username] = password
@@ -106,6 +110,15 @@ class Command(BaseCommand):
         return created
 
 
+def _password_check(variable: str, password: str, user) -> None:
+    """The site's password rules (AUTH_PASSWORD_VALIDATORS: 12 characters at least) hold
+    for a demo password too; a refused ``variable`` stops the command, naming it."""
+    try:
+        validate_password(password, user)
+    except ValidationError as problems:
+        raise CommandError(f"{variable} is refused: {' '.join(problems.messages)}") from None
+
+
 def _read_logins(path) -> list[tuple[str, str]]:
     if not path.exists():
         return []
@@ -128,9 +141,9 @@ DEMO_TASKS = [
     ("Compute (12 + 30) / 7", 1),
     ("Create a file named hello.txt containing hello arena", 1),
 ]
-# Rule 6 (no admissible vote): its only judge abstains.
+# Rule 7 (no admissible vote): its only judge abstains.
 ABSTAINED_TASK = "Calculate 2 * 2 * 2 * 2 * 2"
-# Rule 3 (no trajectory): the submitter ends side B before it takes a step.
+# Rule 5 (ended by the submitter): the submitter ends side B before it takes a step.
 ENDED_EARLY_TASK = "Write a file named draft.txt containing a first draft of the plan"
 # Rule 1 (a name in judge-visible text) when the rule-following agent is drawn: it
 # writes the names into the file and its shell command.
