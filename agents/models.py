@@ -187,8 +187,11 @@ class Agent(models.Model):
         )
 
     def identity_strings(self) -> list[str]:
-        """Every string that would reveal this agent to a judge."""
-        names = [self.display_name, self.slug, self.model_id, *self.aliases]
+        """Every string that would reveal this agent to a judge: its names, model id,
+        aliases and the name of the team that entered it (the arena's own agents have
+        none). Load ``team`` with the agent (``select_related``) when reading many."""
+        team = self.team.name if self.team_id else ""
+        names = [self.display_name, self.slug, self.model_id, *self.aliases, team]
         return [n for n in names if n]
 
 

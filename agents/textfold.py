@@ -10,6 +10,9 @@ Both the identities and the text are *folded* (``fold``), character by character
   nothing: format characters (zero-width space, joiner and non-joiner, soft hyphen,
   bidi controls, word joiner, tag characters), variation selectors, fillers, and
   control characters other than whitespace; ANSI escape sequences are cut out;
+- Latin letters drawn another way that neither NFKD nor the confusables table takes
+  to their letter: small capitals ("ᴄʟᴀᴜᴅᴇ"), letters with a stroke, hook, curl, bar or
+  tail ("ł", "ø", "ƈ"), the dotless i and j (``_letterlike``, from the Unicode names);
 - Unicode's confusables table (UTS #39, through ``confusable-homoglyphs``) maps each
   character to its prototype: Cyrillic "С" → "C", Greek "ο" → "o", "1", "I", "|" → "l",
   "0" → "O", "m" → "rn"; then casefold. An identity letter matches every fold of its
@@ -34,6 +37,23 @@ from functools import cache
 _INVISIBLE = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u3164\uffa0")
 # Letters drawn in a box or a flag that have no compatibility decomposition.
 _LETTER_BLOCKS = ((0x1F1E6, 0x1F1FF), (0x1F150, 0x1F169), (0x1F170, 0x1F189))
+# Where Latin letters in other forms are (Latin-1 to Latin Extended-G), and which of
+# them read as one plain letter: small capitals, letters with a stroke, hook, curl, bar
+# or tail, the dotless i and j. (Turned and reversed letters are not: "ɐ" is no "a".)
+_LATIN_BLOCKS = (
+    (0x00C0, 0x02AF),
+    (0x1D00, 0x1DBF),
+    (0x1E00, 0x1EFF),
+    (0x2C60, 0x2C7F),
+    (0xA720, 0xA7FF),
+    (0xAB30, 0xAB6F),
+    (0x10780, 0x107BF),
+    (0x1DF00, 0x1DFFF),
+)
+_ONE_LETTER = re.compile(
+    r"LATIN (?:LETTER SMALL CAPITAL|SMALL CAPITAL LETTER|SMALL LETTER|CAPITAL LETTER) "
+    r"([A-Z])(?: WITH .+)?|LATIN SMALL LETTER DOTLESS ([IJ])"
+)
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
 _PERCENT_RUN = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
 _OVERRIDES = {"\u202e": True, "\u202d": False, "\u202a": False, "\u202b": False}
@@ -73,12 +93,26 @@ def _prototypes() -> dict[str, str]:
     return prototypes
 
 
+@cache
+def _letterlike() -> dict[str, str]:
+    """Latin letter forms → the plain letter they read as, by their Unicode names
+    ("LATIN LETTER SMALL CAPITAL L", "LATIN SMALL LETTER O WITH STROKE"). Applied
+    before the confusables, which would take some elsewhere (small capital M → "ʍ")."""
+    table = {}
+    for lo, hi in _LATIN_BLOCKS:
+        for code in range(lo, hi + 1):
+            named = _ONE_LETTER.fullmatch(unicodedata.name(chr(code), ""))
+            if named is not None:
+                table[chr(code)] = (named.group(1) or named.group(2)).lower()
+    return table
+
+
 def _fold_char(char: str) -> str:
     code = ord(char)
     for lo, hi in _LETTER_BLOCKS:
         if lo <= code <= hi:
             return chr(ord("a") + code - lo)
-    prototypes = _prototypes()
+    prototypes, letters = _prototypes(), _letterlike()
     text = char
     for _ in range(4):  # to a fixed point: a casefold can open a new decomposition
         kept = []
@@ -88,6 +122,7 @@ def _fold_char(char: str) -> str:
                 continue
             if category == "Cc" and not c.isspace():
                 continue
+            c = letters.get(c, c)
             kept.append(prototypes.get(c, c))
         folded = "".join(kept).casefold()
         if folded == text:
@@ -134,7 +169,8 @@ class _View:
 
     def spans(self, matches: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
         """The original (start, end) covering each folded (start, end) of ``matches``
-        (sorted), in one pass; marks and invisibles right after a match go with it."""
+        (sorted), in one pass; marks and invisibles right after a match go with it
+        (direction controls stay: blanking a pop would reverse what follows)."""
         found: list[tuple[int, int]] = []
         pending = list(reversed(matches))
         lo = hi = -1
@@ -145,7 +181,7 @@ class _View:
             start = i if self.lo is None else self.lo[i]
             end = i + 1 if self.hi is None else self.hi[i]
             if closing:
-                if not width:
+                if not width and char not in DIRECTION_CONTROLS:  # a pop ends no name
                     hi = max(hi, end)
                     continue
                 found.append((lo, hi))

@@ -17,8 +17,11 @@ its database reads) for:
 - the reference, measured in the same run: the same scan reading every screenshot
   (and image) whole, none skipped.
 
+``--text-only``: only the first (no OCR: seconds, not minutes), also as CPU seconds of
+this process (``cpu_p50_s``), which other work on a busy machine disturbs less.
+
 Run: DATABASE_URL=postgres://postgres@127.0.0.1:5432/arena \
-     .venv/bin/python tests/bench/bench_leak_scan.py [--rounds N]
+     .venv/bin/python tests/bench/bench_leak_scan.py [--rounds N] [--text-only]
 """
 
 import argparse
@@ -170,6 +173,7 @@ def build_battle():
             wall_budget_s=300,
             final_message="The reports show revenue up 12 percent; details attached.",
             end_reason="delivered",
+            started_at=now,
         )
         for index, (tool, args, png, page) in enumerate(lane_screens(side)):
             relative = f"screens/run-{run.pk}/step-{index}.png"
@@ -207,6 +211,21 @@ class FullReader(ocr.ImageReader):
 
     def read_file(self, data: bytes) -> str:
         return "\n".join(self.read(frame) for _, _, frame in ocr.image_frames(data))
+
+
+def bench_text_only(rounds: int) -> dict:
+    from judging.services.screening import exclusion_at_lanes_end
+
+    battle = build_battle()
+    settings.ARENA = settings.ARENA.replace(leak_ocr=False)
+    exclusion_at_lanes_end(battle)  # the roster's pattern compiled, the fold table filled
+    wall, cpu = [], []
+    for _ in range(rounds):
+        started, started_cpu = time.perf_counter(), time.process_time()
+        assert exclusion_at_lanes_end(battle) == ("", "")
+        wall.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - started_cpu)
+    return {"text_only": {**summary(wall), "cpu_p50_s": round(statistics.median(cpu), 4)}}
 
 
 def bench(rounds: int) -> dict:
@@ -275,12 +294,14 @@ def bench(rounds: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
-    rounds = parser.parse_args().rounds
+    parser.add_argument("--text-only", action="store_true", help="no OCR: the text scan alone")
+    arguments = parser.parse_args()
     config = setup_databases(verbosity=0, interactive=False)
     with tempfile.TemporaryDirectory(prefix="arena-bench-leaks-") as private:
         settings.PRIVATE_MEDIA_ROOT = Path(private)
         try:
-            report = bench(rounds)
+            run = bench_text_only if arguments.text_only else bench
+            report = run(arguments.rounds)
         finally:
             teardown_databases(config, verbosity=0)
     print(json.dumps(report, indent=2))
