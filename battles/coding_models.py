@@ -74,6 +74,7 @@ class CodingOutcome(models.Model):
         REJECT = "reject", "git apply --reject"
         FUZZ = "fuzz", "patch -p1 --fuzz"
         NONE = "none", "the patch did not apply"
+        REFUSED = "refused", "the patch was refused"
 
     run = models.OneToOneField("battles.Run", on_delete=models.CASCADE, related_name="coding")
     diff = models.TextField(blank=True)
@@ -102,6 +103,12 @@ class CodingOutcome(models.Model):
     judge_created_at = models.DateTimeField(null=True, blank=True)
     judged_at = models.DateTimeField(null=True, blank=True)
     judge_error = models.TextField(blank=True)
+    # Why the judge refused the patch (not the arena's diff format, a link, a change it
+    # does not name; coding.patchcheck), "" when it did not.
+    refused = models.TextField(blank=True)
+    # Why the judge found the run's test results forged (coding.grading), "" when it did
+    # not: never a pass, and the battle is excluded at screening (forged_grade).
+    forged = models.TextField(blank=True)
 
     def __str__(self) -> str:
         return f"coding outcome of run {self.run_id}"

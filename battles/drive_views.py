@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from agents.selectors import access_agent, agent_status, agents_visible_to
 from arena_site.exceptions import ApplicationError
-from battles.selectors import access_test_drive
+from battles.selectors import access_test_drive, forged_runs_of
 from battles.services import SAMPLE_TASKS, test_drive_start
 from battles.serving import private_image
 
@@ -20,8 +20,12 @@ from battles.serving import private_image
 def agents_status(request: HttpRequest) -> HttpResponse:
     """The user's teams' agents (every agent for staff): whether each is drawn, why
     not, and a link to its test drives."""
-    agents = agents_visible_to(request.user).filter(retired_at=None).order_by("display_name")
-    rows = [{"agent": agent, "status": agent_status(agent)} for agent in agents]
+    agents = list(agents_visible_to(request.user).filter(retired_at=None).order_by("display_name"))
+    forged = forged_runs_of([agent.pk for agent in agents])
+    rows = [
+        {"agent": agent, "status": agent_status(agent), "forged": forged.get(agent.pk, [])}
+        for agent in agents
+    ]
     return render(request, "battles/agents_status.html", {"rows": rows})
 
 

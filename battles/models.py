@@ -101,10 +101,18 @@ class Battle(models.Model):
 
         NAMED_MODEL = "named_model", "judge-visible text named a model"
         NO_RUN = "no_run", "one side has no run record"
-        NO_TRAJECTORY = "no_trajectory", "one side produced no trajectory"
+        ARENA_FAULT = "arena_fault", "one side could not run through the arena's fault"
+        FORGED_GRADE = "forged_grade", "one side's code forged its test results"
         ENDED_BY_SUBMITTER = "ended_by_submitter", "the submitter ended one side early"
         BUDGET_MISMATCH = "budget_mismatch", "the sides ran under different step budgets"
         NO_ADMISSIBLE_VOTE = "no_admissible_vote", "no admissible vote remains"
+        # Retired: until M3 a side with no step and no delivery voided its battle; now
+        # doing nothing is an outcome judges weigh (docs/method.md §7). Kept for the
+        # battles it excluded then.
+        NO_TRAJECTORY = "no_trajectory", "one side produced no trajectory (retired rule)"
+
+    # Reasons no rule gives any more (their battles keep them).
+    RETIRED_EXCLUSIONS = ("no_trajectory",)
 
     arena = models.ForeignKey("agents.Arena", on_delete=models.PROTECT, related_name="battles")
     # The task's team, kept on the battle too: tenant filters and the per-team queue

@@ -5,6 +5,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.http import Http404
 
 from accounts.models import Team
+from battles.coding_models import CodingOutcome
 from battles.models import Battle, Task, TestDrive
 
 
@@ -93,3 +94,28 @@ def access_test_drive(user: AbstractBaseUser, drive_id: int) -> TestDrive:
     if drive is None:
         raise Http404("No such test drive.")
     return drive
+
+
+FORGERIES_SHOWN = 5
+
+
+def forged_runs_of(agent_ids: list[int]) -> dict[int, list[dict]]:
+    """Each agent's latest runs whose test results the coding judge found forged
+    (docs/coding.md): for the agent's own team, which may see why its battles were
+    excluded. The battle, when it was judged and the reason without its particulars
+    (which test, which file: the task's repository is its submitter's, and its hidden
+    tests are never the entrant's to see); nothing of the other side."""
+    rows = (
+        CodingOutcome.objects.filter(run__agent_id__in=agent_ids, run__battle__isnull=False)
+        .exclude(forged="")
+        .order_by("-judged_at", "-pk")
+        .values("run__agent_id", "run__battle_id", "judged_at", "forged")[:200]
+    )
+    found: dict[int, list[dict]] = {}
+    for row in rows:
+        entries = found.setdefault(row["run__agent_id"], [])
+        if len(entries) < FORGERIES_SHOWN:
+            reason = row["forged"].split(" (", 1)[0]
+            entries.append({"battle_id": row["run__battle_id"], "at": row["judged_at"],
+                            "reason": reason})  # fmt: skip
+    return found

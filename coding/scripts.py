@@ -18,6 +18,15 @@ _CANON_ENV = (
 )
 # Git settings that stop a repository's own config from running anything or asking.
 SAFE_GIT = "git -c core.fsmonitor=false -c core.hooksPath=/dev/null -c advice.detachedHead=false"
+# Git with no configuration but the arena's: no system or global file, no attributes
+# file, so no filter, diff driver or hook any repository or agent defined can run.
+BARE_GIT = (
+    "env GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null HOME=/nonexistent "
+    "XDG_CONFIG_HOME=/nonexistent GIT_TERMINAL_PROMPT=0 git -c core.fsmonitor=false "
+    "-c core.hooksPath=/dev/null -c core.attributesFile=/dev/null -c core.autocrlf=false "
+    "-c core.safecrlf=false -c core.symlinks=true -c core.quotePath=true "
+    "-c diff.noprefix=false -c diff.mnemonicPrefix=false -c diff.relative=false"
+)
 BRANCH = "arena"
 CHECKPOINT_TAG = "arena-checkpoint"
 REPO_DIR = "/work/repo"
@@ -29,7 +38,7 @@ APPLY_CHAIN = (
     ("apply", "git apply --whitespace=nowarn"),
     ("3way", "git apply --3way --whitespace=nowarn"),
     ("reject", "git apply --reject --whitespace=nowarn"),
-    ("fuzz", "patch -p1 --fuzz=3 --batch --forward --no-backup-if-mismatch"),
+    ("fuzz", "patch -p1 --fuzz=3 --batch --forward --no-backup-if-mismatch --reject-file=-"),
 )
 _HEX = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 _LINE = re.compile(r"^([a-z0-9_]{1,40})=(.{0,2000})$")
@@ -140,30 +149,84 @@ def checkout(bundle: str) -> str:
     )
 
 
-def collect_diff(commit: str) -> str:
-    """The agent's change as a binary-safe patch against the checkpoint's commit (not
-    the tag, which the agent could move): new files included, caches excluded. The
-    repository is the agent's, so it runs in the agent's sandbox, before destroy."""
+def collect_diff(commit: str, bundle: str) -> str:
+    """The agent's change as a binary-safe patch against the checkpoint's commit: new
+    files included, caches excluded, written to ``OUT_DIR`` with its SHA-256 printed.
+
+    Runs in the agent's sandbox after ``quiesce`` (nothing of the agent runs any more)
+    with a git directory of its own, fetched from the task's bundle (placed fresh by the
+    host): nothing of the agent's ``.git`` (config, hooks, filters, attributes file,
+    objects, tags) takes part, and ``BARE_GIT`` reads no other configuration. The work
+    tree's ``.gitattributes`` can still name a filter or a diff driver, but no
+    configuration defines one, so none runs."""
     excludes = " ".join(DIFF_EXCLUDES)
+    git = f'{BARE_GIT} --git-dir="$g" --work-tree={REPO_DIR}'
     return (
         "set -u\n"
-        f"mkdir -p {OUT_DIR} && cd {REPO_DIR} || {{ echo diff_error=no repository; exit 0; }}\n"
-        f"{SAFE_GIT} add -A -- . {excludes} >/dev/null 2>&1\n"
-        f"{SAFE_GIT} diff --cached --binary --full-index --no-color --no-ext-diff "
+        f"mkdir -p {OUT_DIR} && [ -d {REPO_DIR} ] && [ ! -L {REPO_DIR} ] "
+        "|| { echo diff_error=no repository; exit 0; }\n"
+        'g=$(mktemp -d /tmp/arena-git.XXXXXX) && export GIT_INDEX_FILE="$g/index"\n'
+        f'{BARE_GIT} init -q --bare --template= "$g" >/dev/null\n'
+        f'{BARE_GIT} --git-dir="$g" fetch -q {shlex.quote(bundle)} {BRANCH} '
+        "|| { echo diff_error=the task's bundle did not fetch; exit 0; }\n"
+        f'[ "$({BARE_GIT} --git-dir="$g" rev-parse FETCH_HEAD)" = {shlex.quote(commit)} ] '
+        "|| { echo diff_error=the checkpoint is not the task's commit; exit 0; }\n"
+        f"cd {REPO_DIR} && {git} read-tree {shlex.quote(commit)}\n"
+        f"{git} add -A -- . {excludes} >/dev/null 2>{OUT_DIR}/diff.err\n"
+        f"{git} diff --cached --binary --full-index --no-color --no-ext-diff "
         f"--no-textconv --no-renames {shlex.quote(commit)} -- . {excludes} "
-        f"> {OUT_DIR}/{PATCH_NAME} 2>{OUT_DIR}/diff.err\n"
+        f"> {OUT_DIR}/{PATCH_NAME} 2>>{OUT_DIR}/diff.err\n"
         "echo diff_exit=$?\n"
+        f"echo diff_sha256=$(sha256sum < {OUT_DIR}/{PATCH_NAME} | cut -c1-64)\n"
+        'rm -rf "$g"\n'
     )
 
 
-def judge_prepare(patch: str) -> str:
-    """In the judge sandbox, before the patch: the files it changes (``--numstat``)."""
+CHANGES_NAME = "changes.raw"
+
+
+def change_set() -> str:
+    """In the judge sandbox after the patch was applied and before anything of it ran:
+    every path that now differs from the judge's commit, ignored files included, with
+    its modes, as ``git diff --raw -z`` writes them to ``OUT_DIR/CHANGES_NAME``. This,
+    not what the patch says of itself, is what protection is decided on."""
+    git = f"{BARE_GIT} -C {REPO_DIR}"
     return (
         "set -u\n"
         f"cd {REPO_DIR} || exit 3\n"
-        f"git apply --numstat {shlex.quote(patch)} 2>/dev/null | head -n 500\n"
-        "echo numstat_exit=${PIPESTATUS[0]}\n"
+        'd=$(mktemp -d /tmp/arena-index.XXXXXX) && export GIT_INDEX_FILE="$d/index"\n'
+        f"{git} read-tree HEAD && {git} add -A -f -- . >/dev/null 2>&1\n"
+        f"{git} diff --cached --raw -z --no-renames --no-abbrev HEAD > {OUT_DIR}/{CHANGES_NAME}\n"
+        "echo changes_exit=$?\n"
+        'rm -rf "$d"\n'
     )
+
+
+RAW_MODES = re.compile(r"^:(\d{6}) (\d{6}) [0-9a-f]{40} [0-9a-f]{40} ([AMDT])$")
+
+
+def parse_changes(data: bytes) -> list[tuple[str, str, str, str]] | None:
+    """(old mode, new mode, status, path) of each entry ``change_set`` wrote, or None
+    when the output does not read as ``git diff --raw -z``."""
+    fields = data.split(b"\0")
+    if fields and fields[-1] == b"":
+        fields.pop()
+    if len(fields) % 2:
+        return None
+    found = []
+    for head, path in zip(fields[::2], fields[1::2], strict=True):
+        match = RAW_MODES.match(head.decode("ascii", "replace"))
+        if match is None:
+            return None
+        found.append(
+            (
+                match.group(1),
+                match.group(2),
+                match.group(3),
+                path.decode("utf-8", "surrogateescape"),
+            )
+        )
+    return found
 
 
 def apply_patch(patch: str) -> str:
@@ -176,7 +239,7 @@ def apply_patch(patch: str) -> str:
         source = f"< {q}" if step == "fuzz" else q
         lines += [
             'if [ "$applied" = none ]; then',
-            f"  {SAFE_GIT} reset -q --hard {CHECKPOINT_TAG} && git clean -q -f -d -x",
+            f"  {SAFE_GIT} reset -q --hard {CHECKPOINT_TAG} && {SAFE_GIT} clean -q -f -d -x",
             f"  {command} {source} >/dev/null 2>&1; rc=$?",
             f"  echo attempt_{step}=$rc",
             f'  [ "$rc" = 0 ] && applied={step}',
@@ -185,10 +248,19 @@ def apply_patch(patch: str) -> str:
     lines += [
         f'[ "$applied" = none ] && {{ {SAFE_GIT} reset -q --hard {CHECKPOINT_TAG}; '
         "git clean -q -f -d -x; }",
-        "find . -name '*.rej' -o -name '*.orig' | head -n 1000 | xargs -r rm -f",
+        # (the .rej files git apply --reject leaves, never a tracked file)
+        f"{SAFE_GIT} ls-files -z --others -- '*.rej' | head -c 1000000 | xargs -r -0 rm -f --",
         "echo applied=$applied",
     ]
     return "\n".join(lines) + "\n"
+
+
+def apply_reset() -> str:
+    """The judge's checkout back as it was before the patch (a refused change set)."""
+    return (
+        f"cd {REPO_DIR} || exit 3\n"
+        f"{SAFE_GIT} reset -q --hard {CHECKPOINT_TAG} && {SAFE_GIT} clean -q -f -d -x\n"
+    )
 
 
 def restore(paths: list[str]) -> str:
@@ -212,17 +284,41 @@ OUTPUT_MARK = "----- arena: check output -----"
 
 # Kills every process of the sandbox but this script and its ancestors (the supervisor,
 # the sandbox's init): in the sandbox's own PID namespace /proc lists only its processes.
-# Three passes catch what a dying process spawned meanwhile (its orphans are the init's).
+# Passes repeat until one finds nothing left to kill (a process may fork while it dies;
+# the pids limit bounds how long that goes on), at most 50; zombies are skipped (their
+# parent or the init reaps them, and a signal cannot touch them). Sets ``quiet``: 1 when
+# the last pass found nothing, else 0.
 KILL_LEFTOVERS = (
+    # Never on a host: only where PID 1 is a sandbox's init and the uid is not root.
+    'case "$(cat /proc/1/comm 2>/dev/null)" in bwrap|docker-init|tini) ;; *) '
+    'echo "not in a sandbox" >&2; exit 97 ;; esac\n'
+    '[ "$(id -u)" != 0 ] || { echo "root in a sandbox" >&2; exit 97; }\n'
     'keep=" 1 $$ "; p=$$\n'
     'while [ "$p" -gt 1 ] 2>/dev/null; do\n'
     "  p=$(sed 's/.*) [A-Za-z] //; s/ .*//' /proc/$p/stat 2>/dev/null) || break\n"
     '  keep="$keep$p "\n'
     "done\n"
-    "for pass in 1 2 3; do for d in /proc/[0-9]*; do q=${d#/proc/}\n"
-    '  case "$keep" in *" $q "*) ;; *) kill -KILL "$q" 2>/dev/null ;; esac\n'
-    "done; done\n"
+    "quiet=0\n"
+    "for pass in $(seq 1 50); do n=0\n"
+    "  for d in /proc/[0-9]*; do q=${d#/proc/}\n"
+    '    case "$keep" in *" $q "*) continue ;; esac\n'
+    "    s=$(sed 's/.*) \\([A-Za-z]\\) .*/\\1/' $d/stat 2>/dev/null) || continue\n"
+    '    [ "$s" = Z ] && continue\n'
+    '    kill -KILL "$q" 2>/dev/null && n=$((n + 1))\n'
+    "  done\n"
+    '  [ "$n" = 0 ] && { quiet=1; break; }\n'
+    "done\n"
 )
+
+
+def quiesce(clear: tuple[str, ...] = ()) -> str:
+    """Kills everything the agent left running in its sandbox (background jobs,
+    detached daemons, a rewriter of the files the host reads next), then removes the
+    ``clear`` paths (where the host writes next: whatever the agent left there goes),
+    and prints ``quiet=1`` when nothing is left running. The host reads nothing out of
+    the sandbox before."""
+    removal = f"rm -rf -- {' '.join(shlex.quote(p) for p in clear)}\n" if clear else ""
+    return "set -u\n" + KILL_LEFTOVERS + removal + "echo quiet=$quiet\n"
 
 
 def run_check(command: str, log: str, *, junit: str = "", tail_bytes: int = 8192) -> str:
@@ -271,4 +367,21 @@ def complexity_csv(paths: list[str]) -> str:
         f'set -- ; for f in {files}; do [ -f "$f" ] && set -- "$@" "$f"; done\n'
         '[ "$#" -gt 0 ] && lizard --csv "$@" 2>/dev/null | head -n 5000\n'
         "exit 0\n"
+    )
+
+
+JUDGE_DIR = "/work/.arena-judge"
+HARNESS = f"{JUDGE_DIR}/_arena_judge_harness.py"
+
+
+def harness(config_json: str, sums: dict[str, str]) -> str:
+    """Runs the judge harness on the repository as this shell's last command (``exec``:
+    the harness alone then holds the pipe its result goes to), after checking that its
+    files are the host's (``sums``: name → SHA-256)."""
+    listing = "".join(f"{digest}  {JUDGE_DIR}/{name}\n" for name, digest in sorted(sums.items()))
+    return (
+        f"cd {REPO_DIR} || exit 3\n"
+        f"printf %s {shlex.quote(listing)} | sha256sum --check --quiet --strict - >/dev/null "
+        "|| { echo harness_error=the harness files changed; exit 98; }\n"
+        f"exec python3 -I -S {HARNESS} {shlex.quote(config_json)}\n"
     )

@@ -9,8 +9,8 @@ Everything that goes wrong in the sandbox (it does not start, a file is missing 
 storage, the checkout differs, a tool call fails to reach it) is the replay's
 ``error``, never an exception out of :func:`replay`: an invalid replay is a result."""
 
+import hashlib
 import logging
-import shlex
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -18,17 +18,19 @@ from pathlib import Path
 
 from django.conf import settings
 
+from arena_site.media import MediaTooLarge, MediaUnreadable, media_read
 from battles.attachments import attachments_place
 from battles.parity import LaneRepo
 from battles.services.coding_judge import CHECK_MAX_S
-from battles.services.coding_sandbox import place_bundle, repo_checkout, repo_spec, sh
+from battles.services.coding_sandbox import DIFF_MAX_BYTES, repo_checkout, repo_spec, sh
+from battles.services.judge_checks import patch_apply
 from battles.snapshots import (
     blob_name,
     simulated_web_digest,
     snapshot_attachments,
     snapshot_repo,
 )
-from coding import scripts
+from coding import patchcheck, scripts
 from coding.protect import is_protected
 from environments.graders import (
     GraderInvalid,
@@ -155,31 +157,31 @@ def _spec(state: dict, repo: LaneRepo | None, run_id: int | None, grader: dict) 
 
 
 def _apply_patch(sandbox: Sandbox, args: dict) -> str:
-    """The stored patch applied through the coding judge's fallback chain, the paths it
-    protects put back; returns the step that applied it (``none``: nothing did)."""
+    """The stored patch applied as the coding judge applies it (``patch_apply``: reviewed,
+    placed by hash, the change set held to the review, protected paths put back);
+    returns the step that applied it (``none``: nothing did, or it was refused)."""
     sha256, size = args.get("sha256"), args.get("size")
     if not isinstance(sha256, str) or not isinstance(size, int) or isinstance(size, bool):
         raise ReplayFailed("apply_patch needs the patch blob's sha256 and size")
-    patch = place_bundle(
-        sandbox,
-        name=PATCH_NAME,
-        path=blob_name(sha256, BLOB_PREFIX),
-        sha256=sha256,
-        size=size,
-    )
-    numstat = sh(sandbox, scripts.judge_prepare(patch), 60).stdout
-    paths = [
-        parts[2]
-        for parts in (line.split("\t", 2) for line in numstat.splitlines())
-        if len(parts) == 3 and "\n" not in parts[2]
-    ]
-    seen = scripts.report(sh(sandbox, scripts.apply_patch(patch), 180).stdout)
-    applied = seen.get("applied", "none")
-    protected = [p for p in paths if is_protected(p)]
-    if protected and applied != "none":
-        sh(sandbox, scripts.restore(protected), 60)
-    sh(sandbox, f"rm -rf {shlex.quote(str(Path(patch).parent))}", 30)
-    return applied if applied in dict(scripts.APPLY_CHAIN) else "none"
+    name = blob_name(sha256, BLOB_PREFIX)
+    try:
+        data = media_read(name, DIFF_MAX_BYTES)
+    except (MediaTooLarge, MediaUnreadable) as exc:
+        raise ReplayFailed(f"the patch blob cannot be read: {exc}") from exc
+    if data is None or hashlib.sha256(data).hexdigest() != sha256:
+        raise ReplayFailed("the patch blob is missing or changed in storage")
+    try:
+        review = patchcheck.review(data)
+    except patchcheck.PatchRefused as exc:
+        raise ReplayFailed(f"the patch was refused: {exc}") from exc
+    done = patch_apply(
+        sandbox, review=review, name=PATCH_NAME, path=name, sha256=sha256, size=size,
+        protected=is_protected,
+    )  # fmt: skip
+    sh(sandbox, "rm -rf /work/attachments", 30)  # the next patch is placed fresh
+    if done.refused:
+        raise ReplayFailed(f"the patch was refused: {done.refused}")
+    return done.applied if done.applied in dict(scripts.APPLY_CHAIN) else "none"
 
 
 def _play(

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 SCHEMA_VERSION = "1.0"
-DATA_CARD_VERSION = "1.1"
+DATA_CARD_VERSION = "1.2"
 TYPES = ("string", "int64", "float64", "bool", "timestamp", "json")
 
 
@@ -149,10 +149,15 @@ EXCLUSIONS = Table(
         C(
             "reason",
             "string",
-            "named_model, no_run, no_trajectory, ended_by_submitter, "
-            "budget_mismatch or no_admissible_vote.",
+            "named_model, no_run, arena_fault, forged_grade, ended_by_submitter, "
+            "budget_mismatch or no_admissible_vote; no_trajectory for a battle excluded "
+            "under that rule before it was retired.",
         ),
-        C("rule", "int64", "The rule's number, 1–6, in the order the rules apply."),
+        C(
+            "rule",
+            "int64",
+            "The rule's number, 1–7, in the order the rules apply (no_trajectory: 3).",
+        ),
         C("by", "string", "rule (the arena's own rules) or operator (never who)."),
         C("excluded_at", "timestamp", "When it was excluded (its last exclusion)."),
     ),

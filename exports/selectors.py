@@ -25,7 +25,14 @@ from ratings.models import RefitState
 from ratings.selectors import rated_battles
 
 Pseudonym = Callable[[int], str]
-EXCLUSION_RULES = {reason: i for i, reason in enumerate(Battle.ExclusionReason.values, start=1)}
+# Each reason's rule number, in the order the rules apply; the retired no_trajectory keeps
+# the third place it had (docs/open-data.md).
+EXCLUSION_RULES = {
+    reason: i
+    for i, reason in enumerate(
+        (r for r in Battle.ExclusionReason.values if r not in Battle.RETIRED_EXCLUSIONS), start=1
+    )
+} | {Battle.ExclusionReason.NO_TRAJECTORY.value: 3}
 CHUNK = 2000  # rows fetched per round trip (server-side cursor on PostgreSQL)
 
 

@@ -17,7 +17,7 @@ The rule, in order:
    only an established tie is broken by the rest. A tie at the top is "tie".
 4. A battle open past JUDGING_TTL is decided with what it has: by its admissible
    independent votes (one established among them where probation applies), else by the
-   submitter team's admissible votes (self-judged), else excluded (rule 6).
+   submitter team's admissible votes (self-judged), else excluded (rule 7).
 5. Before that, it is excluded early only when ``rule6_factor × target`` distinct
    independent judges abstained or voted too fast and no admissible vote exists: no one
    account can remove a battle from the rating.
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 WAIT, DECIDE, EXCLUDE = "wait", "decide", "exclude"
 CROWD, SUBMITTER = "crowd", "submitter"
-# Inadmissible for reasons that say the battle is hard to judge (rule 6's early count);
+# Inadmissible for reasons that say the battle is hard to judge (rule 7's early count);
 # an untrusted judge's or a late vote says nothing about the battle.
 EARLY_EXCLUSION_REASONS = frozenset({"abstain", "too_fast"})
 

@@ -8,7 +8,7 @@ from judging.services.screening import battles_screen_pending
 
 
 def battle_screen(battle_id: int) -> None:
-    """Enqueued when a battle's lanes end: rules 1–5, then it opens for judging."""
+    """Enqueued when a battle's lanes end: rules 1–6, then it opens for judging."""
     _battle_screen(battle_id=battle_id)
 
 

@@ -32,8 +32,8 @@ UNAVAILABLE_TEXT = {
 
 
 def exclusion_counts(*, arena_id: int) -> dict[str, int]:
-    """Excluded battles of the arena per SPEC §5.3 reason, every reason in rule order
-    (zeros included)."""
+    """Excluded battles of the arena per reason, every reason in rule order (zeros
+    included; a retired rule only where it excluded some battle)."""
     rows = (
         Battle.objects.filter(arena_id=arena_id, status=Battle.Status.EXCLUDED)
         .exclude(exclusion_reason="")
@@ -41,7 +41,11 @@ def exclusion_counts(*, arena_id: int) -> dict[str, int]:
         .annotate(n=Count("pk"))
     )
     found = {row["exclusion_reason"]: row["n"] for row in rows}
-    return {reason: found.get(reason, 0) for reason in Battle.ExclusionReason.values}
+    return {
+        reason: found.get(reason, 0)
+        for reason in Battle.ExclusionReason.values
+        if reason not in Battle.RETIRED_EXCLUSIONS or found.get(reason)
+    }
 
 
 def self_judged_tally(*, arena_id: int) -> int:

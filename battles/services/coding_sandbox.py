@@ -57,6 +57,26 @@ def place_bundle(sandbox: Sandbox, *, name: str, path: str, sha256: str, size: i
     return f"/work/attachments/{name}"
 
 
+def sandbox_quiesce(sandbox: Sandbox, clear: tuple[str, ...] = ()) -> bool:
+    """Kills every process the agent left in its sandbox (``scripts.quiesce``), then
+    removes ``clear``; True when nothing is left running. Called as soon as the agent
+    has ended, before anything is read out of the sandbox: nothing the agent started can
+    then change what is read."""
+    result = sh(sandbox, scripts.quiesce(clear), SETUP_TIMEOUT_S)
+    return not result.timed_out and scripts.report(result.stdout).get("quiet") == "1"
+
+
+def place_source(sandbox: Sandbox, repo: LaneRepo) -> str:
+    """The task's bundle (the judge's, for a judge's copy) placed fresh, hash checked."""
+    return place_bundle(
+        sandbox,
+        name="source.bundle",
+        path=repo.bundle_path,
+        sha256=repo.bundle_sha256,
+        size=repo.bundle_size,
+    )
+
+
 class RepoSetupFailed(Exception):
     """The fresh copy could not be made (the arena's fault, never the agent's)."""
 
@@ -64,13 +84,7 @@ class RepoSetupFailed(Exception):
 def repo_checkout(sandbox: Sandbox, repo: LaneRepo) -> None:
     """The lane's copy at /work/repo, tagged as the checkpoint; its commit and tree
     must be the task's (both lanes then hold byte-identical trees)."""
-    inside = place_bundle(
-        sandbox,
-        name="source.bundle",
-        path=repo.bundle_path,
-        sha256=repo.bundle_sha256,
-        size=repo.bundle_size,
-    )
+    inside = place_source(sandbox, repo)
     result = sh(sandbox, scripts.checkout(inside), SETUP_TIMEOUT_S)
     seen = scripts.report(result.stdout)
     commit, tree = scripts.git_id(seen.get("commit")), scripts.git_id(seen.get("tree"))
@@ -100,8 +114,15 @@ class CollectedDiff:
 
 def diff_collect(sandbox: Sandbox, repo: LaneRepo) -> CollectedDiff:
     """The agent's change against the checkpoint, read out of its sandbox (bounded,
-    never followed through a link) before the sandbox is destroyed."""
-    result = sh(sandbox, scripts.collect_diff(repo.commit), SETUP_TIMEOUT_S)
+    never followed through a link) before the sandbox is destroyed. First every process
+    the agent left is killed (nothing can then rewrite the patch between its hashing
+    and its reading), then the task's bundle is placed fresh and the diff made from a
+    git directory of the arena's own (``scripts.collect_diff``); the bytes read must be
+    the bytes hashed inside."""
+    if not sandbox_quiesce(sandbox, clear=("/work/attachments", scripts.OUT_DIR)):
+        return CollectedDiff(b"", "", error="the agent's processes could not all be stopped")
+    bundle = place_source(sandbox, repo)
+    result = sh(sandbox, scripts.collect_diff(repo.commit, bundle), SETUP_TIMEOUT_S)
     seen = scripts.report(result.stdout)
     if result.timed_out or seen.get("diff_exit") != "0":
         reason = seen.get("diff_error") or ("git diff timed out" if result.timed_out else "")
@@ -115,5 +136,7 @@ def diff_collect(sandbox: Sandbox, repo: LaneRepo) -> CollectedDiff:
         data = files[0].path.read_bytes()
     if len(data) > DIFF_MAX_BYTES:
         return CollectedDiff(b"", "", error=f"the diff is {len(data)} bytes, over {DIFF_MAX_BYTES}")
+    if hashlib.sha256(data).hexdigest() != seen.get("diff_sha256"):
+        return CollectedDiff(b"", "", error="the patch read out is not the patch hashed inside")
     text, _ = storable_text(data.decode("utf-8", "surrogateescape"))
     return CollectedDiff(data, text)

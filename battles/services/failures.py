@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from agents.services import agent_lane_failed, agent_lane_succeeded
 from battles import admission_db
+from battles.coding_models import CodingOutcome
 from battles.matchmaking import draw_pair
 from battles.models import Battle, Run
 from battles.services.admission import roster_candidate
@@ -65,9 +66,19 @@ def battle_lanes_account(*, battle_id: int) -> bool:
         return False
     runs = list(Run.objects.filter(battle_id=battle_id).order_by("side"))
     faulty = [run for run in runs if run.end_reason == Run.EndReason.ERROR and run.agent_fault]
+    # A side whose code forged its test results (the coding judge) failed through its
+    # agent's fault too; the battle itself is excluded at screening (forged_grade).
+    forged = dict(
+        CodingOutcome.objects.filter(run__battle_id=battle_id)
+        .exclude(forged="")
+        .values_list("run_id", "forged")
+    )
     for run in runs:
         if run in faulty:
             agent_lane_failed(agent_id=run.agent_id, error=run.error)
+        elif run.pk in forged:
+            reason = forged[run.pk].split(" (", 1)[0]
+            agent_lane_failed(agent_id=run.agent_id, error=f"its code forged its tests: {reason}")
         elif run.end_reason in WORKED:
             agent_lane_succeeded(agent_id=run.agent_id)
     if not faulty:

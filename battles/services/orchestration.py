@@ -309,7 +309,7 @@ def _lanes_done(battle_id: int, attempt: int) -> None:
     the battle is not this attempt's any more (its host was taken for dead and another
     took it over: ``battles_recover_dead_hosts``)."""
     fault_point("screening")
-    # No judge is served it before exclusion rules 1–5 (SPEC §5.3, the identity-leak
+    # No judge is served it before exclusion rules 1–6 (docs/method.md §7, the identity-leak
     # scan first) have run: screening is the judging queue's job, so this slot is free
     # for the next battle meanwhile (the sweep re-runs a screening whose job was lost).
     # First each side goes to its agent's account: a battle an agent failed is failed

@@ -6,7 +6,7 @@
 - ``decisions``: ``battle_decide``, the one door through which every battle is decided
   (crowd, submitting team, import, later test-graded battles), and taking a decision
   back (a machine judge's verdict on a live battle is no decision: ``machine``);
-- ``screening``: exclusion rules 1–5 before a battle is served (the identity-leak scan);
+- ``screening``: exclusion rules 1–6 before a battle is served (the identity-leak scan);
 - ``exclusions``: excluding and re-admitting battles;
 - ``trust``: agreement on redundancy battles, ω and probation;
 - ``operator_actions``: what operators change (exclusions, judge standing), audited.

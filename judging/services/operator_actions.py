@@ -107,7 +107,7 @@ def battle_exclude(
 @transaction.atomic
 def battle_readmit(*, battle_id: int, note: str, actor: AbstractBaseUser) -> ExclusionLogEntry:
     """An operator re-admits an excluded battle: it goes back to judging and is resolved
-    from its live votes at once (decided if they suffice; rule 6 can exclude it again)."""
+    from its live votes at once (decided if they suffice; rule 7 can exclude it again)."""
     _note_check(note, "exclusion log")
     battle = Battle.objects.select_for_update().get(pk=battle_id)
     battle_exclusion_check(battle=battle, action=ExclusionLogEntry.Action.READMIT)

@@ -1,6 +1,6 @@
 """Resolving a battle: its live votes, read as ``Ballot``s, go through the decision rule
 (``judging.decision.decide``) and the verdict is carried out, through ``battle_decide``
-or rule 6's exclusion. Safe to run any number of times, concurrently too (the battle row
+or rule 7's exclusion. Safe to run any number of times, concurrently too (the battle row
 is locked); every path that can change a verdict calls it:
 
 - a vote with no undo window, in the vote's own transaction (``resolve_here``);
@@ -139,7 +139,7 @@ def _resolve_with(battle: Battle, votes: list[Vote]) -> bool:
     ``counted`` up to date."""
     changed = False
     if battle.status == Battle.Status.EXCLUDED:
-        # Rule 6 follows the votes: an operator trusting a judge again can re-admit it.
+        # Rule 7 follows the votes: an operator trusting a judge again can re-admit it.
         if battle.exclusion_reason != Reason.NO_ADMISSIBLE_VOTE or not any(
             v.admissible and v.final_at <= timezone.now() for v in votes
         ):

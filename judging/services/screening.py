@@ -1,5 +1,5 @@
 """Screening a battle whose lanes have ended, before any judge is served it: exclusion
-rules 1–5 of SPEC §5.3, the first of which is the identity-leak scan over everything a
+rules 1–6 (docs/method.md §7), the first of which is the identity-leak scan over everything a
 judge will see (docs/leak-scan.md). The battle waits in status "screening" meanwhile;
 the scan runs outside any lock (it reads files and screenshots, OCR may take seconds),
 then one short transaction opens the battle for judging or excludes it."""
@@ -10,7 +10,6 @@ from pathlib import PurePosixPath
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count
 
 from agents.identity import Leak, LeakScanner
 from agents.models import Agent
@@ -20,7 +19,7 @@ from battles.coding_models import CodingOutcome
 from battles.media import delivery_name
 from battles.models import Battle, Run
 from battles.services.live import battle_publish
-from judging import ocr
+from judging import archives, ocr
 from judging.services.exclusions import battle_exclude_locked
 from judging.services.machine import battle_machine_judge_enqueue
 from judging.visible import coding_visible_texts, delivered_file_texts, judge_visible_texts
@@ -42,7 +41,7 @@ def battle_leak_scanner() -> LeakScanner:
     """Every identity string of every agent ever entered (a retired one still names
     a model)."""
     identities: list[str] = []
-    for agent in Agent.objects.all():
+    for agent in Agent.objects.select_related("team"):
         identities.extend(agent.identity_strings())
     return LeakScanner(identities)
 
@@ -82,31 +81,62 @@ def _delivered(runs: list[Run]) -> Iterator[tuple[str, str, bytes]]:
             yield where, name, data
 
 
-def _file_texts(runs: list[Run], *, images: bool) -> Iterator[tuple[str, str]]:
-    """(where, text) of the delivered files: text files as text (and markup as a
-    browser shows it), images through OCR when ``images``."""
-    tessdata = settings.ARENA.leak_tessdata
-    pixels = 0
-    for where, name, data in _delivered(runs):
-        if ocr.image_format(data) is None:
-            for reading, text in delivered_file_texts(name, data):
-                yield f"{where} {reading}", text
-            continue
-        if not images:
-            continue
+class _FileReading:
+    """The bounds the battle's delivered files share: the pixels read by OCR, and what
+    their archives may still hold."""
+
+    def __init__(self, *, images: bool) -> None:
+        self.images = images
+        self.tessdata = settings.ARENA.leak_tessdata
+        self.pixels = 0
+        self.archived = archives.Budget()
+
+    def texts(self, where: str, name: str, data: bytes) -> Iterator[tuple[str, str]]:
+        """(where, text) of one file: an image through OCR (when ``images``); an
+        archive's members, each by name and then the same way (nested archives
+        opened); anything else, an archive too, as text (``delivered_file_texts``)."""
+        if ocr.image_format(data) is not None:
+            if self.images:
+                yield from self._image(where, data)
+            if archives.archive_kind(data) is None:
+                return
+        if archives.archive_kind(data) is not None:
+            try:
+                for member in archives.members(name, data, self.archived):
+                    label = f"{where} member {member.path}"
+                    yield f"{label} name", member.path
+                    for what, text in member.texts:
+                        yield f"{label} {what}", text
+                    if member.data is not None:
+                        yield from self.texts(label, member.path, member.data)
+            except archives.ArchiveUnreadable as exc:
+                raise Unscannable(f"{where}: {exc}") from exc
+        for reading, text in delivered_file_texts(name, data):
+            yield f"{where} {reading}", text
+
+    def _image(self, where: str, data: bytes) -> Iterator[tuple[str, str]]:
         readers: dict[str, ocr.ImageReader] = {}
         try:
             for index, backdrop, frame in ocr.image_frames(data):
-                pixels += frame.width * frame.height
-                if pixels > ocr.MAX_BATTLE_IMAGE_PIXELS:
+                self.pixels += frame.width * frame.height
+                if self.pixels > ocr.MAX_BATTLE_IMAGE_PIXELS:
                     raise ocr.Unreadable(
                         f"the battle's images pass {ocr.MAX_BATTLE_IMAGE_PIXELS:,} pixels"
                     )
-                reader = readers.setdefault(backdrop, ocr.ImageReader(tessdata))
+                reader = readers.setdefault(backdrop, ocr.ImageReader(self.tessdata))
                 label = f"{where} image (OCR{f', frame {index + 1}' if index else ''})"
                 yield label, reader.read(frame)
         except ocr.Unreadable as exc:
             raise Unscannable(f"{where}: {exc}") from exc
+
+
+def _file_texts(runs: list[Run], *, images: bool) -> Iterator[tuple[str, str]]:
+    """(where, text) of the delivered files: text files as text (and markup as a
+    browser shows it), images through OCR when ``images``, archives member by member
+    (``judging.archives``)."""
+    reading = _FileReading(images=images)
+    for where, name, data in _delivered(runs):
+        yield from reading.texts(where, name, data)
 
 
 def _screenshot_texts(runs: list[Run]) -> Iterator[tuple[str, str]]:
@@ -175,12 +205,27 @@ def _leak(scanner: LeakScanner, where: str, text: str) -> Leak | None:
     return Leak(where=where, identity=found[0], excerpt=found[1]) if found else None
 
 
+def arena_fault_note(run: Run) -> str:
+    """Why a side could not run through the arena's fault ("" when it ran): its run never
+    ended (it was lost), or ended in an error that is not its agent's: its sandbox or
+    its repository copy could not be made, the other lane never came, the worker or
+    the sandbox failed. A side that ran and did nothing, or changed nothing, ran: doing
+    nothing is an outcome the other side can win against. An agent's own failure fails
+    the battle before screening (battles.services.failures); a side its submitter ended
+    is rule 5's."""
+    if run.end_reason == Run.EndReason.ENDED_BY_SUBMITTER or run.end_requested_at:
+        return ""
+    if not run.end_reason:
+        return "never ended"
+    if run.end_reason == Run.EndReason.ERROR and not run.agent_fault:
+        return f"could not run through the arena's fault: {run.error[:200] or 'no reason given'}"
+    return ""
+
+
 def exclusion_at_lanes_end(battle: Battle) -> tuple[str, str]:
-    """Rules 1–5 of SPEC §5.3 in order, first match wins: (reason code, note for the
-    log), or ("", "") when the battle may be judged."""
-    runs = list(
-        battle.runs.prefetch_related("steps").annotate(step_count=Count("steps")).order_by("side")
-    )
+    """Exclusion rules 1–6 (docs/method.md §7) in order, first match wins: (reason code,
+    note for the log), or ("", "") when the battle may be judged."""
+    runs = list(battle.runs.prefetch_related("steps").order_by("side"))
     by_side = {run.side: run for run in runs}
     note = battle_leak_note(runs)
     if note:
@@ -189,12 +234,18 @@ def exclusion_at_lanes_end(battle: Battle) -> tuple[str, str]:
         if side not in by_side:
             return Reason.NO_RUN, f"side {side} has no run record"
     for side in ("A", "B"):
-        run = by_side[side]
-        if run.step_count == 0 and not run.delivered_files:
-            return Reason.NO_TRAJECTORY, (
-                f"side {side} took no step and delivered nothing "
-                f"(end reason {run.end_reason or 'none'})"
-            )
+        note = arena_fault_note(by_side[side])
+        if note:
+            return Reason.ARENA_FAULT, f"side {side} {note}"
+    forged = (
+        CodingOutcome.objects.filter(run__battle_id=battle.pk)
+        .exclude(forged="")
+        .select_related("run")
+        .order_by("run__side")
+        .first()
+    )
+    if forged is not None:
+        return Reason.FORGED_GRADE, f"side {forged.run.side}'s test results: {forged.forged}"
     for side in ("A", "B"):
         run = by_side[side]
         if run.end_reason == Run.EndReason.ENDED_BY_SUBMITTER or run.end_requested_at:

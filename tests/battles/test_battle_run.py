@@ -94,9 +94,9 @@ def test_a_broken_agent_is_a_recorded_error_not_a_crashed_battle(alice, roster, 
     battle_run(battle_id=battle.pk)
     battle_screen(battle_id=battle.pk)
     battle.refresh_from_db()
-    # the battle ends normally; side B made no step, so SPEC §5.3 rule 3 (an outage,
-    # not a performance) keeps it from judges and from the rating
-    assert (battle.status, battle.exclusion_reason) == ("excluded", "no_trajectory")
+    # the battle ends normally; side B's built-in policy (the arena's own code) broke,
+    # so rule 3 (the arena's fault, not a performance) keeps it from judges and the rating
+    assert (battle.status, battle.exclusion_reason) == ("excluded", "arena_fault")
     b = battle.runs.get(side="B")
     assert b.end_reason == "error" and b.error == "agent error: RuntimeError"
 

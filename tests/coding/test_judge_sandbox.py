@@ -77,10 +77,19 @@ def test_a_fix_that_breaks_another_test_passes_the_gate_and_loses_regression(
     outcome = judged(alice, repos.BREAKS, tmp_path, edits)
     assert outcome.applied == "apply"
     assert outcome.checks["protected"] == {"restored": ["test_greet.py"]}
-    assert outcome.checks["success"]["exit_code"] == 0
-    assert outcome.checks["tests"]["counts"] == {
-        "passed": 2, "failed": 1, "errors": 0, "total": 3, "source": "pytest"
+    success = outcome.checks["success"]
+    # pytest exits 1: the judge's three check tests failed, as they always must
+    assert (success["exit_code"], success["passes"], success["verified"]) == (1, True, True)
+    assert success["check_tests"] and set(success["check_tests"].values()) == {"failed"}
+    assert success["counts"] == {
+        "passed": 1, "failed": 0, "errors": 0, "total": 1, "source": "harness"
     }  # fmt: skip
+    assert outcome.checks["tests"]["counts"] == {
+        "passed": 2, "failed": 1, "errors": 0, "total": 3, "source": "harness"
+    }  # fmt: skip
+    # what people read of the output shows the suite's own tests, not the check tests
+    assert outcome.checks["tests"]["output"].rstrip().endswith(("1 failed, 2 passed in", "s"))
+    assert "1 failed, 2 passed" in outcome.checks["tests"]["output"]
     assert outcome.functional == 1.0
     assert outcome.regression == pytest.approx(2 / 3)
     assert (outcome.lint, outcome.complexity) == (1.0, 1.0)
@@ -104,6 +113,7 @@ def test_a_crash_is_no_test_result(alice, coders, tmp_path):
     outcome = judged(alice, repos.CRASH, tmp_path, {"calc.py": FIXED_CALC})
     assert outcome.applied == "apply"
     assert outcome.checks["success"]["exit_code"] == 2  # pytest: collection interrupted
+    assert outcome.checks["success"]["unverified"] == "no test ran"
     assert outcome.checks["tests"]["crashed"] is True
     assert (outcome.functional, outcome.regression, outcome.composite) == (0.0, None, 0.0)
 
@@ -145,31 +155,34 @@ def test_code_left_running_by_the_tests_cannot_rewrite_their_result(alice, coder
     )
     outcome = judged(alice, repos.FIX, tmp_path, {"calc.py": forger + FIXED_CALC})
     assert outcome.checks["tests"]["counts"] == {
-        "passed": 2, "failed": 0, "errors": 0, "total": 2, "source": "pytest"
+        "passed": 2, "failed": 0, "errors": 0, "total": 2, "source": "harness"
     }  # fmt: skip
     assert "99 passed" not in outcome.checks["tests"]["output"]
     assert outcome.regression == 1.0
 
 
-def test_ending_the_test_run_early_with_status_0_does_not_pass_the_gate(alice, coders, tmp_path):
-    # The agent's calc.py ends whatever imports it with status 0: pytest exits 0 with no
-    # summary. The gate asks pytest's own summary to agree with the exit status.
+def test_ending_the_test_run_early_with_status_0_is_a_forgery(alice, coders, tmp_path):
+    # The agent's calc.py ends whatever imports it with status 0. No honest run exits 0
+    # here (the judge's check tests always fail), so the run is forged, never a pass.
     edits = {"calc.py": "import os\n\nos._exit(0)\n" + repos.CALC}
     outcome = judged(alice, repos.FIX, tmp_path, edits)
     assert outcome.checks["success"]["exit_code"] == 0
-    assert outcome.checks["success"]["verdict"].startswith("exited 0 without pytest's summary")
-    assert (outcome.functional, outcome.composite) == (0.0, 0.0)
+    assert outcome.forged.startswith("the test process exited 0")
+    assert outcome.checks["success"]["verdict"].startswith("forged: the test process exited 0")
+    assert (outcome.functional, outcome.regression, outcome.composite) == (0.0, None, 0.0)
 
 
-def test_junit_xml_written_by_the_test_command_is_what_counts(alice, coders, tmp_path):
-    # The test command writes JUnit XML where the judge says ($ARENA_JUNIT_XML); the
-    # judge reads it out of the sandbox, and its count is the one that counts.
+def test_junit_xml_of_a_command_the_harness_cannot_run_counts_unverified(alice, coders, tmp_path):
+    # A test command with shell syntax is no pytest run the harness can run itself: it
+    # runs as written, writes JUnit XML where the judge says ($ARENA_JUNIT_XML), and its
+    # count counts, marked unverified (the code under test could have written it).
     junit = dataclasses.replace(
         repos.BREAKS,
         test_cmd='python3 -m pytest -q -q -p no:cacheprovider --junitxml="$ARENA_JUNIT_XML"',
     )
     outcome = judged(alice, junit, tmp_path, {"greet.py": FIXED_GREET})
     tests = outcome.checks["tests"]
+    assert tests["verified"] is False
     assert tests["junit"] == {"passed": 2, "failed": 1, "errors": 0, "total": 3, "source": "junit"}
     assert tests["counts"] == tests["junit"]
     assert outcome.regression == pytest.approx(2 / 3)

@@ -1,4 +1,4 @@
-"""Cheap votes cannot remove evidence (SPEC §5.3 rule 6, bounded): an instant vote, a skip
+"""Cheap votes cannot remove evidence (SPEC §5.3 rule 7, bounded): an instant vote, a skip
 or an untrusted judge's vote consumes nothing; the battle goes back to the pool and
 another judge decides it. Exclusion needs 6 × target distinct judges refusing it, or the
 judging window passing with no admissible vote. A vote on a battle decided while the

@@ -112,14 +112,14 @@ P = {"established": False}  # a probationary judge's ballot
             "crowd",
         ),
         (
-            "past the window with nothing admissible: rule 6",
+            "past the window with nothing admissible: rule 7",
             case(expired=True),
             [skip(), fast()],
             "exclude",
             "",
             "",
         ),
-        ("past the window with no vote at all: rule 6", case(expired=True), [], "exclude", "", ""),
+        ("past the window with no vote at all: rule 7", case(expired=True), [], "exclude", "", ""),
         # probation (an established judge exists in the arena)
         ("a probationary vote alone cannot decide", case(), [ballot(**P)], "wait", "", ""),
         (
@@ -171,7 +171,7 @@ P = {"established": False}  # a probationary judge's ballot
             "submitter",
         ),
         (
-            "past the window, probationary votes alone and no submitter: rule 6",
+            "past the window, probationary votes alone and no submitter: rule 7",
             case(expired=True),
             [ballot("A", **P)],
             "exclude",

@@ -1,5 +1,6 @@
-"""SPEC §5.3: exclusion rules in order (first match wins), each battle's reason stored,
-excluded battles never served, counts per reason in rule order."""
+"""Exclusion rules in order (docs/method.md §7; first match wins), each battle's reason
+stored, excluded battles never served, counts per reason in rule order. Doing nothing
+is an outcome: only a side the arena failed voids its battle."""
 
 import datetime as dt
 
@@ -17,15 +18,17 @@ SCREENING = Battle.Status.SCREENING
 RULES = [
     "named_model",
     "no_run",
-    "no_trajectory",
+    "arena_fault",
+    "forged_grade",
     "ended_by_submitter",
     "budget_mismatch",
     "no_admissible_vote",
 ]
 
 
-def test_the_six_reason_codes_in_spec_order():
-    assert Battle.ExclusionReason.values == RULES
+def test_the_reason_codes_in_rule_order_and_the_retired_one_last():
+    assert Battle.ExclusionReason.values == [*RULES, "no_trajectory"]
+    assert Battle.RETIRED_EXCLUSIONS == ("no_trajectory",)
 
 
 @pytest.mark.parametrize(
@@ -33,18 +36,24 @@ def test_the_six_reason_codes_in_spec_order():
     [
         ({}, ""),
         ({"messages": ("Rulebook says 42", "no")}, "named_model"),
-        ({"steps": (0, 1)}, "no_trajectory"),
-        ({"steps": (1, 0), "end_reasons": ("delivered", "error")}, "no_trajectory"),
+        # a side that took no step and delivered nothing ran: judges weigh it
+        ({"steps": (0, 1)}, ""),
+        ({"steps": (0, 0), "end_reasons": ("gave_up", "time_budget")}, ""),
+        # a side that ended in the arena's error did not get to run
+        ({"steps": (1, 0), "end_reasons": ("delivered", "error")}, "arena_fault"),
+        ({"end_reasons": ("", "delivered")}, "arena_fault"),
         ({"end_reasons": ("delivered", "ended_by_submitter")}, "ended_by_submitter"),
         ({"budgets": (20, 10)}, "budget_mismatch"),
-        # rules 3 and 4 both match: counted under 3
-        ({"steps": (0, 1), "end_reasons": ("ended_by_submitter", "gave_up")}, "no_trajectory"),
-        # rules 1, 3, 4 and 5 all match: 1 wins
+        # rules 3 and 6 both match: counted under 3
+        ({"end_reasons": ("error", "gave_up"), "budgets": (5, 6)}, "arena_fault"),
+        # a side its submitter ended (even with no step) is rule 5's, not an outage
+        ({"steps": (0, 1), "end_reasons": ("ended_by_submitter", "gave_up")}, "ended_by_submitter"),
+        # rules 1, 3, 5 and 6 all match: 1 wins
         (
             {
                 "messages": ("I am rulebook", ""),
                 "steps": (0, 1),
-                "end_reasons": ("ended_by_submitter", "gave_up"),
+                "end_reasons": ("error", "ended_by_submitter"),
                 "budgets": (5, 6),
             },
             "named_model",
@@ -66,13 +75,20 @@ def test_rules_apply_in_order_first_match_wins(alice, roster, kwargs, reason):
     assert battle.status == (Battle.Status.EXCLUDED if reason else Battle.Status.JUDGING)
 
 
-def test_a_missing_run_is_rule_2_and_beats_rules_3_to_5(alice, roster):
-    battle = ended_battle(alice, steps=(0, 1), budgets=(3, 4), status=SCREENING)
+def test_a_missing_run_is_rule_2_and_beats_rules_3_to_6(alice, roster):
+    battle = ended_battle(alice, end_reasons=("error", "gave_up"), budgets=(3, 4), status=SCREENING)
     Run.objects.filter(battle=battle, side="B").delete()
     assert battle_screen(battle_id=battle.pk) == "no_run"
 
 
-def test_an_end_requested_by_the_submitter_is_rule_4(alice, roster):
+def test_an_agents_own_failure_is_no_arena_fault(alice, roster):
+    # (such a battle is failed and run again before screening: battles.services.failures)
+    battle = ended_battle(alice, end_reasons=("delivered", "error"), status=SCREENING)
+    Run.objects.filter(battle=battle, side="B").update(agent_fault=True)
+    assert battle_screen(battle_id=battle.pk) == ""
+
+
+def test_an_end_requested_by_the_submitter_is_rule_5(alice, roster):
     battle = ended_battle(alice, end_reasons=("delivered", "step_budget"), status=SCREENING)
     Run.objects.filter(battle=battle, side="B").update(end_requested_at=timezone.now())
     assert battle_screen(battle_id=battle.pk) == "ended_by_submitter"
@@ -133,7 +149,8 @@ def test_exclusion_counts_have_every_reason_in_order_and_count_only_excluded(ali
     for kwargs in [
         {"budgets": (1, 2)},
         {"budgets": (3, 2)},
-        {"steps": (0, 0)},
+        {"end_reasons": ("error", "error")},
+        {"steps": (0, 0)},  # judged: doing nothing is an outcome
         {"messages": ("rulebook", "x")},
         {},
     ]:
@@ -146,7 +163,8 @@ def test_exclusion_counts_have_every_reason_in_order_and_count_only_excluded(ali
     assert counts == {
         "named_model": 1,
         "no_run": 0,
-        "no_trajectory": 1,
+        "arena_fault": 1,
+        "forged_grade": 0,
         "ended_by_submitter": 0,
         "budget_mismatch": 2,
         "no_admissible_vote": 0,
@@ -168,7 +186,7 @@ def test_rated_battles_are_decided_with_an_outcome_and_not_excluded(alice, judge
 
 
 def test_the_served_queue_skips_excluded_battles(alice, judge, roster):
-    bad = ended_battle(alice, steps=(0, 1), status=SCREENING)
+    bad = ended_battle(alice, end_reasons=("error", "gave_up"), status=SCREENING)
     good = ended_battle(alice, status=SCREENING)
     battle_screen(battle_id=bad.pk)
     battle_screen(battle_id=good.pk)

@@ -355,7 +355,7 @@ def test_the_quality_page_shows_agreement_and_each_judge(client, judged_sample, 
     row = re.search(r'<tr data-judge="j2">(.*?)</tr>', html, re.S).group(1)
     assert "abstain × 1" in row
     assert re.search(r'data-reason="named_model"><td>1\. Judge-visible text named a model', html)
-    # The late battle's only vote was too fast: it stays open (rule 6 is bounded).
-    assert re.search(r'data-reason="no_admissible_vote"><td>6\..*?<td class="num">0<', html)
+    # The late battle's only vote was too fast: it stays open (rule 7 is bounded).
+    assert re.search(r'data-reason="no_admissible_vote"><td>7\..*?<td class="num">0<', html)
     assert 'id="self-judged">0<' in html
     assert '<span class="tag probation">probation</span>' in row

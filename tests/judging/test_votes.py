@@ -166,7 +166,7 @@ def test_an_inadmissible_vote_does_not_decide(api, judge, finished_battle):
     finished_battle.refresh_from_db()
     assert finished_battle.outcome == ""
     assert AgentRating.objects.filter(rated_battles__gt=0).count() == 0
-    # one instant vote consumes nothing: the battle stays in the pool (SPEC §5.3 rule 6)
+    # one instant vote consumes nothing: the battle stays in the pool (SPEC §5.3 rule 7)
     assert (finished_battle.status, finished_battle.exclusion_reason) == ("judging", "")
 
 

@@ -68,13 +68,16 @@ def test_the_board_publishes_exclusion_counts_and_the_self_judged_tally(alice, r
     )
     Battle.objects.filter(pk=mine.pk).update(decision_source=Battle.DecisionSource.SUBMITTER)
     body = Client().get("/api/leaderboard/").json()
+    # every rule in order, then the retired one, listed because it excluded a battle
     assert list(body["exclusions"].items()) == [
         ("named_model", 2),
         ("no_run", 0),
-        ("no_trajectory", 1),
+        ("arena_fault", 0),
+        ("forged_grade", 0),
         ("ended_by_submitter", 0),
         ("budget_mismatch", 0),
         ("no_admissible_vote", 0),
+        ("no_trajectory", 1),
     ]
     assert body["self_judged_only"] == 1
     page = Client().get("/").content.decode()
