@@ -1,12 +1,16 @@
 """What the battle page and the judge page show of a coding battle, blind: each side's
 diff file by file (``battles.diffview``: bounded, escaped, highlighted), what the judge
-sandbox measured of it, the run's directness, tokens and cost, and the battle's live
-phases.
+sandbox measured of it, the run's directness, and the battle's live phases; and, with
+the names only (``coding_reveal``), each side's tokens, cost and the scores made from
+the cost.
 
 Blind like ``battles.presenters``: sides are "A" and "B"; every text that came out of
 a sandbox (diff lines, file paths, command output, a phase's detail) passes the
 ``Redactor`` first; nothing names the agent, its model or its CLI (the usage's
-``source``, "claude-json" for one, is left out)."""
+``source``, "claude-json" for one, is left out). Tokens and cost are not shown blind:
+their ratio gives the model's price tier away, and so do the cost efficiency score
+(``1 / (1 + cost / $0.50)``) and the composite that contains it (its other parts are
+shown, so the cost part could be worked back from it)."""
 
 import hashlib
 import json
@@ -21,18 +25,21 @@ from battles.models import Battle, Task
 
 # Rendering is the slow part (Pygments, ~1 s for a full diff): kept by content.
 RENDER_CACHE_S = 24 * 3600
-OUTPUT_SHOWN_CHARS = 4000
+# The judge sandbox keeps a check's output from its end, this much of it at most
+# (battles.services.coding_judge.OUTPUT_TAIL_BYTES): an output this long was cut.
+OUTPUT_KEPT_CHARS = 8 * 1024
 # A diff line's kind → its row's class and the mark a reader sees (and hears) before it.
 ROW_CLASSES = {"+": ("add", "+"), "-": ("del", "−"), " ": ("ctx", " "), "@": ("hunk", ""),
                "\\": ("note", "")}  # fmt: skip
+# Shown blind: what the judge sandbox measured of the diff.
 SCORES = (
     ("functional", "Functional (success command)"),
     ("regression", "Regression (tests passed)"),
     ("lint", "Lint"),
     ("complexity", "Complexity"),
-    ("cost_efficiency", "Cost efficiency"),
-    ("composite", "Composite"),
 )
+# Shown with the names only (see the module's docstring).
+REVEALED_SCORES = (("cost_efficiency", "Cost efficiency"), ("composite", "Composite"))
 DIRECTNESS = (
     ("trajectory_efficiency", "Edits among reads and edits"),
     ("early_edit", "How early the first edit"),
@@ -91,15 +98,24 @@ def rendered_diff(diff: str, redactor) -> dict[str, Any]:
 
 
 def _check(record: dict | None, redactor) -> dict[str, Any] | None:
+    """A check the judge sandbox ran. Its output is shown whole as stored (the judge
+    keeps only its end): the leak scan reads exactly that text."""
     if not isinstance(record, dict):
         return None
     output = str(record.get("output") or "")
+    # Through the judge's harness (docs/coding.md): its own verdict, never the exit code
+    # (an honest run exits 1: the judge's check tests always fail). A plain command: its
+    # exit code, as the command itself reports it.
+    harness = "passes" in record
     return {
         "exit_code": record.get("exit_code"),
         "seconds": record.get("seconds"),
         "timed_out": bool(record.get("timed_out")),
-        "output": redactor.text(output[-OUTPUT_SHOWN_CHARS:]),
-        "output_cut": len(output) > OUTPUT_SHOWN_CHARS,
+        "harness": harness,
+        "ok": bool(record.get("passes")) if harness else record.get("exit_code") == 0,
+        "unverified": redactor.text(str(record.get("unverified") or "")) if harness else "",
+        "output": redactor.text(output),
+        "output_cut": len(output) >= OUTPUT_KEPT_CHARS,
     }
 
 
@@ -124,10 +140,10 @@ def _complexity(checks: dict) -> dict[str, Any] | None:
 
 
 def outcome_payload(outcome: CodingOutcome, redactor) -> dict[str, Any]:
-    """One run's diff and results as the pages show them (blind)."""
+    """One run's diff and results as the pages show them (blind: no tokens, no cost, no
+    score made from the cost)."""
     checks = outcome.checks if isinstance(outcome.checks, dict) else {}
     lint = checks.get("lint") if isinstance(checks.get("lint"), dict) else None
-    usage = outcome.usage if isinstance(outcome.usage, dict) else {}
     directness = outcome.directness if isinstance(outcome.directness, dict) else {}
     success, tests = _check(checks.get("success"), redactor), _tests(checks.get("tests"), redactor)
     return {
@@ -157,9 +173,32 @@ def outcome_payload(outcome: CodingOutcome, redactor) -> dict[str, Any]:
         }
         if directness
         else None,
-        "tokens": [(label, usage.get(key) or 0) for key, label in TOKENS] if usage else [],
-        "cost_usd": usage.get("cost_usd") if usage else None,
     }
+
+
+def usage_payload(outcome: CodingOutcome) -> dict[str, Any]:
+    """One run's tokens, cost and the scores made from the cost: for those who may see
+    the agent's name (``coding_reveal``), never blind."""
+    usage = outcome.usage if isinstance(outcome.usage, dict) else {}
+    return {
+        "tokens": {key: usage.get(key) or 0 for key, _ in TOKENS} if usage else None,
+        "cost_usd": usage.get("cost_usd") if usage else None,
+        **{key: getattr(outcome, key) for key, _ in REVEALED_SCORES},
+    }
+
+
+def coding_reveal(battle: Battle) -> dict[str, dict[str, Any] | None] | None:
+    """Each side's ``usage_payload`` (None until its outcome exists), or None for a
+    battle that is not a coding battle. Shown only with the names (``battle_reveal``)."""
+    if not is_coding(battle):
+        return None
+    outcomes = _outcomes_by_side(battle)
+    return {side: usage_payload(o) if (o := outcomes.get(side)) else None for side in ("A", "B")}
+
+
+def _outcomes_by_side(battle: Battle) -> dict[str, CodingOutcome]:
+    rows = CodingOutcome.objects.filter(run__battle=battle).select_related("run")
+    return {outcome.run.side: outcome for outcome in rows}
 
 
 def coding_sides(battle: Battle, redactor) -> dict[str, dict[str, Any] | None] | None:
@@ -167,12 +206,9 @@ def coding_sides(battle: Battle, redactor) -> dict[str, dict[str, Any] | None] |
     battle that is not a coding battle."""
     if not is_coding(battle):
         return None
-    outcomes = {
-        o.run.side: o
-        for o in CodingOutcome.objects.filter(run__battle=battle).select_related("run")
-    }
+    outcomes = _outcomes_by_side(battle)
     return {
-        side: outcome_payload(outcomes[side], redactor) if side in outcomes else None
+        side: outcome_payload(o, redactor) if (o := outcomes.get(side)) else None
         for side in ("A", "B")
     }
 

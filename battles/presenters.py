@@ -204,7 +204,16 @@ def battle_what_happened(battle: Battle) -> dict[str, Any]:
 
 
 def battle_reveal(battle: Battle) -> dict[str, Any]:
-    return {side: agent_identity(battle.agent_for(side)) for side in ("A", "B")}
+    """Each side's identity; for a coding battle also its tokens, cost and the scores
+    made from the cost (``coding_presenters.coding_reveal``), which show only with the
+    names."""
+    from battles.coding_presenters import coding_reveal
+
+    revealed = {side: agent_identity(battle.agent_for(side)) for side in ("A", "B")}
+    coding = coding_reveal(battle)
+    for side in revealed if coding else ():
+        revealed[side]["coding"] = coding[side]
+    return revealed
 
 
 def waterfall(run: Run) -> dict[str, Any]:

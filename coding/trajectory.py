@@ -1,14 +1,16 @@
 """A run's stored steps as the directness metric reads them (``coding.metrics.ToolUse``):
 which steps edited a file, which only read one, and which file. Pure.
 
-Steps come in two shapes. A CLI agent's steps (``agents.cli``) say it themselves:
-``args = {"kind": "edit"|"read"|"other", "path": ...}``. A shell step's command is
-classified by its first words: a heuristic, documented in docs/coding.md, that errs
-towards "other" (neither an edit nor a read) when a command does both or neither."""
+Steps come in two shapes. A CLI agent's steps (``agents.cli.transcripts``) say it
+themselves: ``args = {"kind": "edit"|"read"|"other", "path": ...}``, except a command
+(``"kind": "command"``), which is classified by its text like a scaffold agent's shell
+step: by its first words, a heuristic, documented in docs/coding.md, that errs towards
+"other" (neither an edit nor a read) when a command does both or neither."""
 
 import re
 import shlex
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from coding.metrics import ToolUse
@@ -58,7 +60,9 @@ def tool_uses(steps: Iterable[Mapping[str, Any]]) -> list[ToolUse]:
         args = step.get("args") if isinstance(step.get("args"), dict) else {}
         tool = str(step.get("tool", ""))[:40]
         kind = args.get("kind")
-        if kind in ("edit", "read", "other"):
+        if kind == "command" and isinstance(args.get("command"), str):
+            uses.append(replace(_shell_use(args["command"]), tool=tool))
+        elif kind in ("edit", "read", "other"):
             path = args.get("path") if isinstance(args.get("path"), str) else None
             uses.append(
                 ToolUse(tool=tool, path=path, is_edit=kind == "edit", is_read=kind == "read")

@@ -53,7 +53,9 @@ class VoteStatusOutput(serializers.Serializer):
     reveal = serializers.DictField(
         allow_null=True,
         help_text="Each side's identity, once the battle is decided (or excluded) and your "
-        "vote is final; null before.",
+        "vote is final; null before. For a coding battle each side also has `coding`: its "
+        "tokens, cost (USD), cost efficiency and composite score, which the blind battle "
+        "never shows (their ratio gives the model's price away).",
     )
     status_url = serializers.CharField()
 

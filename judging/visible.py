@@ -9,6 +9,7 @@ from html.parser import HTMLParser
 from pathlib import PurePosixPath
 from typing import Any
 
+from battles import diffview
 from sandboxes.untrusted import unescaped
 
 MARKUP_SUFFIXES = frozenset({".htm", ".html", ".xhtml", ".svg", ".xml"})
@@ -83,33 +84,32 @@ def judge_visible_texts(runs: Iterable[Any]) -> Iterator[tuple[str, str]]:
 
 
 def coding_visible_texts(outcomes: Iterable[tuple[str, Any]]) -> Iterator[tuple[str, str]]:
-    """(where, text) for what a judge reads of a coding battle's runs beyond their steps:
-    each side's diff (whole, though the page shows only its first lines), the changed
-    files' paths, what the judge sandbox printed (the success and test commands' output)
-    and the errors shown. ``outcomes``: (side, CodingOutcome) pairs."""
+    """(where, text) for what a judge reads of a coding battle's runs beyond their steps
+    (``battles.coding_presenters.outcome_payload``): each side's diff as the page shows
+    it (``battles.diffview.split``: the files, notes and lines it keeps, each line cut
+    as shown; what it leaves out is only counted, so it is not read here), the errors
+    shown, and what the judge sandbox printed (the success and test commands' output,
+    shown whole as stored). Tokens, cost and the scores are numbers. ``outcomes``:
+    (side, CodingOutcome) pairs."""
     for side, outcome in outcomes:
-        label = f"side {side}"
-        for where, text in (
-            ("diff", outcome.diff),
-            ("diff error", outcome.diff_error),
-            ("judge error", outcome.judge_error),
-        ):
-            yield f"{label} {where}", text
-            if "\\x" in text:  # stored escaped (NUL, bytes that are not UTF-8)
-                yield f"{label} {where}, escapes skipped", unescaped(text)
-        for entry in outcome.files if isinstance(outcome.files, list) else []:
-            if isinstance(entry, dict):
-                yield f"{label} changed file path", str(entry.get("path", ""))
+        texts = [("diff error", outcome.diff_error), ("judge error", outcome.judge_error)]
+        shown = diffview.split(outcome.diff).files if outcome.diff else []
+        for file in shown:
+            texts += [
+                ("changed file path", file.path),
+                ("diff", "\n".join([*file.notes, *(line.text for line in file.lines)])),
+            ]
         checks = outcome.checks if isinstance(outcome.checks, dict) else {}
         for name in ("success", "tests"):
             record = checks.get(name)
             if isinstance(record, dict) and isinstance(record.get("output"), str):
-                yield f"{label} {name} command output", record["output"]
-                if "\\x" in record["output"]:
-                    yield (
-                        f"{label} {name} command output, escapes skipped",
-                        unescaped(record["output"]),
-                    )
+                texts.append((f"{name} command output", record["output"]))
+        for where, text in texts:
+            if not text:
+                continue
+            yield f"side {side} {where}", text
+            if "\\x" in text:  # stored escaped (NUL, bytes that are not UTF-8)
+                yield f"side {side} {where}, escapes skipped", unescaped(text)
 
 
 def _typed_together(side: str, typed: list[tuple[int, str]]) -> Iterator[tuple[str, str]]:

@@ -1,5 +1,4 @@
-"""How the arena runs each CLI coding agent inside a sandbox, and how it reads what the
-CLI printed. Pure: no Django, no I/O.
+"""How the arena runs each CLI coding agent inside a sandbox. Pure: no Django, no I/O.
 
 :func:`cli_command` gives the argv and environment of one non-interactive run: the
 instruction, the model the run's grant names, and the arena's model gateway as the CLI's
@@ -13,25 +12,11 @@ run each CLI for real in a sandbox and see no other request leave.
 
 The CLIs are the toolchain's (scripts/toolchain.sh), on the sandbox's PATH as
 ``claude``, ``codex`` and ``aider``. The caller runs the command in the repository's
-directory with stdin closed, and keeps stdout and stderr.
-
-:func:`transcript_steps` turns a CLI's own output into neutral steps, one per tool use:
-``{"tool", "path", "is_edit", "is_read", "summary"}``.
-
-- Claude Code: ``--output-format stream-json``, one JSON event a line; each ``tool_use``
-  block of an ``assistant`` event is a step. The last line is the ``result`` event
-  (``usage`` with cache tokens, ``total_cost_usd``).
-- Codex: ``exec --json``, one JSON event a line; each ``item.completed`` of a command
-  (``command_execution``), a patch (``file_change``: one step per file), an MCP tool call
-  or a web search is a step. ``turn.completed`` carries the usage.
-- Aider: plain text; each ``Applied edit to <file>`` line is an edit step (Aider edits
-  from the reply's SEARCH/REPLACE blocks, not through tool calls). ``Tokens: … sent, …
-  received.`` lines (with ``Cost: …`` when it knows the model's prices) carry the usage.
+directory with stdin closed, and keeps stdout and stderr (and, for Aider, the file at
+:data:`AIDER_LLM_HISTORY`); ``agents.cli.transcripts`` reads them.
 """
 
 import json
-import shlex
-from collections.abc import Iterator
 from typing import Any
 
 CLAUDE_CODE = "claude-code"
@@ -94,6 +79,10 @@ _AIDER_FLAGS = (
     "diff",
     "--yes-always",
 )
+# Where Aider logs its exchanges with the model (``--llm-history-file``): every line of a
+# reply as "ASSISTANT <line>" under an "LLM RESPONSE <time>" header. Its final message
+# is read from there (:func:`final_message`), never from what it printed. A shell word.
+AIDER_LLM_HISTORY = "$HOME/.aider.llm.history"
 # Aider asks raw.githubusercontent.com for litellm's price table unless the model is
 # described locally: the launcher writes this description first (prices when known).
 _AIDER_LAUNCHER = (
@@ -101,7 +90,8 @@ _AIDER_LAUNCHER = (
     'printf %s "$ARENA_AIDER_MODEL_METADATA" > "$meta" && '
     'exec aider --model-metadata-file "$meta" '
     '--chat-history-file "$HOME/.aider.chat.history.md" '
-    '--input-history-file "$HOME/.aider.input.history" "$@"'
+    '--input-history-file "$HOME/.aider.input.history" '
+    f'--llm-history-file "{AIDER_LLM_HISTORY}" "$@"'
 )
 CONTEXT_WINDOW = 200_000
 MAX_OUTPUT_TOKENS = 32_000
@@ -215,141 +205,3 @@ def _aider(
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
     }
     return argv, env
-
-
-# -- reading what a CLI printed --------------------------------------------------------
-
-_EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
-_READ_TOOLS = frozenset({"Read", "Grep", "Glob", "LS", "NotebookRead"})
-_READERS = frozenset({"cat", "head", "tail", "less", "grep", "rg", "ls", "find", "nl", "wc", "sed"})
-SUMMARY_MAX = 300
-MAX_LINES = 20_000
-
-
-def transcript_steps(
-    cli: str, output_text: str, *, repo_dir: str | None = None
-) -> list[dict[str, Any]]:
-    """The CLI's tool uses, in order, as neutral steps. ``output_text`` is what the CLI
-    printed (stdout and stderr, in any order: lines that are not the CLI's events are
-    skipped). Paths under ``repo_dir`` are given relative to it. Untrusted input:
-    anything malformed is skipped, never raised."""
-    if cli == CLAUDE_CODE:
-        steps = list(_claude_steps(output_text))
-    elif cli == CODEX:
-        steps = list(_codex_steps(output_text))
-    elif cli == AIDER:
-        steps = list(_aider_steps(output_text))
-    else:
-        raise ValueError(f"unknown CLI {cli!r}; one of {', '.join(CLIS)}")
-    if repo_dir:
-        prefix = repo_dir.rstrip("/") + "/"
-        for step in steps:
-            if isinstance(step["path"], str) and step["path"].startswith(prefix):
-                step["path"] = step["path"][len(prefix) :]
-    return steps
-
-
-def _step(tool: str, path: Any, *, is_edit: bool, is_read: bool, summary: str) -> dict[str, Any]:
-    return {
-        "tool": tool[:40],
-        "path": path[:500] if isinstance(path, str) and path else None,
-        "is_edit": is_edit,
-        "is_read": is_read and not is_edit,
-        "summary": summary[:SUMMARY_MAX],
-    }
-
-
-def _events(text: str) -> Iterator[dict[str, Any]]:
-    for line in text.splitlines()[:MAX_LINES]:
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            yield event
-
-
-def _command_is_read(command: str) -> bool:
-    """A shell command that only reads: its first word is a reader (``sed`` only with
-    ``-n``), and it writes no file."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        words = command.split()
-    # Codex wraps commands as ["/bin/sh", "-lc", "<command>"]
-    if len(words) >= 3 and words[0].endswith("sh") and words[1] in ("-c", "-lc"):
-        return _command_is_read(words[2])
-    if not words or ">" in command:
-        return False
-    first = words[0].rsplit("/", 1)[-1]
-    if first == "sed":
-        return "-n" in words[1:2] and not any(w.startswith("-i") for w in words)
-    return first in _READERS
-
-
-def _claude_steps(text: str) -> Iterator[dict[str, Any]]:
-    for event in _events(text):
-        message = event.get("message")
-        if event.get("type") != "assistant" or not isinstance(message, dict):
-            continue
-        content = message.get("content")
-        for block in content if isinstance(content, list) else ():
-            if not isinstance(block, dict) or block.get("type") != "tool_use":
-                continue
-            name = str(block.get("name", ""))
-            args = block.get("input") if isinstance(block.get("input"), dict) else {}
-            path = args.get("file_path") or args.get("notebook_path") or args.get("path")
-            if name == "Bash":
-                command = str(args.get("command", ""))
-                yield _step(
-                    name, None, is_edit=False, is_read=_command_is_read(command), summary=command
-                )
-                continue
-            summary = str(args.get("pattern") or path or json.dumps(args)[:SUMMARY_MAX])
-            yield _step(
-                name,
-                path,
-                is_edit=name in _EDIT_TOOLS,
-                is_read=name in _READ_TOOLS,
-                summary=f"{name} {summary}",
-            )
-
-
-def _codex_steps(text: str) -> Iterator[dict[str, Any]]:
-    for event in _events(text):
-        item = event.get("item")
-        if event.get("type") != "item.completed" or not isinstance(item, dict):
-            continue
-        kind = item.get("type")
-        if kind == "command_execution":
-            command = str(item.get("command", ""))
-            yield _step(
-                "shell", None, is_edit=False, is_read=_command_is_read(command), summary=command
-            )
-        elif kind == "file_change":
-            changes = item.get("changes")
-            for change in changes if isinstance(changes, list) else ():
-                if isinstance(change, dict):
-                    path = change.get("path")
-                    action = str(change.get("kind", "update"))
-                    yield _step(
-                        "apply_patch", path, is_edit=True, is_read=False, summary=f"{action} {path}"
-                    )
-        elif kind == "mcp_tool_call":
-            tool = f"{item.get('server', '')}.{item.get('tool', '')}"
-            yield _step(tool, None, is_edit=False, is_read=False, summary=tool)
-        elif kind == "web_search":
-            query = str(item.get("query", ""))
-            yield _step("web_search", None, is_edit=False, is_read=True, summary=query)
-
-
-def _aider_steps(text: str) -> Iterator[dict[str, Any]]:
-    for line in text.splitlines()[:MAX_LINES]:
-        line = line.strip()
-        if line.startswith("Applied edit to "):
-            path = line.removeprefix("Applied edit to ").strip()
-            if path:
-                yield _step("edit", path, is_edit=True, is_read=False, summary=line)

@@ -1,10 +1,13 @@
 """A CLI coding agent's lane (Claude Code, Codex CLI, Aider; docs/coding.md): one bounded
 command inside the run's sandbox, its model reached only through this worker's model
 gateway (``agents.gateway``), which holds the key, pins the model, keeps the budget
-and records every call as a span. The CLI's own transcript becomes the run's steps
-and its own usage report the run's tokens and cost."""
+and records every call as a span. The CLI's own transcript becomes the run's steps, in
+the neutral shape judges read (``agents.cli.transcripts``), and its own usage report
+the run's tokens and cost. What the CLI printed is never a judge's to read: the final
+message is the agent's own last words, and the run's error names only the exit status
+and the gateway's refusals; the output's end is kept on the run's CLI span, which only
+those who may see the agent's name see (its run page)."""
 
-import json
 import logging
 import shlex
 import tempfile
@@ -17,7 +20,8 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from agents.cli.commands import CLI_PROVIDERS, CLIS, cli_command, transcript_steps
+from agents.cli.commands import AIDER, AIDER_LLM_HISTORY, CLI_PROVIDERS, CLIS, cli_command
+from agents.cli.transcripts import final_message, transcript_steps
 from agents.gateway import HOST, ModelGateway, grant_for
 from agents.gateway_usage import GatewayCall
 from agents.providers.base import ProviderError
@@ -25,9 +29,9 @@ from agents.services import outbound_policy
 from battles.coding_models import CodingOutcome
 from battles.models import Run, Span, Step
 from battles.parity import LaneInputs
-from battles.services.coding_sandbox import sh
+from battles.services.coding_sandbox import sandbox_quiesce, sh
 from coding import metrics, scripts
-from sandboxes.base import Sandbox, ToolError
+from sandboxes.base import Sandbox, ToolError, ToolResult
 from sandboxes.services import egress_proxy, simulated_host_add
 from sandboxes.untrusted import storable, storable_text
 
@@ -37,6 +41,8 @@ logger = logging.getLogger(__name__)
 MAX_TOKENS = 4_000_000
 MAX_COST_USD = 5.0
 TRANSCRIPT_MAX_BYTES = 2 * 1024**2
+STEPS_MAX = 500
+OUTPUT_TAIL_CHARS = 1500
 USAGE_OF = {
     "claude-code": metrics.usage_from_claude_json,
     "codex": metrics.usage_from_codex_jsonl,
@@ -97,10 +103,19 @@ class CliEnd:
     agent_fault: bool = False
 
 
-def _read_out(sandbox: Sandbox, name: str) -> str:
-    """The tail of one of the CLI's output files (bounded, never through a link)."""
+def _read_out(sandbox: Sandbox, name: str, source: str = "") -> str:
+    """The tail of one of the CLI's output files (bounded, never through a link):
+    ``name`` in the output directory, or ``source`` (a shell word) copied there as
+    ``name``. "" when there is none, or when it is not a regular file (a link, a pipe
+    or a device the agent put in its place)."""
+    source = source or f"{scripts.OUT_DIR}/{name}"
     capped = f"{scripts.OUT_DIR}/{name}.tail"
-    sh(sandbox, f"tail -c {TRANSCRIPT_MAX_BYTES} {scripts.OUT_DIR}/{name} > {capped}", 60)
+    sh(
+        sandbox,
+        f'if [ -f "{source}" ] && [ ! -L "{source}" ]; then '
+        f'tail -c {TRANSCRIPT_MAX_BYTES} "{source}" > {capped}; else : > {capped}; fi',
+        60,
+    )
     with tempfile.TemporaryDirectory(dir=settings.PRIVATE_MEDIA_ROOT) as tmp:
         try:
             files = sandbox.collect_files([capped], Path(tmp) / "out")
@@ -144,9 +159,14 @@ def cli_drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> CliEnd:
         )
         started = timezone.now()
         result = sandbox.shell(command, timeout_s=inputs.repo.time_limit_s)
+        sandbox_quiesce(sandbox)  # nothing the CLI left running changes what is read next
         output, errors = _read_out(sandbox, "cli.out"), _read_out(sandbox, "cli.err")
+        history = _read_out(sandbox, "llm.history", AIDER_LLM_HISTORY) if cli == AIDER else ""
     finally:
         spent = gateway.revoke(run.pk)
+    _store_cli_span(
+        run, cli, result, started, errors[-OUTPUT_TAIL_CHARS:] or output[-OUTPUT_TAIL_CHARS:]
+    )
     _store_steps(run, cli, output + "\n" + errors, started)
     usage = USAGE_OF[cli](output + "\n" + errors)
     if usage is not None:
@@ -162,18 +182,25 @@ def cli_drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> CliEnd:
         cost = scored_cost(usage.cost_usd, gateway_cost(spent, grant, agent.model_id))
         reported.update(cost_usd=cost, reported_cost_usd=usage.cost_usd)
         CodingOutcome.objects.update_or_create(run=run, defaults={"usage": reported})
-    tail = storable_text(errors[-1500:] or output[-1500:])[0]
-    if result.timed_out:
-        return CliEnd(Run.EndReason.TIME_BUDGET, final_message=tail[-500:])
-    if result.exit_code == 0:
-        return CliEnd(Run.EndReason.DELIVERED, final_message=_final_message(cli, output))
     refused = dict(spent.refused) if spent is not None else {}
+    return cli_end(cli, result, output, history, refused)
+
+
+def cli_end(cli: str, result: ToolResult, output: str, history: str, refused: dict) -> CliEnd:
+    """How the run ended, from the CLI's exit: its final message is the agent's own last
+    words (``agents.cli.transcripts.final_message``), and its error names only the exit
+    status and the gateway's refusals, never what the CLI printed (its end is on the CLI
+    span, shown only with the agent's name)."""
+    said = final_message(cli, output, llm_history=history)
+    if result.timed_out:
+        return CliEnd(Run.EndReason.TIME_BUDGET, final_message=said)
+    if result.exit_code == 0:
+        return CliEnd(Run.EndReason.DELIVERED, final_message=said)
     return CliEnd(
         Run.EndReason.GAVE_UP,
-        final_message=_final_message(cli, output),
+        final_message=said,
         error=f"the CLI exited with status {result.exit_code}"
-        + (f" (gateway refusals: {refused})" if refused else "")
-        + (f": {tail[-500:]}" if tail else ""),
+        + (f" (gateway refusals: {refused})" if refused else ""),
     )
 
 
@@ -200,43 +227,45 @@ def scored_cost(reported: float | None, arena: float | None) -> float | None:
     return max(known) if known else None
 
 
-def _final_message(cli: str, output: str) -> str:
-    """The CLI's last words: Claude Code's result text, else the output's last lines."""
-    if cli == "claude-code":
-        for line in reversed(output.splitlines()[-200:]):
-            try:
-                found = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(found, dict) and isinstance(found.get("result"), str):
-                return found["result"][:4000]
-    lines = [line for line in output.splitlines() if line.strip()]
-    return "\n".join(lines[-5:])[:4000]
+def _store_cli_span(run: Run, cli: str, result: ToolResult, started, tail: str) -> None:
+    """The CLI's command as one tool span of the run: how long it ran (until its output
+    was read), how it ended and, when it failed, the end of what it printed (for the
+    agent's team and the arena's operators: spans are shown only to those who may see
+    the agent's name)."""
+    failed = result.timed_out or result.exit_code != 0
+    Span.objects.create(
+        run=run,
+        kind=Span.Kind.TOOL,
+        name=f"cli {cli}",
+        input={"cli": cli},
+        output={"exit_code": result.exit_code, "timed_out": bool(result.timed_out)},
+        error=storable_text(tail)[0] if failed else "",
+        started_at=started,
+        latency_ms=max(0, int((timezone.now() - started).total_seconds() * 1000)),
+    )
 
 
 def _store_steps(run: Run, cli: str, transcript: str, started) -> None:
-    """The CLI's own steps (its tool uses, in order) as the run's steps: judges read
-    them, and directness is measured from them."""
-    steps = transcript_steps(cli, transcript, repo_dir=scripts.REPO_DIR)
-    Step.objects.bulk_create(
-        Step(
-            run=run,
-            index=index,
-            tool=str(step.get("tool", ""))[:20],
-            args=storable(
-                {
-                    "kind": "edit"
-                    if step.get("is_edit")
-                    else "read"
-                    if step.get("is_read")
-                    else "other",
-                    "path": step.get("path"),
-                    "summary": str(step.get("summary", ""))[:500],
-                }
-            )[0],
-            result={"ok": True, "tool": str(step.get("tool", ""))[:20]},
-            started_at=started,
-            duration_ms=0,
+    """The CLI's own steps (its tool uses, in order) as the run's steps in the neutral
+    shape: judges read them, and directness is measured from them. The CLI's own name
+    for each is kept in the result, which no blind payload carries."""
+    rows = []
+    for index, step in enumerate(transcript_steps(cli, transcript, repo_dir=scripts.REPO_DIR)):
+        if index >= STEPS_MAX:
+            break
+        # NUL or bytes that are not UTF-8 are stored escaped, and the step says so (the
+        # leak scan then reads it with the escapes skipped too)
+        args, escaped = storable(step.args())
+        result = {"ok": True, "cli_tool": storable_text(step.cli_tool)[0]}
+        rows.append(
+            Step(
+                run=run,
+                index=index,
+                tool=step.action,
+                args=args,
+                result={**result, "escaped": True} if escaped else result,
+                started_at=started,
+                duration_ms=0,
+            )
         )
-        for index, step in enumerate(steps[:500])
-    )
+    Step.objects.bulk_create(rows)

@@ -10,8 +10,13 @@ Aider's SEARCH/REPLACE block in the reply's text), run the tests, say it is done
 test checks the file, the CLI's exit, what the CLI itself reports as usage, that nothing
 else left the sandbox, and that the provider key the fake guards is nowhere inside.
 
-``ARENA_SAVE_CLI_SAMPLES=1`` writes each CLI's output to tests/coding/samples/<cli>.txt
-(the samples tests/coding/test_cli_commands.py and the usage parsers read)."""
+What the arena reads of each run (``agents.cli.transcripts``) is checked on the real
+output too: the steps in the neutral shape judges see, and the final message in the
+agent's own words, never the CLI's banner or usage lines.
+
+``ARENA_SAVE_CLI_SAMPLES=1`` writes each CLI's output to tests/coding/samples/<cli>.txt,
+and Aider's LLM history to tests/coding/samples/aider.llm-history.txt (the samples
+tests/coding/test_cli_commands.py and the usage parsers read)."""
 
 import ipaddress
 import json
@@ -19,6 +24,7 @@ import os
 import re
 import shlex
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +32,15 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from agents.cli.commands import AIDER, CLAUDE_CODE, CODEX, GATEWAY_KEY, cli_command
+from agents.cli.commands import (
+    AIDER,
+    AIDER_LLM_HISTORY,
+    CLAUDE_CODE,
+    CODEX,
+    GATEWAY_KEY,
+    cli_command,
+)
+from agents.cli.transcripts import CliStep, final_message, transcript_steps
 from sandboxes.base import SandboxSpec, ToolResult
 from sandboxes.egress import EgressProxy, EgressProxyThread
 from sandboxes.local import LocalSandbox
@@ -75,6 +89,7 @@ class Ran:
     leaks: str  # what a search for the provider key found inside (empty: nothing)
     refusals: list[tuple]
     names: list[str]
+    history: str  # Aider's LLM history ("" for the others)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -127,6 +142,9 @@ def run_cli(cli: str, fake: fs.FakeStreamingServer, sandbox_root: Path, slot: in
         command = f"cd {REPO} && env {assignments} {shlex.join(argv)} < /dev/null"
         result = sandbox.shell(command, timeout_s=RUN_TIMEOUT_S)
         calc = (sandbox.work_dir / "repo" / "calc.py").read_text()
+        history = (
+            sandbox.shell(f"cat {AIDER_LLM_HISTORY}", timeout_s=30).stdout if cli == AIDER else ""
+        )
         # The provider key is nowhere: not in the environment, not in any file the
         # CLI or anything else could write (work dir, /tmp, home), not in /opt.
         probe = sandbox.shell(
@@ -137,14 +155,14 @@ def run_cli(cli: str, fake: fs.FakeStreamingServer, sandbox_root: Path, slot: in
     finally:
         sandbox.destroy()
         proxy.close()
-    return Ran(result, calc, probe.stdout + probe.stderr, refusals, names)
+    return Ran(result, calc, probe.stdout + probe.stderr, refusals, names, history)
 
 
-def save_sample(cli: str, text: str) -> None:
+def save_sample(name: str, text: str) -> None:
     if os.environ.get("ARENA_SAVE_CLI_SAMPLES") != "1":
         return
     SAMPLES.mkdir(exist_ok=True)
-    (SAMPLES / f"{cli}.txt").write_text(bounded_sample(text))
+    (SAMPLES / f"{name}.txt").write_text(bounded_sample(text))
 
 
 def bounded_sample(text: str) -> str:
@@ -241,6 +259,14 @@ def test_claude_code_fixes_the_bug_in_a_sandbox(sandbox_root):
     assert result["usage"]["cache_read_input_tokens"] == 4 * USAGE.cache_read_tokens
     assert result["usage"]["cache_creation_input_tokens"] == 4 * USAGE.cache_creation_tokens
     assert result["total_cost_usd"] > 0
+    # What the arena reads of it: neutral steps, and the agent's last words.
+    output = ran.result.stdout + ran.result.stderr
+    assert transcript_steps(CLAUDE_CODE, output, repo_dir=REPO) == [
+        CliStep("read file", path="calc.py", cli_tool="Read"),
+        CliStep("edit file", path="calc.py", cli_tool="Edit"),
+        CliStep("run command", command="python3 -m pytest -q", cli_tool="Bash"),
+    ]
+    assert final_message(CLAUDE_CODE, output) == "Fixed: add() now adds."
     save_sample(CLAUDE_CODE, ran.result.stdout)
 
 
@@ -288,6 +314,15 @@ def test_codex_fixes_the_bug_in_a_sandbox(sandbox_root):
     assert turn["usage"]["input_tokens"] == 4 * USAGE.input_tokens
     assert turn["usage"]["cached_input_tokens"] == 4 * USAGE.cache_read_tokens
     assert turn["usage"]["output_tokens"] == 4 * USAGE.output_tokens
+    # What the arena reads of it: the commands without Codex's shell wrapper, the patch as
+    # an edit of the file, and its last agent message (not its stderr's last line).
+    output = ran.result.stdout + ran.result.stderr
+    assert transcript_steps(CODEX, output, repo_dir=REPO) == [
+        CliStep("run command", command="cat calc.py", cli_tool="shell"),
+        CliStep("edit file", path="calc.py", cli_tool="apply_patch"),
+        CliStep("run command", command="python3 -m pytest -q", cli_tool="shell"),
+    ]
+    assert final_message(CODEX, output) == "Fixed: add() now adds."
     save_sample(CODEX, ran.result.stdout + ran.result.stderr)
 
 
@@ -321,7 +356,50 @@ def test_aider_fixes_the_bug_in_a_sandbox(sandbox_root):
     assert tokens is not None, output
     assert tokens.groups()[:2] == ("1.5k", "60")
     assert tokens.group(3) == "0.0054"  # 1500 × $3e-6 + 60 × $15e-6
+    # What the arena reads of it: the applied edit as a step, and the reply's prose from
+    # its LLM history, without the edit block, the banner ("Aider v0.86.2", the model)
+    # or the usage line that Aider printed around it.
+    assert "Aider v0.86.2" in output and "Model: openai/arena-coder" in output
+    assert transcript_steps(AIDER, output + ran.result.stderr) == [
+        CliStep("edit file", path="calc.py", cli_tool="edit")
+    ]
+    assert "LLM RESPONSE" in ran.history and "TO LLM" in ran.history
+    assert final_message(AIDER, output, llm_history=ran.history) == "The sign is wrong."
     save_sample(AIDER, output + ran.result.stderr)
+    save_sample("aider.llm-history", ran.history)
+
+
+# -- reading the output out -----------------------------------------------------------
+
+
+def test_only_a_regular_file_is_read_out_of_the_sandbox(sandbox_root):
+    """The agent's commands run as the same uid as its CLI: it may put a link to another
+    file, or a pipe nobody writes to, where the lane reads the CLI's output. The lane
+    reads nothing of either, and does not wait on the pipe."""
+    from battles.services.cli_lane import _read_out
+    from coding.scripts import OUT_DIR
+
+    Path(settings.PRIVATE_MEDIA_ROOT).mkdir(parents=True, exist_ok=True)
+    backend = LocalBackend(sandbox_root, uid_base=settings.ARENA.sandbox_uid_base)
+    sandbox = backend.provision(SandboxSpec(run_id=1834, desktop=False), slot=24)
+    try:
+        sandbox.shell(
+            f"mkdir -p {OUT_DIR} && echo said > {OUT_DIR}/cli.out && mkfifo {OUT_DIR}/cli.err"
+            f" && ln -s /etc/passwd {AIDER_LLM_HISTORY}",
+            timeout_s=30,
+        )
+        started = time.monotonic()
+        read = [
+            _read_out(sandbox, "cli.out"),
+            _read_out(sandbox, "cli.err"),
+            _read_out(sandbox, "llm.history", AIDER_LLM_HISTORY),
+        ]
+        took = time.monotonic() - started
+    finally:
+        sandbox.destroy()
+
+    assert read == ["said\n", "", ""]
+    assert took < 30  # a read of the pipe would have waited for its 60 s bound
 
 
 # -- the toolchain's binding -----------------------------------------------------------

@@ -107,7 +107,8 @@ def test_two_scaffold_agents_fix_a_bug_and_the_judge_grades_their_diffs(
     assert ca.diff.count("\n+    return") == 1
     assert ca.files == [{"path": "calc.py", "added": 1, "removed": 1, "binary": False}]
     assert (ca.applied, ca.apply_attempts) == ("apply", [{"step": "apply", "exit_code": 0}])
-    assert ca.checks["success"]["exit_code"] == 0
+    # (pytest exits 1 in every honest run: the judge's check tests always fail)
+    assert (ca.checks["success"]["exit_code"], ca.checks["success"]["verdict"]) == (1, "passed")
     assert ca.checks["tests"]["counts"]["passed"] == 2
     assert (ca.functional, ca.regression, ca.lint, ca.complexity) == (1.0, 1.0, 1.0, 1.0)
     assert ca.cost_efficiency == 1.0  # the fake model has no price: $0
@@ -115,9 +116,9 @@ def test_two_scaffold_agents_fix_a_bug_and_the_judge_grades_their_diffs(
 
     # B changed nothing: the empty diff is judged too, and fails the gate.
     assert (cb.diff, cb.applied, cb.files) == ("", "empty", [])
-    assert cb.checks["success"]["exit_code"] == 1
+    assert cb.checks["success"]["verdict"] == "the success command's tests did not all pass"
     assert cb.checks["tests"]["counts"] == {
-        "passed": 1, "failed": 1, "errors": 0, "total": 2, "source": "pytest"
+        "passed": 1, "failed": 1, "errors": 0, "total": 2, "source": "harness"
     }  # fmt: skip
     assert (cb.functional, cb.regression, cb.composite) == (0.0, 0.5, 0.0)
 
@@ -222,17 +223,39 @@ def test_two_cli_agents_fight_a_coding_battle_through_the_model_gateway(
     assert battle.status == "screening", (battle.failure_reason, said)
     run_a, run_b = battle.runs.order_by("side")
     assert (run_a.end_reason, run_b.end_reason) == ("delivered", "delivered"), said
-    assert run_a.final_message == "Fixed add()."
+    # Each side's final message is the agent's own last words (Claude Code's result,
+    # Codex's last agent message), never what the CLI printed around them.
+    assert (run_a.final_message, run_b.final_message) == ("Fixed add().", "Fixed add().")
     ca, cb = CodingOutcome.objects.get(run=run_a), CodingOutcome.objects.get(run=run_b)
     for outcome in (ca, cb):
         assert "-    return a - b\n+    return a + b\n" in outcome.diff
         assert outcome.files == [{"path": "calc.py", "added": 1, "removed": 1, "binary": False}]
         assert (outcome.functional, outcome.regression, outcome.lint) == (1.0, 1.0, 1.0)
 
-    # The CLIs' steps, from their own transcripts.
-    assert list(run_a.steps.values_list("tool", flat=True)) == ["Read", "Edit", "Bash"]
-    assert [s["kind"] for s in run_a.steps.values_list("args", flat=True)] == [
-        "read", "edit", "other"
+    # The CLIs' steps, from their own transcripts, in one neutral shape: named by what
+    # they did, with the path relative to the repository or the command; the CLI's own
+    # name for each only in the result, which no blind payload carries.
+    steps = {
+        run.side: list(run.steps.order_by("index").values_list("tool", "args", "result"))
+        for run in (run_a, run_b)
+    }
+    assert [(tool, args) for tool, args, _ in steps["A"]] == [
+        ("read file", {"kind": "read", "path": "calc.py"}),
+        ("edit file", {"kind": "edit", "path": "calc.py"}),
+        ("run command", {"kind": "command", "command": "python3 -m pytest -q"}),
+    ]
+    assert [(tool, args) for tool, args, _ in steps["B"]] == [
+        ("run command", {"kind": "command", "command": "cat calc.py"}),
+        ("edit file", {"kind": "edit", "path": "calc.py"}),
+    ]
+    assert [result["cli_tool"] for _, _, result in steps["A"]] == ["Read", "Edit", "Bash"]
+    assert [result["cli_tool"] for _, _, result in steps["B"]] == ["shell", "apply_patch"]
+    # directness reads them: A read, edited, ran the tests; B read and edited
+    assert ca.directness["trajectory_efficiency"] == cb.directness["trajectory_efficiency"] == 0.5
+    # The CLI's command is a span of its own (its output's end only if it failed)
+    cli_spans = Span.objects.filter(run__battle=battle, kind="tool").order_by("run__side")
+    assert [(s.name, s.output["exit_code"], s.error) for s in cli_spans] == [
+        ("cli claude-code", 0, ""), ("cli codex", 0, "")
     ]  # fmt: skip
     # Every model call went through the gateway, with the key it holds, as a span.
     assert len(claude_api.calls("/v1/messages")) == 4

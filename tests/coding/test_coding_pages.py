@@ -27,6 +27,11 @@ def page_of(user, path: str) -> str:
     return response.content.decode()
 
 
+# page_factories' usage and the scores made from it, as a page would print them
+BLIND_FIGURES = ("4500", "1200", "0.0123", "0.98", "0.93", "Cost efficiency</th>",
+                 "Composite</th>", 'class="tokens', 'class="cost')  # fmt: skip
+
+
 def identities(battle) -> list[str]:
     names = ["claude-json", "source"]  # the usage's source names the CLI
     for agent in (battle.agent_a, battle.agent_b):
@@ -58,20 +63,53 @@ def test_the_judge_sees_both_diffs_highlighted_with_the_results_and_no_identity(
     assert '<span class="dm">+</span>' in side_b and "-- looked at calc.py only" in side_b
     # The judge sandbox's results beside each diff.
     assert "Git apply" in side_a
-    assert "passed</span> (exit code 0) in 0.4 s" in side_a
-    assert "failed</span> (exit code 1)" in side_b
-    assert "2 of 2 passed" in side_a and "1 of 2 passed" in side_b
+    # (records of plain commands: their own exit code and counts, marked as such)
+    assert "passed</span> (exit code 0, as the command reports it) in 0.4 s" in side_a
+    assert "failed</span> (exit code 1, as the command reports it)" in side_b
+    assert "2 of 2 passed (as the command reports it)" in side_a
+    assert "1 of 2 passed (as the command reports it)" in side_b
     assert "2 → 1 on 1 changed Python file" in side_a
     assert "1.00 → 1.50 (highest 1 → 2)" in side_a
-    assert re.search(r"Composite</th><td>0\.93</td>", side_a)
-    assert re.search(r"Composite</th><td>0\.00</td>", side_b)
-    assert "input 4500 · output 240 · cache reads 1200 · cache writes 0" in side_a
-    assert "$0.0123" in side_a and "Directness</th><td>0.60</td>" in side_a
+    assert "Lint</th><td>0.90</td>" in side_a and "Directness</th><td>0.60</td>" in side_a
+    # No tokens, no cost and no score made from the cost (cost efficiency 0.98, the
+    # composite 0.93 that contains it): they show with the names.
+    assert not [figure for figure in BLIND_FIGURES if figure in html]
+    assert "show with the names" in side_a
     # The agents' steps, as for any battle.
     assert "sed -i s/-/+/ calc.py" in html and "cat calc.py" in html
     # Nothing names the agents, their models or the CLI that reported the usage.
     lowered = html.lower()
     assert [n for n in identities(battle) if n.lower() in lowered] == []
+
+
+def test_tokens_cost_and_the_scores_made_from_the_cost_show_with_the_names(
+    alice, api, judge, roster
+):
+    battle = coding_battle(alice)
+    team_page = page_of(alice, f"/battles/{battle.pk}/")
+    served = api(judge).get("/api/judge/next/")
+    assert served.status_code == 200 and served.json()["id"] == battle.pk
+    # Before: neither the team's live page nor the judge's API payload has them
+    assert not [f for f in BLIND_FIGURES if f in team_page]
+    assert 'id="coding-usage"' not in team_page
+    assert not [f for f in BLIND_FIGURES if f in served.content.decode()]
+
+    # Once the battle is decided, the team's page shows them beside the names
+    Battle.objects.filter(pk=battle.pk).update(status="decided", outcome="A")
+    html = page_of(alice, f"/battles/{battle.pk}/")
+
+    usage = html[
+        html.index('id="coding-usage"') : html.index("</table>", html.index('id="coding-usage"'))
+    ]
+    assert 'id="battle-reveal"' in html and battle.agent_a.display_name in html
+    for side, composite in (("A", "0.93"), ("B", "0.00")):
+        row = usage[usage.index(f'data-side="{side}"') :]
+        assert re.match(
+            rf'data-side="{side}"><th scope="row">{side}</th>\s*<td class="tokens-in">4500</td>'
+            rf"<td>240</td><td>1200</td><td>0</td>\s*<td class=\"cost\">\$0.0123</td>\s*"
+            rf'<td>0.98</td>\s*<td class="composite">{composite}</td>',
+            row,
+        ), row[:400]
 
 
 def test_a_name_in_a_diff_or_in_test_output_is_blanked_for_the_judge(alice, judge, roster):

@@ -1,5 +1,6 @@
 """Stored steps as the directness metric reads them (coding.trajectory): a CLI's own
-word, the edit tool's command, and a shell command classified by what it does."""
+word, the edit tool's command, and a shell command classified by what it does (a CLI's
+command as a scaffold agent's shell command is)."""
 
 import pytest
 
@@ -44,3 +45,30 @@ def test_the_edit_tool_and_a_clis_steps_say_it_themselves():
         ToolUse("deliver", None, is_edit=False, is_read=False),
         ToolUse("shell", None, is_edit=False, is_read=False),
     ]
+
+
+@pytest.mark.parametrize(
+    ("command", "edit", "read"),
+    [("cat calc.py", False, True), ("sed -i 's/-/+/' calc.py", True, False),
+     ("python3 -m pytest -q", False, False)],
+)  # fmt: skip
+def test_a_clis_neutral_steps_are_read_as_a_scaffolds_would_be(command, edit, read):
+    cli = [
+        {"tool": "read file", "args": {"kind": "read", "path": "calc.py"}},
+        {"tool": "edit file", "args": {"kind": "edit", "path": "calc.py"}},
+        {"tool": "search", "args": {"kind": "read", "pattern": "def add"}},
+        {"tool": "run command", "args": {"kind": "command", "command": command}},
+    ]
+    (shell,) = tool_uses([{"tool": "shell", "args": {"command": command}}])
+
+    uses = tool_uses(cli)
+
+    assert uses[:3] == [
+        ToolUse("read file", "calc.py", is_edit=False, is_read=True),
+        ToolUse("edit file", "calc.py", is_edit=True, is_read=False),
+        ToolUse("search", None, is_edit=False, is_read=True),
+    ]
+    # the command's kind comes from its text, exactly as for a scaffold's shell step
+    assert (uses[3].is_edit, uses[3].is_read, uses[3].path) == (edit, read, shell.path)
+    assert (uses[3].is_edit, uses[3].is_read) == (shell.is_edit, shell.is_read)
+    assert uses[3].tool == "run command"

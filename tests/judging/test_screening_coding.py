@@ -57,7 +57,8 @@ def test_a_name_in_the_test_output_excludes_the_battle(alice, coder):
 
 
 def test_a_name_in_a_changed_file_path_excludes_the_battle(alice, coder):
-    battle = coding_battle(alice, status=SCREENING)
+    new_file = "diff --git a/codex_notes.md b/codex_notes.md\nnew file mode 100644\n"
+    battle = coding_battle(alice, diffs=(new_file, NOTES_DIFF), status=SCREENING)
     CodingOutcome.objects.filter(run__battle=battle, run__side="A").update(
         files=[{"path": "codex_notes.md", "added": 1, "removed": 0, "binary": False}]
     )
