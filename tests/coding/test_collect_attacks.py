@@ -63,10 +63,10 @@ def test_a_process_left_running_cannot_rewrite_the_patch(lane, tmp_path):
     sandbox, repo = lane
     fix(sandbox)
     expected = honest_patch(tmp_path)
-    rewriter = (
+    rewriter = (  # (written aside and renamed: a reader never sees it half written)
         "setsid sh -c 'while :; do mkdir -p /work/.arena-out; "
-        f'printf "{FORGED}" > /work/.arena-out/agent.patch; done\' '
-        ">/dev/null 2>&1 < /dev/null &"
+        f'printf "{FORGED}" > /work/.arena-out/f; '
+        "mv /work/.arena-out/f /work/.arena-out/agent.patch; done' >/dev/null 2>&1 < /dev/null &"
     )
     for attempt in range(TRIES):
         assert sandbox.shell(rewriter, timeout_s=10).exit_code == 0
