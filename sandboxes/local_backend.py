@@ -32,7 +32,11 @@ if TYPE_CHECKING:
     from sandboxes.egress import EgressProxyThread
 
 BWRAP = "bwrap"
-SUPERVISOR = Path(__file__).resolve().parent / "inside" / "supervisor.py"
+# The in-sandbox code (the supervisor and its modules, standard library only), bound
+# read-only as one directory: every sandbox and image has it at INSIDE_AT.
+INSIDE = Path(__file__).resolve().parent / "inside"
+INSIDE_AT = "/opt/arena/inside"
+SUPERVISOR = INSIDE / "supervisor.py"
 SANDBOX_PATH = "/usr/bin:/bin"
 # Read-only host paths the desktop needs; nothing else of the host's /etc is visible.
 RO_ETC = ("/etc/alternatives", "/etc/ld.so.cache", "/etc/localtime", "/etc/fonts", "/etc/ssl/certs")
@@ -127,7 +131,7 @@ class LocalBackend(SandboxBackend):
             argv += ["--ro-bind", str(self.toolchain), SANDBOX_TOOLCHAIN]
             path = f"{SANDBOX_TOOLCHAIN}/bin:{SANDBOX_PATH}"
         argv += [
-            "--ro-bind", str(SUPERVISOR), "/opt/arena/supervisor.py",
+            "--ro-bind", str(INSIDE), INSIDE_AT,
             "--bind", str(layout.work), "/work",
             "--ro-bind", str(layout.agent_ctl), "/run/arena",
             "--chdir", "/work",
@@ -162,7 +166,7 @@ class LocalBackend(SandboxBackend):
             argv += ["--ro-bind", str(xlib_package()), SANDBOX_XLIB]
         argv += _etc(layout, "display")
         argv += [
-            "--ro-bind", str(SUPERVISOR), "/opt/arena/supervisor.py",
+            "--ro-bind", str(INSIDE), INSIDE_AT,
             # Chromium's managed policies: no requests of its own (docs/egress.md).
             "--ro-bind", str(SUPERVISOR.with_name("chromium-policies.json")),
             "/etc/chromium/policies/managed/arena.json",
@@ -396,7 +400,7 @@ class LocalBackend(SandboxBackend):
 
 
 def _supervisor_command(config: dict[str, Any]) -> list[str]:
-    return ["/usr/bin/python3", "-I", "/opt/arena/supervisor.py", json.dumps(config)]
+    return ["/usr/bin/python3", "-I", f"{INSIDE_AT}/supervisor.py", json.dumps(config)]
 
 
 def _setpriv(uid: int | None) -> list[str]:

@@ -6,7 +6,7 @@ only, like the supervisor: it runs on the host's python3."""
 
 import importlib.util
 
-spec = importlib.util.spec_from_file_location("supervisor", "/opt/arena/supervisor.py")
+spec = importlib.util.spec_from_file_location("supervisor", "/opt/arena/inside/supervisor.py")
 assert spec is not None and spec.loader is not None
 supervisor = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(supervisor)

@@ -18,9 +18,10 @@ INPUTS=(
     sandboxes/docker/rootfs.sh
     sandboxes/docker/entry.py
     sandboxes/docker/chromium-wrapper
-    sandboxes/inside/supervisor.py
-    sandboxes/inside/chromium-policies.json
 )
+# Everything the sandboxes run of ours: the supervisor and its modules, the policies.
+while IFS= read -r -d '' file; do INPUTS+=("$file"); done \
+    < <(find sandboxes/inside -type f ! -name '*.pyc' -print0 | sort -z)
 
 if [ "${1:-}" = --hash ]; then
     sha256sum "${INPUTS[@]}" scripts/docker.sh | sha256sum | cut -c1-16
@@ -49,7 +50,11 @@ printf 'root:x:0:0:root:/root:/bin/sh\nagent:x:1000:1000:agent:/home/agent:/bin/
 printf 'root:x:0:\nagent:x:1000:\n' > "$out/etc/group"
 printf 'passwd: files\ngroup: files\nhosts: files\n' > "$out/etc/nsswitch.conf"
 
-install -m 0444 sandboxes/inside/supervisor.py "$out/opt/arena/supervisor.py"
+mkdir -p "$out/opt/arena/inside"
+for file in sandboxes/inside/*; do
+    case "$file" in *.pyc|*/__pycache__) continue ;; esac
+    install -m 0444 "$file" "$out/opt/arena/inside/"
+done
 install -m 0444 sandboxes/docker/entry.py "$out/opt/arena/entry.py"
 install -m 0555 sandboxes/docker/chromium-wrapper "$out/opt/arena/chromium"
 # Chromium's managed policies: no requests of its own (docs/egress.md)
