@@ -85,6 +85,17 @@ PROPERTIES = {
 # Chromium's start-up calls (component updates, the optimisation-guide manifest) come
 # within the first second.
 IDLE_S = 3.0
+# What each property checked, said beside its verdict (the human-readable report).
+CHECKS = {
+    "isolated": "the shell runs as its slot's uid, sees only lo, no /etc/shadow, no host env",
+    "loopback_blocked": "the host's Redis port, directly (refused) and through the proxy (403)",
+    "private_blocked": "10.0.0.1 and 169.254.169.254, directly (unreachable) and proxied (403)",
+    "disk_quota": "32 MiB and 2,048 files written past: ENOSPC, the host's disk untouched",
+    "seccomp": "ptrace, unshare(CLONE_NEWUSER), mount, bpf, io_uring_setup from the shell: EPERM",
+    "framebuffer_protected": "the framebuffer's owner is not the agent's uid, nor writable by it",
+    "display_out_of_reach": "from the shell: both X sockets, /fb, Xvfb and Chromium processes",
+    "no_phone_home": f"the idle desktop's requests through the proxy in its first {IDLE_S:g} s",
+}
 
 
 def failures(report: dict) -> list[str]:
@@ -113,7 +124,11 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(report))
         else:
             for key, value in report.items():
-                self.stdout.write(f"{key:>24}: {value}")
+                if key in CHECKS:
+                    verdict = "ok" if value is True else "FAILED"
+                    self.stdout.write(f"{key:>24}: {verdict:<6} {CHECKS[key]}")
+                else:
+                    self.stdout.write(f"{key:>24}: {value}")
         failed = failures(report)
         for line in failed:
             self.stderr.write(f"sandbox doctor: {line}")
