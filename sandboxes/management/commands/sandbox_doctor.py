@@ -9,12 +9,13 @@ Operators run it on every worker host.
 Prints the report (``--json``: one JSON document) and exits non-zero, with one plain
 line per failed property on stderr, when any property does not hold."""
 
+import contextlib
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import time
+from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
@@ -104,6 +105,20 @@ def failures(report: dict) -> list[str]:
     if report.get("leaked_processes"):
         lines.append(f"teardown: {report['leaked_processes']} processes outlived the sandbox")
     return lines
+
+
+def host_bytes(path: Path) -> int:
+    """What the files under ``path`` take of the host's disk: those on ``path``'s own file
+    system (a quota's tmpfs, mounted below it, is not the host's disk)."""
+    device = path.stat().st_dev
+    total = 0
+    for top, dirs, files in os.walk(path):
+        with contextlib.suppress(OSError):
+            dirs[:] = [d for d in dirs if os.lstat(os.path.join(top, d)).st_dev == device]
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(top, name)).st_blocks * 512
+    return total
 
 
 class Command(BaseCommand):
@@ -197,16 +212,16 @@ class Command(BaseCommand):
     @staticmethod
     def _disk_quota(box) -> bool:
         """Writes past the byte and the file quota inside: both must stop at the quota
-        with ENOSPC, and the host's disk under the sandbox root must not lose the bytes."""
-        root = settings.ARENA.sandbox_root
-        free_before = shutil.disk_usage(root).free
+        with ENOSPC, and the host's disk must not hold the bytes (the run dir's files on
+        the host's own file system, not the free space, which other processes change)."""
+        before = host_bytes(box.run_dir)
         over = QUOTA_BYTES + 8 * 1024**2
-        result = box.shell(FILL.format(over=over, files=QUOTA_FILES + 100))
-        free_after = shutil.disk_usage(root).free
+        result = box.shell(FILL.format(over=over, files=QUOTA_FILES + 100), timeout_s=10)
+        after = host_bytes(box.run_dir)
         out = dict(line.split("=", 1) for line in result.stdout.split() if "=" in line)
         written, files = int(out.get("bytes") or 0), int(out.get("files") or 0)
         stopped = "No space left on device" in result.stderr and written <= QUOTA_BYTES
-        host_untouched = free_before - free_after < QUOTA_BYTES // 2
+        host_untouched = after - before < QUOTA_BYTES // 2
         return bool(stopped and 0 < files < QUOTA_FILES and host_untouched)
 
     @staticmethod
