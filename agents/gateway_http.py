@@ -38,7 +38,7 @@ from agents.gateway_usage import (
     error_text,
 )
 from agents.providers.transport import OutboundRefused
-from sandboxes.egress import STAMP_HEADER, verify_run_stamp
+from sandboxes.egress_stamp import STAMP_HEADER, verify_run_stamp
 
 if TYPE_CHECKING:
     from agents.gateway import ModelGateway, RunState

@@ -1,5 +1,5 @@
 """The page as text, as the host passes it on: the display supervisor's ``page_text``
-reply (``sandboxes/inside/supervisor.py``, ``PAGE_TEXT_JS``) checked field by field,
+reply (``sandboxes/inside/sv_page_text.py``, ``PAGE_TEXT_JS``) checked field by field,
 bounded and made storable. The page is untrusted (an entrant's, or the web's) and so
 is the supervisor that read it: nothing here is sized from what it says, a field of
 the wrong type is left out, and a coordinate off the screen is no coordinate.

@@ -27,7 +27,8 @@ from agents.gateway_usage import (
     StreamUsage,
 )
 from agents.providers.base import ProviderError
-from sandboxes.egress import EgressProxy, EgressProxyThread, run_stamp
+from sandboxes.egress import EgressProxy, EgressProxyThread
+from sandboxes.egress_stamp import run_stamp
 from sandboxes.netpolicy import OutboundPolicy
 from tests.agents.conftest import loopback_outbound
 from tests.agents.fake_providers import FakeAnthropic, FakeOpenAI, RawJSON, text

@@ -429,7 +429,7 @@ def test_the_toolchain_is_bound_read_only_and_only_when_asked(sandbox_root):
     assert lines[6] == "1"  # the bind is read-only for the sandbox's uid
     assert lines[7].startswith("1.24") and lines[8].startswith("ruff ")
     assert lines[9] == "aider 0.86.2"
-    assert plain.stdout.split() == ["/usr/bin:/bin", "supervisor.py", "none"]
+    assert plain.stdout.split() == ["/usr/bin:/bin", "inside", "none"]
 
 
 def test_the_docker_backend_refuses_the_toolchain(sandbox_root):

@@ -700,7 +700,7 @@ def test_typing_into_a_form_makes_chromium_ask_for_nothing_of_its_own(settings):
     """Each field of the contact form clicked and typed into, as an agent would: the
     proxy sees the page's own requests only. (Chromium fetched its spell-check dictionary
     from redirector.gvt1.com on the first text typed, until the profile's preferences
-    turned spell checking off: sandboxes/inside/supervisor.py PROFILE_PREFERENCES.)"""
+    turned spell checking off: sandboxes/inside/sv_display.py PROFILE_PREFERENCES.)"""
     settings.ARENA = settings.ARENA.replace(demo_web=True)
     proxy = services.egress_proxy()
     run_id = RUN_ID + 1

@@ -13,13 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from sandboxes.egress import (
-    STAMP_HEADER,
-    EgressProxy,
-    EgressProxyThread,
-    run_stamp,
-    verify_run_stamp,
-)
+from sandboxes.egress import EgressProxy, EgressProxyThread
+from sandboxes.egress_stamp import STAMP_HEADER, run_stamp, verify_run_stamp
 from sandboxes.netpolicy import SimulatedHost, simulated_hosts
 
 pytestmark = pytest.mark.timeout(20)
