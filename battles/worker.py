@@ -6,7 +6,9 @@ workers is.
 
 ``manage.py rqworker battles --worker-class battles.worker.BattleWorker`` (a work horse
 per job) or ``battles.worker.PooledBattleWorker`` (jobs in-process, with the warm
-desktop pool: ``sandboxes.pool.PoolWorker``)."""
+desktop pool: ``sandboxes.pool.PoolWorker``). A work horse makes its own sandbox
+backend, egress proxy, model gateway and demo web server on first use (none of its
+parent's threads exist in a fork: ``sandboxes.services``)."""
 
 import logging
 import threading

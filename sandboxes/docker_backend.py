@@ -1,8 +1,9 @@
 """The ``docker`` backend: per run, containers driven through the Docker Engine API from
-a desktop image, ``sandboxes/docker/Dockerfile``'s (self-contained, needs a registry to
-build) or ``scripts/docker.sh image``'s (a few kilobytes, no programs: its label
-``arena.binds-host-usr=1`` makes each container bind the host's ``/usr`` and
-``HOST_ETC`` read-only, as the local backend's sandboxes see them).
+a desktop image: ``scripts/image.sh``'s (self-contained, Debian packages and the arena's
+files; ``scripts/docker.sh image`` builds it) or ``scripts/docker.sh image --host-usr``'s
+(a few kilobytes, no programs: its label ``arena.binds-host-usr=1`` makes each container
+bind the host's ``/usr`` and ``HOST_ETC`` read-only, as the local backend's sandboxes see
+them). The worker refuses an image of a version it does not run (``unsupported_image``).
 
 A desktop run is two containers, as the local backend's run is two sandboxes:
 
@@ -33,7 +34,9 @@ deliveries), ``downloads`` (written by the display, read-only for the agent), an
 read-only ``passwd`` and ``group`` files naming each one's uid. A root worker mounts a
 tmpfs quota on each of them (the host disk is never written). Nothing else of the host
 is mounted (but the read-only system paths an image that binds the host's ``/usr`` asks
-for), least of all the engine's socket. Each supervisor forwards ``127.0.0.1:3128``
+for, and for a spec with ``toolchain`` — a repo lane's or the judge's sandbox — the
+coding toolchain, read-only at ``SANDBOX_TOOLCHAIN`` as under ``local``), least of all
+the engine's socket. Each supervisor forwards ``127.0.0.1:3128``
 inside to its egress socket, exactly as under ``local``, so the proxy is a container's
 whole network and every request it makes is checked and attributed to its run.
 
@@ -76,7 +79,14 @@ from sandboxes.docker_sandbox import (
     in_parallel,
     remove_container,
 )
-from sandboxes.local_backend import RO_ETC, SANDBOX_PATH, SANDBOX_XLIB, xlib_package
+from sandboxes.local_backend import (
+    RO_ETC,
+    SANDBOX_PATH,
+    SANDBOX_TOOLCHAIN,
+    SANDBOX_XLIB,
+    TOOLCHAIN_DIR,
+    xlib_package,
+)
 from sandboxes.rundir import DISPLAY_UID_OFFSET
 
 if TYPE_CHECKING:
@@ -86,8 +96,8 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_IMAGE = "agent-arena-desktop"
 BUILD_HINT = (
-    "scripts/docker.sh image (binds the host's /usr; ARENA_DOCKER_IMAGE={image}), or "
-    "docker build -f sandboxes/docker/Dockerfile -t {image} ."
+    "scripts/docker.sh image (ARENA_DOCKER_IMAGE={image}), or scripts/image.sh {image} "
+    "with DOCKER_HOST naming the engine"
 )
 PROVISION_TIMEOUT_S = 60.0
 STATUS_CHECK_INTERVAL_S = 0.25
@@ -143,16 +153,19 @@ class DockerBackend(SandboxBackend):
         provision_timeout_s: float = PROVISION_TIMEOUT_S,
         seccomp_profile: str | None = None,
         host: str | None = None,
+        toolchain: Path = TOOLCHAIN_DIR,
     ) -> None:
         """``seccomp_profile`` (JSON text) replaces the display container's default: the
         arena's deny list as a Docker profile (``sandboxes.seccomp``, its browser profile:
         Chromium builds its own sandbox from user namespaces; README). The agent's
         container always gets the agent's profile (no new namespaces). ``host`` is the
         worker host's id its containers are labelled with (the machine's name by
-        default)."""
+        default). ``toolchain`` is bound read-only at ``SANDBOX_TOOLCHAIN`` into the
+        agent's container of a spec with ``toolchain``, as the local backend binds it."""
         self.image = image
         self.root = root
         self.uid_base = uid_base
+        self.toolchain = toolchain
         self.egress = egress
         self.client_factory = client_factory
         self.provision_timeout_s = provision_timeout_s
@@ -181,13 +194,15 @@ class DockerBackend(SandboxBackend):
 
     # -- provisioning ----------------------------------------------------------------
 
-    def provision(self, spec: SandboxSpec, *, slot: int = 0) -> DockerSandbox:
-        if spec.toolchain:
-            # The image carries no /opt/arena/toolchain and the container mounts nothing
-            # of the host's but the run dir: the CLI agents run on the local backend only.
+    def provision(
+        self, spec: SandboxSpec, *, slot: int = 0, background: bool = False
+    ) -> DockerSandbox:
+        """``background``: a pooled desktop's boot (``sandboxes.pool``), its group at a low
+        CPU weight until a run claims it (``DockerSandbox.assign``)."""
+        if spec.toolchain and not (self.toolchain / "bin").is_dir():
             raise RuntimeError(
-                "the docker backend cannot run the coding toolchain (CLI agents, judge "
-                "tools): its image has no /opt/arena/toolchain; use the local backend"
+                f"the sandbox toolchain is not installed at {self.toolchain}: run "
+                "scripts/toolchain.sh (make run and make test do)"
             )
         client = self.client()
         self._check_engine(client)
@@ -198,9 +213,14 @@ class DockerBackend(SandboxBackend):
         try:
             # One group bounds the run's containers together, as a local run's two
             # sandboxes (each container also keeps the whole run's limits of its own).
-            limits = cgroups.Limits(spec.memory_mb * 1024**2, spec.pids, spec.cpu_fraction)
+            limits = cgroups.Limits(
+                spec.memory_mb * 1024**2, spec.pids, spec.cpu_fraction, background=background
+            )
             parent = cgroups.engine_group_create(run_dir.name, limits)
-            host_usr = binds_host_usr(client.images.get(self.image).attrs)
+            image_attrs = client.images.get(self.image).attrs
+            if refusal := unsupported_image(self.image, image_attrs):
+                raise RuntimeError(refusal)
+            host_usr = binds_host_usr(image_attrs)
             if spec.egress and self.egress is not None:
                 # Before the containers start: each supervisor looks for it once, at start.
                 for role, uid in uids.items():
@@ -309,7 +329,9 @@ class DockerBackend(SandboxBackend):
     ) -> dict[str, Any]:
         """One container of the run: ``role``'s mounts, uid, profile and tmpfs sizes."""
         home = f"/home/{role}"
-        environment = {"HOME": home, "USER": role, "PATH": SANDBOX_PATH, "LANG": "C.UTF-8"}
+        toolchain = role == "agent" and spec.toolchain
+        path = f"{SANDBOX_TOOLCHAIN}/bin:{SANDBOX_PATH}" if toolchain else SANDBOX_PATH
+        environment = {"HOME": home, "USER": role, "PATH": path, "LANG": "C.UTF-8"}
         if role == "agent" and spec.egress and self.egress is not None:
             # (Chromium gets its proxy on its command line: the display needs none)
             for var in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
@@ -332,6 +354,11 @@ class DockerBackend(SandboxBackend):
             mounts.insert(0, Mount("/work", str(run_dir / "work"), type="bind"))
             if spec.desktop:
                 mounts.append(Mount(f"{home}/Downloads", downloads, type="bind", read_only=True))
+            if toolchain:
+                # The CLI coding agents and the judge's tools (docs/coding.md), read-only
+                mounts.append(
+                    Mount(SANDBOX_TOOLCHAIN, str(self.toolchain), type="bind", read_only=True)
+                )
         else:
             mounts.insert(0, Mount("/fb", str(run_dir / "fb"), type="bind"))
             mounts.append(Mount(f"{home}/Downloads", downloads, type="bind"))
@@ -435,18 +462,41 @@ class DockerBackend(SandboxBackend):
         try:
             client = self.client()
             client.ping()
-            client.images.get(self.image)
+            refusal = unsupported_image(self.image, client.images.get(self.image).attrs)
         except ImageNotFound:
             hint = BUILD_HINT.format(image=self.image)
             return {**result, "ok": False, "error": f"the image is missing; build it: {hint}"}
         except (DockerException, requests.RequestException) as exc:
             return {**result, "ok": False, "error": f"the engine does not answer: {exc}"}
+        if refusal:
+            return {**result, "ok": False, "error": refusal}
         return {**result, "ok": True}
+
+
+# The versions of the image's contract with this backend (entrypoint, paths, labels) that
+# it runs: scripts/image.sh and scripts/docker.sh image write the label
+# ``arena.image-version``; raise it there, and add it here, when that contract changes.
+LABEL_IMAGE_VERSION = "arena.image-version"
+IMAGE_VERSIONS = ("1",)
+
+
+def unsupported_image(image: str, image_attrs: dict[str, Any]) -> str | None:
+    """Why this worker refuses ``image`` (its inspect attributes), or None: an image
+    without the version label, or of a version this worker does not run."""
+    labels = (image_attrs.get("Config") or {}).get("Labels") or {}
+    version = labels.get(LABEL_IMAGE_VERSION)
+    if version in IMAGE_VERSIONS:
+        return None
+    made = f"is of version {version}" if version else f"has no label {LABEL_IMAGE_VERSION}"
+    return (
+        f"the sandbox image {image!r} {made}; this worker runs version "
+        f"{', '.join(IMAGE_VERSIONS)}: rebuild it (scripts/docker.sh image)"
+    )
 
 
 def binds_host_usr(image_attrs: dict[str, Any]) -> bool:
     """Whether an image (its inspect attributes) declares that it runs the host's /usr
-    (``LABEL_BINDS_HOST_USR``, set by ``scripts/docker.sh image``)."""
+    (``LABEL_BINDS_HOST_USR``, set by ``scripts/docker.sh image --host-usr``)."""
     labels = (image_attrs.get("Config") or {}).get("Labels") or {}
     return labels.get(LABEL_BINDS_HOST_USR) == "1"
 

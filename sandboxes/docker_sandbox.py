@@ -127,6 +127,19 @@ class DockerSandbox(LocalSandbox):
             report["display"] = statuses["display"]
         return report
 
+    def assign(self, spec: SandboxSpec) -> None:
+        """A pooled desktop made ``spec``'s run's (``LocalSandbox.assign``): its group back
+        to the normal CPU weight first (it was booted in the background)."""
+        group = cgroups.SandboxCgroup("v1", cgroups.engine_group_directories(self.run_dir.name))
+        with contextlib.suppress(OSError):
+            group.set_background(False)
+        super().assign(spec)
+
+    def _egress_sockets(self, spec: SandboxSpec) -> list[tuple[str, int | None]]:
+        roles = ("agent", "display") if spec.desktop else ("agent",)
+        owners = {"agent": self.uid, "display": self.display_uid}
+        return [(str(self.run_dir / CTL_DIRS[r] / "egress.sock"), owners[r]) for r in roles]
+
     def destroy(self) -> None:
         """Removes the containers (all at once) and their group, stops the run's egress
         listeners and removes the run dir with its quotas. Idempotent."""

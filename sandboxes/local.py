@@ -137,12 +137,7 @@ class LocalSandbox(Sandbox):
         if self.cgroup is not None:
             self.cgroup.set_background(False)  # booted at a low CPU weight (the pool's)
         if self.egress is not None and booted.egress:
-            sockets: list[tuple[str, int | None]] = []
-            if spec.egress:
-                layout = RunLayout(self.run_dir)
-                sockets.append((str(layout.agent_ctl / "egress.sock"), self.uid))
-                if spec.desktop:
-                    sockets.append((str(layout.display_ctl / "egress.sock"), self.display_uid))
+            sockets = self._egress_sockets(spec) if spec.egress else []
             self.egress.reassign(booted.run_id, spec.run_id, sockets)  # one hop, not three
         self.spec = spec
         self._reaper = threading.Timer(spec.lifetime_s, self.destroy)
@@ -159,6 +154,14 @@ class LocalSandbox(Sandbox):
                 timeout_s=35,
                 client=self.display_client,
             )
+
+    def _egress_sockets(self, spec: SandboxSpec) -> list[tuple[str, int | None]]:
+        """Where each sandbox of the run finds its egress socket, and its owner."""
+        layout = RunLayout(self.run_dir)
+        sockets: list[tuple[str, int | None]] = [(str(layout.agent_ctl / "egress.sock"), self.uid)]
+        if spec.desktop:
+            sockets.append((str(layout.display_ctl / "egress.sock"), self.display_uid))
+        return sockets
 
     # -- plumbing --------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ desktop pool and the step path").
 A cold desktop takes ~0.7 s: two bubblewrap sandboxes, Xvfb, Chromium's first paint.
 The pool keeps ``ARENA_SANDBOX_POOL_SIZE`` of them booted and idle — Xvfb up, Chromium
 on ``about:blank`` with a fresh profile, both supervisors ready — each exactly as
-``LocalBackend.provision`` makes it (its own slot lease and uids, quota tmpfs,
+the backend's ``provision`` makes it (its own slot lease and uids, quota tmpfs,
 seccomp filters, cgroup): nothing of the isolation differs. A run takes one
 (``claim``), which makes it the run's (``LocalSandbox.assign``: the run's spec and
 lifetime, a fresh egress identity, the start page); it is destroyed after the run like
@@ -36,12 +36,12 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any, Protocol, cast
 
 from arena_site.worker import ArenaSimpleWorker
 from sandboxes.base import SandboxSpec
 from sandboxes.local import LocalSandbox
-from sandboxes.local_backend import LocalBackend
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +68,17 @@ def boot_key(spec: SandboxSpec) -> SandboxSpec:
         deliver_max_bytes=0,
         screenshot_max_bytes=0,
     )
+
+
+class PoolBackend(Protocol):
+    """What the pool needs of a backend: the local one and the Docker one both are."""
+
+    name: str
+    root: Path
+
+    def provision(
+        self, spec: SandboxSpec, *, slot: int = 0, background: bool = False
+    ) -> LocalSandbox: ...
 
 
 class Slots(Protocol):
@@ -122,7 +133,7 @@ class LeaseSlots:
     lease has no run until one claims it, and its path names its run dir, so the
     janitor reaps what a dead worker's pool left."""
 
-    def __init__(self, backend: LocalBackend) -> None:
+    def __init__(self, backend: PoolBackend) -> None:
         self.backend = backend
 
     def take(self, identity: int) -> tuple[int, Any]:
@@ -186,7 +197,7 @@ class DesktopPool:
 
     def __init__(
         self,
-        backend: LocalBackend,
+        backend: PoolBackend,
         template: SandboxSpec,
         size: int,
         slots: Slots,
@@ -381,8 +392,8 @@ def pool_template() -> SandboxSpec:
 
 def desktop_pool_start(*, size: int | None = None) -> DesktopPool | None:
     """Starts this process's pool (the battle worker's hook at start); None when it is
-    off (``ARENA_SANDBOX_POOL_SIZE=0``), the backend is not ``local`` or sandboxes
-    have no desktop. Idempotent."""
+    off (``ARENA_SANDBOX_POOL_SIZE=0``) or sandboxes have no desktop. On either backend:
+    a pooled Docker desktop is the same two containers a cold one is. Idempotent."""
     global _pool
     from django.conf import settings
 
@@ -390,13 +401,12 @@ def desktop_pool_start(*, size: int | None = None) -> DesktopPool | None:
 
     arena = settings.ARENA
     size = arena.sandbox_pool_size if size is None else size
-    if size <= 0 or arena.sandbox_backend != "local" or not arena.sandbox_desktop:
+    if size <= 0 or not arena.sandbox_desktop:
         return None
     with _pool_lock:
         if _pool is not None and _pool.owner_pid == os.getpid():
             return _pool
-        backend = sandbox_backend()
-        assert isinstance(backend, LocalBackend)
+        backend = cast(PoolBackend, sandbox_backend())
         _pool = DesktopPool(
             backend,
             pool_template(),

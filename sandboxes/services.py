@@ -3,6 +3,7 @@
 import ipaddress
 import logging
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -120,8 +121,8 @@ def simulated_host_names() -> dict[str, SimulatedHost]:
 
 
 def egress_proxy() -> EgressProxyThread:
-    """This worker process's egress proxy (one per process, started on first use), with
-    the simulated hosts of :func:`simulated_hosts`."""
+    """This worker process's egress proxy (one per process, started on first use; a
+    forked child starts its own), with the simulated hosts of :func:`simulated_hosts`."""
     global _egress
     with _egress_lock:
         if _egress is None:
@@ -143,8 +144,24 @@ def simulated_host_add(host: SimulatedHost) -> None:
 _backend: SandboxBackend | None = None
 
 
+def _forget_parents_sandboxes() -> None:
+    """In a forked child (an RQ work horse): the parent's egress proxy runs on a thread,
+    which a fork does not copy, and its engine client's connections are the parent's;
+    a lock another thread held at the fork stays held. The child makes its own proxy
+    and backend on first use, with fresh locks (the parent's are dropped, not closed:
+    closing them is the parent's business)."""
+    global _egress, _egress_lock, _backend, _refusals, _refusals_lock
+    _egress, _backend = None, None
+    _egress_lock, _refusals_lock = threading.Lock(), threading.Lock()
+    _refusals = {}  # the parent's runs' records, never this process's
+
+
+os.register_at_fork(after_in_child=_forget_parents_sandboxes)
+
+
 def sandbox_backend() -> SandboxBackend:
-    """This process's backend (one per process: the Docker one holds an engine client)."""
+    """This process's backend (one per process: the Docker one holds an engine client;
+    a forked child makes its own)."""
     global _backend
     arena = settings.ARENA
     with _egress_lock:
@@ -330,15 +347,23 @@ def _reap_run_dirs(lease: SandboxLease) -> None:
         shutil.rmtree(directory, ignore_errors=True)
 
 
+# A pooled desktop's run dir: run-<negative identity>-<slot>-<random> (sandboxes.pool).
+POOLED_RUN_DIR = re.compile(r"run-(-\d+)-")
+
+
 def _docker_janitor(host: str) -> int:
     """Removes containers of this host whose run holds no live lease."""
     from sandboxes.docker_backend import janitor
 
-    live_runs = {
-        lease.run_id
-        for lease in SandboxLease.objects.filter(host=host, released_at=None)
-        if pid_alive(lease.worker_pid)
-    }
+    live_runs: set[int | None] = set()
+    for lease in SandboxLease.objects.filter(host=host, released_at=None):
+        if pid_alive(lease.worker_pid):
+            live_runs.add(lease.run_id)
+            # A pooled desktop's containers carry the pool's identity (negative), named
+            # by its run dir, before and after a run claims it (sandboxes.pool).
+            pooled = POOLED_RUN_DIR.match(Path(lease.path).name) if lease.path else None
+            if pooled:
+                live_runs.add(int(pooled[1]))
     backend = sandbox_backend()
     return janitor(
         backend.client(),

@@ -2,34 +2,42 @@
 # A private Docker engine for the docker sandbox backend's tests (and for trying the
 # backend by hand), and the desktop image it runs, built without a registry.
 #
-#   scripts/docker.sh install   Debian's docker.io, only when dockerd is missing (root only)
+#   scripts/docker.sh install   Debian's docker.io and mmdebstrap, each only when missing
+#                               (root only)
 #   scripts/docker.sh start     the private daemon; prints DOCKER_HOST=unix://…
 #   scripts/docker.sh stop      stops it (by its pid file) and whatever it left running,
 #                               unless a test session uses it (stop --force: even then)
-#   scripts/docker.sh image     builds the desktop image on it (sandboxes/docker/rootfs.sh)
+#   scripts/docker.sh image     builds the desktop image on it: self-contained, from the
+#                               Debian mirror apt uses (scripts/image.sh)
+#   scripts/docker.sh image --host-usr   builds the small image that binds the host's
+#                               /usr instead (sandboxes/docker/rootfs.sh; a fallback)
 #   scripts/docker.sh host      prints DOCKER_HOST=unix://… without starting anything
 #   scripts/docker.sh status    exit 0 when the private daemon answers
 #
 # The daemon is this checkout's own: its socket, data root, pid file and log are under
 # var/docker/ (the socket under /run when that path would be too long for a unix
 # socket), its exec root under /run. It has no bridge, touches no iptables, ip6tables or
-# sysctl, runs no userland proxy and stores images and containers with vfs (plain
-# copies: no overlay mounts needed). It reads no /etc/docker/daemon.json. Every
-# subcommand is idempotent: `start` reuses a running daemon, `image` rebuilds only when
-# its inputs changed. Containers are only ever started with network mode `none`.
+# sysctl, runs no userland proxy and stores images and containers with overlay2 where
+# this kernel and file system mount it (a probe at start), else with vfs (plain copies
+# of the whole image per container); ARENA_DOCKER_STORAGE=vfs|overlay2 decides instead.
+# It reads no /etc/docker/daemon.json. ARENA_DOCKER_STATE names another state dir (a
+# second engine beside this one, for a benchmark). Every subcommand is idempotent:
+# `start` reuses a running daemon, `image` rebuilds only when its inputs changed.
+# Containers are only ever started with network mode `none`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 REPO="$PWD"
-STATE="$REPO/var/docker"
+STATE="${ARENA_DOCKER_STATE:-$REPO/var/docker}"
 # One exec root per checkout (two checkouts on one machine get two daemons).
-TAG=$(printf '%s' "$REPO" | sha256sum | cut -c1-8)
+TAG=$(printf '%s' "${ARENA_DOCKER_STATE:-$REPO}" | sha256sum | cut -c1-8)
 EXEC_ROOT="/run/arena-docker-$TAG"
 SOCKET="$STATE/docker.sock"
 [ ${#SOCKET} -lt 100 ] || SOCKET="$EXEC_ROOT.sock"
 PIDFILE="$STATE/dockerd.pid"
 LOG="$STATE/dockerd.log"
 IMAGE="${ARENA_DOCKER_IMAGE:-agent-arena-desktop}"
+HOST_USR_IMAGE=agent-arena-desktop-host-usr
 START_TIMEOUT_S=60
 
 say() { printf 'docker.sh: %s\n' "$*" >&2; }
@@ -44,14 +52,35 @@ daemon_pid() {
 answers() { dock version >/dev/null 2>&1; }
 
 cmd_install() {
-    command -v dockerd >/dev/null 2>&1 && return 0
+    local missing=()
+    command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
+    command -v mmdebstrap >/dev/null 2>&1 || missing+=(mmdebstrap)  # scripts/image.sh
+    [ ${#missing[@]} -eq 0 ] && return 0
     if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-        say "dockerd is missing (run: sudo apt-get install docker.io); the real-engine tests skip"
+        say "missing: ${missing[*]} (run: sudo apt-get install ${missing[*]}); the real-engine tests skip"
         return 0
     fi
-    say "installing docker.io"
+    say "installing ${missing[*]}"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker.io >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# overlay2 when an overlay mount works in the data root's file system (this kernel has
+# it and the file system can be its upper layer), else vfs.
+storage_driver() {
+    if [ -n "${ARENA_DOCKER_STORAGE:-}" ]; then
+        echo "$ARENA_DOCKER_STORAGE"
+        return 0
+    fi
+    local probe="$STATE/overlay-probe" driver=vfs
+    rm -rf "$probe"
+    mkdir -p "$probe"/{lower,upper,work,merged}
+    if mount -t overlay overlay -o "lowerdir=$probe/lower,upperdir=$probe/upper,workdir=$probe/work" \
+        "$probe/merged" 2>/dev/null; then
+        umount "$probe/merged" && driver=overlay2
+    fi
+    rm -rf "$probe"
+    echo "$driver"
 }
 
 # The pids of this daemon's containerd shims (and its managed containerd): they name
@@ -70,30 +99,40 @@ cmd_start() {
     mkdir -p "$STATE"
     exec 9>"$STATE/daemon.lock"
     flock 9  # one start or stop at a time
+    mkdir -p "$STATE/data" "$EXEC_ROOT"
+    local driver
+    driver=$(storage_driver)
     if [ -n "$(daemon_pid)" ] && answers; then
-        echo "DOCKER_HOST=unix://$SOCKET"
-        return 0
+        # One started with vfs (before overlay2 was probed for) is restarted with
+        # overlay2, but only while no test session uses it; nothing else restarts it.
+        if [ "$driver" != overlay2 ] || [ "$(dock info -f '{{ .Driver }}' 2>/dev/null)" != vfs ] \
+            || ! flock -n -x "$STATE/sessions" true; then
+            echo "DOCKER_HOST=unix://$SOCKET"
+            return 0
+        fi
+        say "restarting the daemon with the $driver storage driver"
     fi
     [ -n "$(daemon_pid)" ] && stop_locked  # running but not answering: start afresh
     command -v dockerd >/dev/null 2>&1 || { say "dockerd is not installed (scripts/docker.sh install)"; exit 1; }
-    mkdir -p "$STATE/data" "$EXEC_ROOT"
     echo '{}' > "$STATE/daemon.json"
     rm -f "$SOCKET"
-    # setsid: the daemon outlives this script and is in no caller's process group.
-    setsid dockerd \
+    # setsid: the daemon outlives this script and is in no caller's process group. It
+    # keeps none of the caller's open files (a lock file of the tests' sessions, held by
+    # a caller, would stay locked for as long as the daemon runs).
+    (close_inherited_files; exec setsid dockerd \
         --config-file "$STATE/daemon.json" \
         --host "unix://$SOCKET" \
         --data-root "$STATE/data" \
         --exec-root "$EXEC_ROOT" \
         --pidfile "$PIDFILE" \
-        --storage-driver vfs \
+        --storage-driver "$driver" \
         --bridge none \
         --iptables=false --ip6tables=false --ip-forward=false --ip-masq=false \
         --userland-proxy=false \
         --exec-opt native.cgroupdriver=cgroupfs \
         --shutdown-timeout 2 \
         --log-level warn \
-        </dev/null >>"$LOG" 2>&1 9>&- &
+        </dev/null >>"$LOG" 2>&1) &
     local started=$SECONDS
     until answers; do
         if ! kill -0 $! 2>/dev/null; then
@@ -109,6 +148,17 @@ cmd_start() {
         sleep 0.1
     done
     echo "DOCKER_HOST=unix://$SOCKET"
+}
+
+# Closes every file the current (sub)shell has open but stdin, stdout and stderr:
+# cmd_start's subshell does before it becomes the daemon.
+close_inherited_files() {
+    local fd
+    for fd in /proc/$BASHPID/fd/*; do
+        fd=${fd##*/}
+        [ "$fd" -gt 2 ] && [ "$fd" -ne 255 ] && eval "exec $fd>&-"
+    done
+    return 0
 }
 
 # Whether a process runs: a zombie does not (dockerd exits to a zombie when its parent is
@@ -164,27 +214,33 @@ cmd_stop() {
 
 cmd_image() {
     answers || { say "the private daemon does not answer (scripts/docker.sh start)"; exit 1; }
+    if [ "${1:-}" != --host-usr ]; then
+        DOCKER_HOST="unix://$SOCKET" bash scripts/image.sh "$IMAGE"
+        return 0
+    fi
+    local image="$HOST_USR_IMAGE"
     mkdir -p "$STATE"
     exec 8>"$STATE/image.lock"
     flock 8  # one build at a time
     local want have
     want=$(bash sandboxes/docker/rootfs.sh --hash)
-    have=$(dock image inspect -f '{{ index .Config.Labels "arena.inputs" }}' "$IMAGE" 2>/dev/null || true)
+    have=$(dock image inspect -f '{{ index .Config.Labels "arena.inputs" }}' "$image" 2>/dev/null || true)
     [ "$have" = "$want" ] && return 0
-    say "building $IMAGE (sandboxes/docker/rootfs.sh, binds the host's /usr)"
+    say "building $image (sandboxes/docker/rootfs.sh, binds the host's /usr)"
     local tmp
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' RETURN
     bash sandboxes/docker/rootfs.sh "$tmp/rootfs"
     tar --numeric-owner -C "$tmp/rootfs" -c . | dock import \
         --change 'LABEL arena.binds-host-usr=1' \
+        --change 'LABEL arena.image-version=1' \
         --change "LABEL arena.inputs=$want" \
         --change 'ENV HOME=/home/agent LANG=C.UTF-8 PATH=/usr/bin:/bin' \
         --change 'USER 1000:1000' \
         --change 'WORKDIR /work' \
         --change 'ENTRYPOINT ["/usr/bin/python3", "-I", "/opt/arena/entry.py"]' \
         --change 'CMD ["{}"]' \
-        - "$IMAGE" >/dev/null
+        - "$image" >/dev/null
     # The image it replaced, now untagged.
     dock image prune -f >/dev/null
 }
@@ -193,8 +249,8 @@ case "${1:-}" in
     install) cmd_install ;;
     start) cmd_start ;;
     stop) cmd_stop "${2:-}" ;;
-    image) cmd_image ;;
+    image) cmd_image "${2:-}" ;;
     host) echo "DOCKER_HOST=unix://$SOCKET" ;;
     status) answers ;;
-    *) echo "usage: scripts/docker.sh install|start|stop|image|host|status" >&2; exit 2 ;;
+    *) echo "usage: scripts/docker.sh install|start|stop|image [--host-usr]|host|status" >&2; exit 2 ;;
 esac

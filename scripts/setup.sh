@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the arena needs, idempotently: the Debian packages (only the missing
 # ones, only when we may install them) and the locked Python dependencies into .venv,
-# built on a Python >= 3.12 found on this machine (in test mode also Debian's docker.io,
-# for the docker backend's tests); then the sandboxes' toolchain (the CLI
+# built on a Python >= 3.12 found on this machine (in test mode also Debian's docker.io
+# and mmdebstrap, for the docker backend's tests and its image); then the sandboxes' toolchain (the CLI
 # coding agents and the judge's tools: scripts/toolchain.sh, into var/toolchain/).
 #
 #   scripts/setup.sh        the runtime (requirements.lock): what `make run` needs
@@ -125,8 +125,9 @@ make_checkout_traversable() {
 
 make_checkout_traversable
 install_debian_packages
-# The docker backend's tests run on a private engine (scripts/docker.sh): Debian's
-# docker.io, installed only when dockerd is missing.
+# The docker backend's tests run on a private engine (scripts/docker.sh) with an image
+# built by mmdebstrap (scripts/image.sh): Debian's docker.io and mmdebstrap, each
+# installed only when missing.
 if [ "$MODE" = test ]; then bash scripts/docker.sh install; fi
 install_python_env
 bash scripts/toolchain.sh

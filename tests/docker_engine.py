@@ -1,13 +1,14 @@
 """A real Docker engine for the tests: the checkout's private daemon (``scripts/docker.sh``)
-with the desktop image that binds the host's /usr, shared by every pytest process that
-runs at once.
+with the desktop images, shared by every pytest process that runs at once.
 
 ``docker_engine`` (a session fixture) starts the daemon unless one answers, builds the
-image when its inputs changed, and yields the ``DOCKER_HOST`` it serves; the last
-session out stops the daemon, if a test session started it (one started by hand is
-left running). Two lock files under ``var/docker/`` make that safe across processes:
-``sessions.lock`` (held while a session starts or stops the daemon) and ``sessions``
-(held shared by every session using it: whoever can take it exclusively is the last).
+images when their inputs changed (the self-contained one, ``DEFAULT_IMAGE``, and the
+one that binds the host's /usr, ``HOST_USR_IMAGE``), and yields the ``DOCKER_HOST`` it
+serves; the last session out stops the daemon, if a test session started it (one
+started by hand is left running). Two lock files under ``var/docker/`` make that safe
+across processes: ``sessions.lock`` (held while a session starts or stops the daemon)
+and ``sessions`` (held shared by every session using it: whoever can take it
+exclusively is the last).
 It skips only where ``dockerd`` is not installed (``scripts/setup.sh test`` installs it)
 or the tests do not run as root (dockerd needs it).
 """
@@ -24,19 +25,25 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "docker.sh"
-STATE = REPO / "var" / "docker"
+# (ARENA_DOCKER_STATE: another engine's state dir, as scripts/docker.sh reads it)
+STATE = Path(os.environ.get("ARENA_DOCKER_STATE") or REPO / "var" / "docker")
 # Written when a test session started the daemon: the last session out stops it then.
 STARTED_BY_TESTS = STATE / "started-by-tests"
+# scripts/docker.sh image --host-usr: the small image that runs the host's /usr
+HOST_USR_IMAGE = "agent-arena-desktop-host-usr"
 SCRIPT_TIMEOUT_S = 120
+# A first build downloads and installs the image's Debian packages (about 2 minutes
+# here); later ones reuse the base, or the whole image while its inputs are unchanged.
+IMAGE_TIMEOUT_S = 1800
 
 
-def docker_sh(*command: str) -> str:
+def docker_sh(*command: str, timeout: float = SCRIPT_TIMEOUT_S) -> str:
     """Runs ``scripts/docker.sh COMMAND…`` and returns its output; raises on failure."""
     result = subprocess.run(
         ["bash", str(SCRIPT), *command],
         capture_output=True,
         text=True,
-        timeout=SCRIPT_TIMEOUT_S,
+        timeout=timeout,
         check=False,
     )
     if result.returncode != 0:
@@ -65,7 +72,8 @@ def engine_session() -> Iterator[str]:
             output = docker_sh("start")
             if not running:
                 STARTED_BY_TESTS.touch()
-            docker_sh("image")
+            docker_sh("image", timeout=IMAGE_TIMEOUT_S)
+            docker_sh("image", "--host-usr")
             fcntl.flock(users, fcntl.LOCK_SH)
         [docker_host] = [
             line.split("=", 1)[1] for line in output.splitlines() if line.startswith("DOCKER_HOST=")
@@ -87,7 +95,7 @@ def engine_session() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def docker_engine() -> Iterator[str]:
-    """The DOCKER_HOST of a running private engine with the desktop image built."""
+    """The DOCKER_HOST of a running private engine with the desktop images built."""
     if shutil.which("dockerd", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin") is None:
         pytest.skip("dockerd is not installed (scripts/docker.sh install)")
     if os.geteuid() != 0:

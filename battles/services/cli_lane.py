@@ -9,6 +9,7 @@ and the gateway's refusals; the output's end is kept on the run's CLI span, whic
 those who may see the agent's name see (its run page)."""
 
 import logging
+import os
 import shlex
 import tempfile
 import threading
@@ -51,6 +52,16 @@ USAGE_OF = {
 
 _gateway: ModelGateway | None = None
 _gateway_lock = threading.Lock()
+
+
+def _forget_parents_gateway() -> None:
+    """In a forked child: the parent's gateway serves on the parent's threads; the child
+    starts its own on first use, with a fresh lock."""
+    global _gateway, _gateway_lock
+    _gateway, _gateway_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_parents_gateway)
 
 
 def _store_span(run_id: int, call: GatewayCall) -> None:

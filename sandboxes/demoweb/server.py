@@ -15,6 +15,7 @@ policy refuses loopback); only the egress proxy dials it, for ``demo.arena.test`
 
 import ipaddress
 import logging
+import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Self
@@ -141,8 +142,18 @@ _server: DemoWebServer | None = None
 _lock = threading.Lock()
 
 
+def _forget_parents_server() -> None:
+    """In a forked child: the parent's server thread is not copied, so the child starts
+    its own (the parent's object is dropped unclosed: its socket is the parent's)."""
+    global _server, _lock
+    _server, _lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_parents_server)
+
+
 def demo_server() -> DemoWebServer:
-    """This process's demo web server, started on first use."""
+    """This process's demo web server, started on first use (a forked child's own)."""
     global _server
     with _lock:
         if _server is None:

@@ -1,8 +1,9 @@
-"""The entrypoint of the desktop image that binds the host's /usr (``rootfs.sh``): the
-arena's supervisor, unchanged, with Chromium started through ``/opt/arena/chromium``
+"""The entrypoint of both desktop images (``scripts/image.sh``'s and ``rootfs.sh``'s):
+the arena's supervisor, unchanged, with Chromium started through ``/opt/arena/chromium``
 (the wrapper that adds ``--no-sandbox`` where the container allows no user namespaces;
-the host's Chromium is read-only here and cannot be wrapped in place). Standard library
-only, like the supervisor: it runs on the host's python3."""
+in the image that binds the host's /usr, the host's Chromium is read-only and cannot be
+wrapped in place). Standard library only, like the supervisor: it runs on the image's
+python3 (or the host's)."""
 
 import importlib.util
 

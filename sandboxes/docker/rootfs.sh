@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The root filesystem of the desktop image that `scripts/docker.sh image` imports: a few
+# The root filesystem of the small desktop image that `scripts/docker.sh image --host-usr`
+# imports (the fallback to scripts/image.sh's self-contained one): a few
 # kilobytes of directories, mount points and files, no programs. Its programs are the
 # host's: the image says so with the label `arena.binds-host-usr=1`, and the docker
 # backend then binds the host's /usr (and the few /etc paths the desktop reads) read-only

@@ -1,5 +1,5 @@
-"""Benchmark: a desktop's ready and destroy time on both sandbox backends, in turns.
-Prints one JSON document.
+"""Benchmark: a desktop's ready and destroy time on both sandbox backends, in turns,
+cold and from a warm pool. Prints one JSON document.
 
 Each round provisions one desktop on the local backend and one on the docker backend
 (the checkout's private engine, ``scripts/docker.sh``; the order alternates round by
@@ -8,8 +8,14 @@ screenshot steps, and destroy. No egress (nothing to count on an idle page). Iss
 (docs/sandboxes.md) compares these figures before and after the display moved out of
 the agent's reach: run this same script from an export of each commit, in turns.
 
-Run: .venv/bin/python tests/bench/bench_desktop_backends.py [--rounds N] [--only local|docker]
-(slots 80-81 of ARENA_SANDBOX_UID_BASE, default 61000; root, with dockerd installed)
+``local-pool`` and ``docker-pool`` take each desktop from a warm pool of one
+(``sandboxes.pool.DesktopPool``, filled again before each round, as a worker's pool is
+between runs): ready is then the claim (the run's egress identity and start page) to
+the first screenshot. Issue 34's goal: Docker ready from its pool within 2x bwrap's.
+
+Run: .venv/bin/python tests/bench/bench_desktop_backends.py [--rounds N] [--only NAME]
+(NAME: local, docker, local-pool, docker-pool; slots 80-85 of ARENA_SANDBOX_UID_BASE,
+default 61000; root, with dockerd installed)
 """
 
 import argparse
@@ -29,6 +35,7 @@ import docker
 from sandboxes.base import SandboxSpec
 from sandboxes.docker_backend import DEFAULT_IMAGE, DockerBackend, janitor
 from sandboxes.local_backend import LocalBackend
+from sandboxes.pool import DesktopPool, FixedSlots
 from tests.docker_engine import engine_session
 
 UID_BASE = int(os.environ.get("ARENA_SANDBOX_UID_BASE") or 61000)
@@ -46,9 +53,22 @@ def ms(samples: list[float]) -> dict:
     }
 
 
+NAMES = ("local", "docker", "local-pool", "docker-pool")
+SLOTS = {"local": 80, "docker": 81, "local-pool": 82, "docker-pool": 84}  # a pool: 2 slots
+
+
 def one(backend, slot: int, run_id: int, out: dict) -> None:
-    t = time.monotonic()
-    box = backend.provision(SandboxSpec(run_id=run_id, start_url=PAGE, egress=False), slot=slot)
+    spec = SandboxSpec(run_id=run_id, start_url=PAGE, egress=False)
+    claimed = None
+    if isinstance(backend, DesktopPool):
+        assert backend.wait_full(180), "the pool did not fill"
+        t = time.monotonic()
+        claimed = backend.claim(spec)
+        assert claimed is not None, "the pool served no desktop"
+        box = claimed.sandbox
+    else:
+        t = time.monotonic()
+        box = backend.provision(spec, slot=slot)
     try:
         assert box.screenshot().ok
         out.setdefault("ready", []).append(time.monotonic() - t)
@@ -59,18 +79,18 @@ def one(backend, slot: int, run_id: int, out: dict) -> None:
             out.setdefault("step", []).append(time.monotonic() - t)
     finally:
         t = time.monotonic()
-        box.destroy()
+        (claimed.finish if claimed is not None else box.destroy)()
         out.setdefault("destroy", []).append(time.monotonic() - t)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--only", choices=["local", "docker"])
+    parser.add_argument("--only", choices=NAMES)
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="arena-bench-backends-", dir="/var/tmp"))
     root.chmod(0o711)
-    names = [args.only] if args.only else ["local", "docker"]
+    names = [args.only] if args.only else list(NAMES)
     results: dict[str, dict] = {name: {} for name in names}
     loads = [round(x, 2) for x in os.getloadavg()]
     with engine_session() as docker_host:
@@ -85,12 +105,20 @@ def main() -> None:
                 host=f"bench-{os.getpid()}",
             ),
         }
+        template = SandboxSpec(run_id=0, egress=False)
+        for name in ("local", "docker"):
+            if f"{name}-pool" in names:
+                slots = FixedSlots([SLOTS[f"{name}-pool"], SLOTS[f"{name}-pool"] + 1])
+                backends[f"{name}-pool"] = DesktopPool(backends[name], template, 1, slots).start()
         try:
             for r in range(args.rounds):
                 for name in names if r % 2 == 0 else names[::-1]:
-                    one(backends[name], 80 if name == "local" else 81, 9000 + r, results[name])
+                    one(backends[name], SLOTS[name], 9000 + r, results[name])
                 print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
         finally:
+            for name in ("local-pool", "docker-pool"):
+                if name in backends:
+                    backends[name].close()
             janitor(client, f"bench-{os.getpid()}", lambda run_id: False, root=root)
             backends["docker"].close()
             client.close()

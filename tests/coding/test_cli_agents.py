@@ -432,13 +432,15 @@ def test_the_toolchain_is_bound_read_only_and_only_when_asked(sandbox_root):
     assert plain.stdout.split() == ["/usr/bin:/bin", "inside", "none"]
 
 
-def test_the_docker_backend_refuses_the_toolchain(sandbox_root):
+def test_the_docker_backend_asks_for_the_toolchain_it_does_not_have(sandbox_root):
     from sandboxes.docker_backend import DockerBackend
 
     def no_engine():
         raise AssertionError("no engine is asked for a refused spec")
 
-    backend = DockerBackend("img", sandbox_root, 64000, client_factory=no_engine)
+    backend = DockerBackend(
+        "img", sandbox_root, 64000, client_factory=no_engine, toolchain=sandbox_root / "none"
+    )
     spec = SandboxSpec(run_id=1832, desktop=False, toolchain=True)
-    with pytest.raises(RuntimeError, match="cannot run the coding toolchain"):
+    with pytest.raises(RuntimeError, match=r"not installed at .*run scripts/toolchain"):
         backend.provision(spec)

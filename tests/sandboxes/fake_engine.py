@@ -269,7 +269,9 @@ class FakeEngine:
             return 200, self.info, _JSON
         if match := re.fullmatch(r"/images/(.+)/json", path):
             if self._has_image(match[1]):
-                return 200, {"Id": f"sha256:{match[1]}", "RepoTags": [match[1]]}, _JSON
+                config = {"Labels": {"arena.image-version": "1"}}  # (as scripts/image.sh)
+                image = {"Id": f"sha256:{match[1]}", "RepoTags": [match[1]], "Config": config}
+                return 200, image, _JSON
             return 404, {"message": f"No such image: {match[1]}"}, _JSON
         if path == "/containers/create" and method == "POST":
             return self._create(call)

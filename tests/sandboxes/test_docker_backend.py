@@ -1,7 +1,8 @@
 """The docker backend, on this checkout's private Docker engine (``scripts/docker.sh``,
-started once per session by ``tests.docker_engine``) with the desktop image that binds
-the host's /usr: what a container really is (the engine's own inspection and what runs
-inside), the host side (control socket, framebuffer, work dir, egress socket), teardown,
+started once per session by ``tests.docker_engine``) with its desktop image (the
+self-contained one, or the one that binds the host's /usr: the tests say where they
+differ): what a container really is (the engine's own inspection and what runs inside),
+the host side (control socket, framebuffer, work dir, egress socket), teardown,
 and the janitor, also after a worker is SIGKILLed.
 
 Every test's containers carry a host label of their own (``own_host``) and run ids no
@@ -37,6 +38,7 @@ from sandboxes.docker_backend import (
     sandbox_uid,
 )
 from sandboxes.egress import EgressProxy
+from sandboxes.local_backend import SANDBOX_TOOLCHAIN, TOOLCHAIN_DIR
 from sandboxes.models import SandboxLease
 from sandboxes.services import sandbox_janitor
 from sandboxes.tools import tool_call
@@ -88,6 +90,12 @@ def engine_group_limits(box) -> tuple[int, int]:
 def inspect(box, role: str = "agent") -> dict:
     box.containers[role].reload()
     return box.containers[role].attrs
+
+
+def binds_host_usr(box) -> bool:
+    """Whether the box runs the image that binds the host's /usr (``scripts/docker.sh
+    image --host-usr``) rather than the self-contained one (the default)."""
+    return inspect(box)["Config"]["Labels"].get("arena.binds-host-usr") == "1"
 
 
 # -- the real engine -------------------------------------------------------------------
@@ -213,7 +221,9 @@ def test_container_is_locked_down(shared_box):
     assert host["AutoRemove"] is False
     assert not host["Binds"] and not host["Devices"] and not host["VolumesFrom"]
     assert host["PidMode"] == "" and host["UsernsMode"] == ""
-    assert set(host["Tmpfs"]) == {"/tmp", "/home/agent", "/usr/local"}
+    # (an empty /usr/local over the host's, where the image binds the host's /usr)
+    usr_local = {"/usr/local"} if binds_host_usr(box) else set()
+    assert set(host["Tmpfs"]) == {"/tmp", "/home/agent", *usr_local}
     assert host["Tmpfs"]["/tmp"] == f"rw,nosuid,nodev,size={SPEC.disk_bytes},nr_inodes=65536"
     assert f"uid={uid},gid={uid},mode=0700" in host["Tmpfs"]["/home/agent"]
     assert attrs["Config"]["User"] == f"{uid}:{uid}" != "0:0"
@@ -251,14 +261,15 @@ def test_only_the_run_dir_and_the_hosts_usr_are_mounted(shared_box):
 
     assert all(m["Type"] == "bind" for m in mounts.values())
     assert not any("docker.sock" in m["Source"] for m in mounts.values())
-    host_paths = {"/usr", *(p for p in HOST_ETC if os.path.exists(p))}
+    host_usr = binds_host_usr(box)
+    host_paths = {"/usr", *(p for p in HOST_ETC if os.path.exists(p))} if host_usr else set()
     assert set(mounts) == {*HOST_DIRS, "/etc/passwd", "/etc/group", *host_paths}
     for target, sub in HOST_DIRS.items():
         assert (mounts[target]["Source"], mounts[target]["RW"]) == (str(box.run_dir / sub), True)
     for target in ("/etc/passwd", "/etc/group", *host_paths):
         assert mounts[target]["RW"] is False, target
-    # the image's own declaration asked for the host's /usr (scripts/docker.sh image)
-    assert inspect(box)["Config"]["Labels"]["arena.binds-host-usr"] == "1"
+    # the image's own declaration asks for the host's /usr, or it has its own
+    assert ("arena.binds-host-usr" in inspect(box)["Config"]["Labels"]) == host_usr
     assert (box.run_dir / "etc" / "agent-passwd").read_text() == (
         f"agent:x:{uid}:{uid}:agent:/home/agent:/bin/sh\n"
     )
@@ -269,7 +280,7 @@ def test_only_the_run_dir_and_the_hosts_usr_are_mounted(shared_box):
         full = box.shell("head -c 2000000 /dev/zero > /run/arena/fill")
         assert "No space left on device" in full.stderr  # never the host's disk
         box.shell("rm -f /run/arena/fill")
-    assert box.shell("ls -A /usr/local; whoami").stdout == "agent\n"
+    assert box.shell("ls -A /usr/local/bin; whoami").stdout == "agent\n"
 
 
 def test_labels_name_and_command(shared_box):
@@ -324,6 +335,37 @@ def test_tools_and_deliveries_through_the_bound_dirs(shared_box, tmp_path):
     assert ok.ok and ok.data["files"][0]["name"] == "r.txt"
     assert (tmp_path / "r.txt").read_text() == "data"
     assert not refused.ok and "link" in refused.error
+
+
+def test_a_coding_sandbox_has_the_toolchain_read_only_and_the_same_limits(real_backend):
+    """A repo lane's and a judge's container (docs/coding.md): the toolchain bound
+    read-only where the local backend binds it, its bin first on PATH, and the limits
+    every container has."""
+    spec = shell_spec(toolchain=True, memory_mb=512, pids=128, cpu_fraction=0.5)
+    box = real_backend.provision(spec, slot=1)
+
+    attrs = inspect(box)
+    mounts = {m["Destination"]: m for m in attrs["Mounts"]}
+    toolchain = mounts[SANDBOX_TOOLCHAIN]
+    assert (toolchain["Source"], toolchain["RW"]) == (str(TOOLCHAIN_DIR), False)
+    assert set(mounts) - {SANDBOX_TOOLCHAIN} >= {*HOST_DIRS, "/etc/passwd", "/etc/group"}
+    assert f"PATH={SANDBOX_TOOLCHAIN}/bin:/usr/bin:/bin" in attrs["Config"]["Env"]
+    host = attrs["HostConfig"]
+    assert (host["Memory"], host["PidsLimit"], host["NanoCpus"]) == (512 * 1024**2, 128, 5 * 10**8)
+    assert host["ReadonlyRootfs"] is True and host["CapDrop"] == ["ALL"]
+    assert host["Tmpfs"]["/tmp"] == f"rw,nosuid,nodev,size={spec.disk_bytes},nr_inodes=65536"
+    result = box.shell(
+        "command -v ruff; command -v claude; cat /proc/1/comm; "
+        "touch /opt/arena/toolchain/x 2>/dev/null || echo toolchain-read-only; "
+        "ruff --version | cut -d' ' -f1"
+    )
+    assert result.stdout.splitlines() == [
+        f"{SANDBOX_TOOLCHAIN}/bin/ruff",
+        f"{SANDBOX_TOOLCHAIN}/bin/claude",
+        "docker-init",  # (the judge's harness runs only under a sandbox's init)
+        "toolchain-read-only",
+        "ruff",
+    ], result
 
 
 def test_without_egress_there_is_no_way_out(real_backend):
@@ -410,7 +452,8 @@ def test_a_desktop_is_two_containers_and_the_agents_has_nothing_of_the_display(r
     mounts = {m["Destination"]: m for m in display["Mounts"]}
     for target, sub in DISPLAY_DIRS.items():
         assert (mounts[target]["Source"], mounts[target]["RW"]) == (str(box.run_dir / sub), True)
-    assert mounts["/opt/arena/pylib/Xlib"]["RW"] is False  # input as XTEST events
+    if binds_host_usr(box):  # input as XTEST events (the other image carries python-xlib)
+        assert mounts["/opt/arena/pylib/Xlib"]["RW"] is False
     agent_mounts = {m["Destination"]: m for m in agent["Mounts"]}
     assert "/fb" not in agent_mounts and "/opt/arena/pylib/Xlib" not in agent_mounts
     downloads = agent_mounts["/home/agent/Downloads"]
@@ -488,7 +531,8 @@ def test_missing_image_is_a_clear_error_and_leaves_nothing(
 ):
     backend = real_backends(image="agent-arena-desktop:missing")
 
-    with pytest.raises(RuntimeError, match=r"build it: scripts/docker\.sh image .* docker build"):
+    hint = r"build it: scripts/docker\.sh image .* scripts/image\.sh"
+    with pytest.raises(RuntimeError, match=hint):
         backend.provision(shell_spec(), slot=0)
 
     mine = real_client.containers.list(all=True, filters={"label": f"arena.host={backend.host}"})
@@ -692,7 +736,7 @@ def provision(make_backend):
 def test_the_engine_is_asked_for_nothing_else(engine, provision):
     """Fake engine: only it records every request. Created and started, never pulled,
     no network made or joined; an image without ``arena.binds-host-usr`` (the
-    Dockerfile's, which needs a registry to build) gets none of the host's paths."""
+    self-contained one, scripts/image.sh) gets none of the host's paths."""
     box = provision()
 
     created = engine.calls_to("POST", "/containers/create")

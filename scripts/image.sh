@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# The docker backend's self-contained desktop image, built without a registry: a base
+# made by mmdebstrap from the Debian mirror apt already uses here (sandboxes/docker/packages
+# on bookworm's Essential set) and imported with `docker import`, then one layer with the
+# arena's files (sandboxes/docker/Dockerfile: sandboxes/inside/ at /opt/arena/inside/,
+# entry.py, the Chromium wrapper, Chromium's managed policies).
+#
+#   scripts/image.sh IMAGE    builds IMAGE on the engine at $DOCKER_HOST, only when the
+#                             hash of its inputs (label arena.inputs) changed
+#   scripts/image.sh --hash   prints that hash
+#
+# scripts/docker.sh image runs it on the private engine. It reaches no host but the
+# Debian mirrors configured in apt. The base is reproducible: the same inputs and mirror
+# content give the same tarball (SOURCE_DATE_EPOCH is pinned, below), and it is rebuilt
+# only when its own inputs changed (label arena.base-inputs); the .debs it downloads stay
+# in var/image/debs, so a rebuild downloads only what the mirror changed since.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SELF="$PWD/scripts/image.sh"
+
+# The contract between the image and sandboxes/docker_backend.py (entrypoint, paths,
+# labels): the backend refuses an image whose version it does not support.
+VERSION=1
+STATE="$PWD/var/image"
+BASE_REPO=agent-arena-base
+SUITE=bookworm
+ARCH=$(dpkg --print-architecture)
+
+say() { printf 'image.sh: %s\n' "$*" >&2; }
+
+# The Debian archives apt uses (origin Debian), as one-line sources: "deb URI SUITE COMP".
+sources() {
+    apt-cache policy | awk '
+        /^ *[0-9]+ (https?|file):/ { uri = $2; split($3, sc, "/"); next }
+        uri != "" && /release .*o=Debian,/ { print "deb " uri " " sc[1] " " sc[2] }
+        { uri = "" }' | sort -u
+}
+
+# The build's clock: the date of the snapshot apt's sources name (the comment Debian's
+# images leave above each URI), else a fixed date; a new one means a new base.
+epoch() {
+    local stamp
+    stamp=$(grep -rhoE 'snapshot\.debian\.org/archive/debian/[0-9]{8}T[0-9]{6}Z' \
+        /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null | head -n1 | grep -oE '[0-9]{8}T[0-9]{6}' || true)
+    if [ -n "$stamp" ]; then
+        date -u -d "${stamp:0:8} ${stamp:9:2}:${stamp:11:2}:${stamp:13:2}" +%s
+    else
+        echo 1748736000 # 2025-06-01
+    fi
+}
+
+packages() { grep -v '^#' sandboxes/docker/packages | grep -v '^$' | sort -u; }
+
+base_hash() {
+    { echo "arch $ARCH suite $SUITE epoch $(epoch)"; sources; packages
+      sed -n '/^build_base()/,/^}/p' "$SELF"; } | sha256sum | cut -c1-16
+}
+
+# Everything the arena layer is made of, and the base under it.
+inputs_hash() {
+    {
+        echo "version $VERSION base $(base_hash)"
+        sha256sum sandboxes/docker/Dockerfile sandboxes/docker/entry.py sandboxes/docker/chromium-wrapper
+        find sandboxes/inside -type f ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 \
+            | sort -z | xargs -0 sha256sum
+        sed -n '/^build_layer()/,/^}/p' "$SELF"
+    } | sha256sum | cut -c1-16
+}
+
+label() { docker image inspect -f "{{ index .Config.Labels \"$2\" }}" "$1" 2>/dev/null || true; }
+
+# The base image: bookworm's Essential set and sandboxes/docker/packages (without
+# recommends, manuals or documentation but the copyrights), the image's own agent user
+# (uid 1000, for running it by hand; the backend binds a passwd naming the slot's) and
+# the mount points of the run's dirs. Not /fb: the engine makes it in the display's
+# container only, so the agent's has none.
+build_base() {
+    local tag=$1 hash=$2 tar="$STATE/base.tar"
+    mkdir -p "$STATE/debs"
+    local -a mirrors=()
+    while IFS= read -r line; do mirrors+=("$line"); done < <(sources)
+    [ ${#mirrors[@]} -gt 0 ] || { say "apt names no Debian mirror (apt-cache policy)"; exit 1; }
+    local started=$SECONDS
+    SOURCE_DATE_EPOCH=$(epoch) TMPDIR="$STATE" mmdebstrap \
+        --quiet \
+        --mode=root \
+        --variant=essential \
+        --architectures="$ARCH" \
+        --format=tar \
+        --include="$(packages | paste -sd,)" \
+        --dpkgopt='path-exclude=/usr/share/man/*' \
+        --dpkgopt='path-exclude=/usr/share/info/*' \
+        --dpkgopt='path-exclude=/usr/share/doc/*' \
+        --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+        --skip=download/empty --skip=essential/unlink \
+        --setup-hook='mkdir -p "$1"/var/cache/apt/archives' \
+        --setup-hook="sync-in '$STATE/debs' /var/cache/apt/archives/" \
+        --customize-hook="sync-out /var/cache/apt/archives '$STATE/debs'" \
+        --customize-hook='rm -f "$1"/var/cache/apt/archives/*.deb "$1"/etc/resolv.conf "$1"/etc/hostname' \
+        --customize-hook='echo "agent:x:1000:1000:agent:/home/agent:/bin/sh" >> "$1"/etc/passwd' \
+        --customize-hook='echo "agent:x:1000:" >> "$1"/etc/group' \
+        --customize-hook='mkdir -p "$1"/home/agent "$1"/home/display "$1"/work "$1"/run/arena' \
+        --customize-hook='chown 1000:1000 "$1"/home/agent "$1"/work' \
+        "$SUITE" "$tar" "${mirrors[@]}"
+    say "base: mmdebstrap took $((SECONDS - started)) s, tarball $(du -m "$tar" | cut -f1) MB, sha256 $(sha256sum "$tar" | cut -c1-16)"
+    # The image's configuration: the arena's layer adds files only (one build step, as
+    # every step of the legacy builder copies the whole image under vfs).
+    docker import \
+        --change "LABEL arena.base-inputs=$hash" \
+        --change 'ENV HOME=/home/agent LANG=C.UTF-8 PATH=/usr/bin:/bin' \
+        --change 'USER 1000:1000' \
+        --change 'WORKDIR /work' \
+        --change 'ENTRYPOINT ["/usr/bin/python3", "-I", "/opt/arena/entry.py"]' \
+        --change 'CMD ["{}"]' \
+        "$tar" "$tag" >/dev/null
+    rm -f "$tar"
+}
+
+# The arena's layer on the base (sandboxes/docker/Dockerfile): a tree of its files,
+# root-owned and read-only, copied in at once. The backend passes the supervisor's JSON
+# config as the container's command (the base's entrypoint runs entry.py with it).
+build_layer() {
+    local image=$1 base=$2 hash=$3 context log
+    context=$(mktemp -d "$STATE/context.XXXXXX")
+    local tree="$context/tree"
+    install -d -m 0755 "$tree/opt/arena/pylib" "$tree/etc/chromium/policies/managed"
+    install -d -m 0555 "$tree/opt/arena/inside"
+    find sandboxes/inside -maxdepth 1 -type f ! -name '*.pyc' -exec install -m 0444 {} "$tree/opt/arena/inside/" \;
+    install -m 0444 sandboxes/docker/entry.py "$tree/opt/arena/entry.py"
+    install -m 0555 sandboxes/docker/chromium-wrapper "$tree/opt/arena/chromium"
+    install -m 0444 sandboxes/inside/chromium-policies.json "$tree/etc/chromium/policies/managed/arena.json"
+    # python-xlib where the supervisor looks for it: input as XTEST events.
+    ln -s /usr/lib/python3/dist-packages/Xlib "$tree/opt/arena/pylib/Xlib"
+    # The version of the image's contract with sandboxes/docker_backend.py (which refuses
+    # others) and the hash of its inputs: in the Dockerfile's last step, not a step more.
+    { cat sandboxes/docker/Dockerfile
+      echo "LABEL arena.image-version=$VERSION arena.inputs=$hash"; } >"$context/Dockerfile"
+    # The same mtimes whatever the checkout's: the layer's content depends on its inputs only.
+    find "$context" -exec touch -h -d "@$(epoch)" {} +
+    log="$context/build.log"
+    DOCKER_BUILDKIT=0 docker build --no-cache \
+        --build-arg "BASE=$base" \
+        --tag "$image" "$context" >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+    rm -rf "$context"
+}
+
+if [ "${1:-}" = --hash ]; then
+    inputs_hash
+    exit 0
+fi
+[ $# -eq 1 ] || { echo "usage: scripts/image.sh IMAGE | --hash" >&2; exit 2; }
+IMAGE=$1
+command -v mmdebstrap >/dev/null 2>&1 || { say "mmdebstrap is missing (scripts/docker.sh install)"; exit 1; }
+mkdir -p "$STATE"
+exec 8>"$STATE/build.lock"
+flock 8 # one build at a time
+# What a failed build leaves (the lock makes them this build's).
+trap 'rm -rf "$STATE/base.tar" "$STATE"/context.*' EXIT
+
+want=$(inputs_hash)
+[ "$(label "$IMAGE" arena.inputs)" = "$want" ] && exit 0
+base_want=$(base_hash)
+base="$BASE_REPO:$base_want"
+if [ "$(label "$base" arena.base-inputs)" != "$base_want" ]; then
+    say "building the base $base (mmdebstrap, $SUITE)"
+    build_base "$base" "$base_want"
+fi
+say "building $IMAGE on $base"
+build_layer "$IMAGE" "$base" "$want"
+# Older bases of ours and the images this one replaced, now untagged.
+docker image ls --format '{{.Repository}}:{{.Tag}}' "$BASE_REPO" | grep -vxF "$base" \
+    | xargs -r docker image rm >/dev/null 2>&1 || true
+docker image prune -f >/dev/null
+say "$IMAGE: $(docker image inspect -f '{{.Size}}' "$IMAGE" | awk '{ printf "%d MB", $1 / 1e6 }')"
