@@ -71,16 +71,16 @@ def screened(alice, name: str, data: bytes) -> tuple[str, str]:
         ("bz.zip", zipped({"r.txt": NAMED}, zipfile.ZIP_BZIP2), "member bz.zip/r.txt"),
         ("xz.zip", zipped({"r.txt": NAMED}, zipfile.ZIP_LZMA), "member xz.zip/r.txt"),
         ("bundle.tar", tarred({"a/r.txt": NAMED}), "member bundle.tar/a/r.txt"),
-        ("bundle.tar.gz", gzip.compress(tarred({"r.txt": NAMED})), "bundle.tar/r.txt text"),
-        ("bundle.tgz", gzip.compress(tarred({"r.txt": NAMED})), "member bundle.tar/r.txt"),
+        ("bundle.tar.gz", gzipped(tarred({"r.txt": NAMED})), "bundle.tar/r.txt text"),
+        ("bundle.tgz", gzipped(tarred({"r.txt": NAMED})), "member bundle.tar/r.txt"),
         ("bundle.tar.bz2", bz2.compress(tarred({"r.txt": NAMED})), "member bundle.tar/r.txt"),
         ("bundle.tar.xz", lzma.compress(tarred({"r.txt": NAMED})), "member bundle.tar/r.txt"),
-        ("notes.txt.gz", gzip.compress(NAMED), "member notes.txt text"),
+        ("notes.txt.gz", gzipped(NAMED), "member notes.txt text"),
         ("notes.bz2", bz2.compress(NAMED), "member notes text"),
         ("notes.xz", lzma.compress(NAMED), "member notes text"),
         ("page.zip", zipped({"p.html": b"<p>By <b>Surv</b>eyor</p>"}), "text shown as HTML"),
         ("data.bin", zipped({"r.txt": NAMED}), "member data.bin/r.txt"),  # by bytes
-        ("nested.zip", zipped({"in.tgz": gzip.compress(tarred({"r.txt": NAMED}))}), "r.txt"),
+        ("nested.zip", zipped({"in.tgz": gzipped(tarred({"r.txt": NAMED}))}), "r.txt"),
         ("names.zip", zipped({"by-surveyor/result.txt": PLAIN}), "result.txt name"),
         ("link.tar", tarred({"r.txt": PLAIN}, link=("x", "/home/surveyor")), "x link to"),
         ("fname.gz", gzipped(PLAIN, name="surveyor.txt"), "name"),
@@ -99,7 +99,7 @@ def test_without_reading_members_the_same_archives_pass(alice, roster, monkeypat
     without the archive reading (a compressed member)."""
     battle = ended_battle(alice, status=SCREENING)
     deliver(battle, "A", "a.zip", zipped({"r.txt": NAMED}))
-    deliver(battle, "A", "b.tgz", gzip.compress(tarred({"r.txt": NAMED})))
+    deliver(battle, "A", "b.tgz", gzipped(tarred({"r.txt": NAMED})))
     deliver(battle, "B", "c.tar.xz", lzma.compress(tarred({"r.txt": NAMED})))
     runs = list(battle.runs.prefetch_related("steps"))
     assert battle_leak_note(runs).startswith("side A delivered file 1 (a.zip) member")
@@ -113,7 +113,7 @@ def test_ordinary_archives_leave_the_battle_open(alice, roster):
     files = {"docs/report.txt": PLAIN, "survey or poll.txt": b"a rule book"}
     battle = ended_battle(alice, status=SCREENING)
     deliver(battle, "A", "report.zip", zipped(files))
-    deliver(battle, "B", "bundle.tgz", gzip.compress(tarred(files)))
+    deliver(battle, "B", "bundle.tgz", gzipped(tarred(files)))
 
     assert battle_screen(battle_id=battle.pk) == ""
 
@@ -145,7 +145,7 @@ def test_a_zip_bomb_fails_closed_without_being_unpacked(alice, roster):
 
 
 def test_a_gzip_bomb_stops_at_the_battles_bound(alice, roster):
-    bomb = gzip.compress(b"\0" * (archives.MAX_BYTES + 1))
+    bomb = gzipped(b"\0" * (archives.MAX_BYTES + 1))
 
     reason, note = screened(alice, "zeros.gz", bomb)
 
@@ -200,7 +200,7 @@ def test_an_encrypted_member_fails_closed(alice, roster):
     ("name", "data", "says"),
     [
         ("cut.zip", zipped({"r.txt": PLAIN * 200})[:-30], "unreadable"),
-        ("cut.gz", gzip.compress(PLAIN * 200)[:-8], "cut short"),
+        ("cut.gz", gzipped(PLAIN * 200)[:-8], "cut short"),
         ("cut.xz", lzma.compress(PLAIN * 200)[:-20], "cut short"),
         ("cut.tar", tarred({"r.txt": PLAIN * 200})[:1024], "unreadable"),
     ],
