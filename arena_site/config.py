@@ -105,6 +105,10 @@ class ArenaConfig:
     shell_output_max_bytes: int = knob(64 * 1024, "ARENA_SHELL_OUTPUT_MAX_BYTES", lo=1024)
     sandbox_backend: str = knob("local", "ARENA_SANDBOX_BACKEND", choices=("local", "docker"))
     docker_image: str = knob("agent-arena-desktop", "ARENA_DOCKER_IMAGE")
+    # The engine shares no file system with the worker (docs/sandboxes.md, "Remote
+    # engines"): no bind mount of a run dir, everything over the network contract.
+    # Implied when DOCKER_HOST is a tcp:// or ssh:// URL.
+    docker_remote: bool = knob(False, "ARENA_DOCKER_REMOTE")
     # A desktop (Xvfb + Chromium) in every sandbox; off gives shell-only sandboxes.
     sandbox_desktop: bool = knob(True, "ARENA_SANDBOX_DESKTOP")
     # Pre-booted idle desktops a battle worker (battles.worker.PooledBattleWorker) keeps, each

@@ -46,8 +46,9 @@ dead worker left.
 
 Preconditions: the engine runs on this host's kernel and mounts this host's paths with
 this host's uids (a rootful engine). Unix sockets and file ownership cross the bind
-mounts, so a remote, rootless or userns-remapped engine cannot work; provisioning
-refuses the last two.
+mounts, so a remote, rootless or userns-remapped engine cannot work here; provisioning
+refuses the last two. An engine on another host is ``sandboxes.docker_remote``'s (the
+remote mode: no bind of a run dir, everything over the network contract).
 """
 
 import contextlib

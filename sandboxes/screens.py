@@ -57,6 +57,38 @@ class Frame:
     raw_mode: str
 
 
+def framebuffer_bound(width: int, height: int) -> int:
+    """The most bytes a ``width`` × ``height`` screen's framebuffer file can be."""
+    return MAX_HEADER_BYTES + MAX_COLORS * XWD_COLOR_BYTES + width * height * BYTES_PER_PIXEL
+
+
+def _layout(head: bytes, width: int, height: int, total: int) -> tuple[int, int, str]:
+    """Checks an XWD header (its fixed part, ``head``) of a file of ``total`` bytes
+    against a ``width`` × ``height`` screen: (pixel offset, pixel bytes, raw mode)."""
+    if len(head) < XWD_HEADER.size:
+        raise ScreenError("framebuffer too short")
+    (
+        header_size, _version, _format, depth, file_width, file_height, _xoffset,
+        byte_order, _unit, _bit_order, _pad, bits_per_pixel, bytes_per_line, _visual,
+        _red, _green, _blue, _bits_rgb, _entries, ncolors, *_rest,
+    ) = XWD_HEADER.unpack(head[: XWD_HEADER.size])  # fmt: skip
+    if (file_width, file_height) != (width, height):
+        raise ScreenError(
+            f"the framebuffer says {file_width}×{file_height}, the screen is {width}×{height}"
+        )
+    if bits_per_pixel != 8 * BYTES_PER_PIXEL or depth not in (24, 32):
+        raise ScreenError(f"unsupported framebuffer format ({depth} bit, {bits_per_pixel} bpp)")
+    if bytes_per_line != width * BYTES_PER_PIXEL:
+        raise ScreenError("the framebuffer's line length is not the screen's")
+    if not XWD_HEADER.size <= header_size <= MAX_HEADER_BYTES or ncolors > MAX_COLORS:
+        raise ScreenError("the framebuffer header is not Xvfb's")
+    offset = header_size + ncolors * XWD_COLOR_BYTES
+    size = bytes_per_line * height
+    if total != offset + size:
+        raise ScreenError("the framebuffer's length does not match its header")
+    return offset, size, "BGRX" if byte_order == 0 else "XRGB"  # LSBFirst stores B, G, R, X
+
+
 def read_frame(path: str, width: int, height: int) -> Frame:
     """Reads the framebuffer of a ``width`` × ``height`` screen from ``path``, refusing
     links, anything but a regular file, and any header or length that is not exactly
@@ -70,34 +102,22 @@ def read_frame(path: str, width: int, height: int) -> Frame:
         if not stat.S_ISREG(info.st_mode):
             raise ScreenError("the framebuffer is not a regular file")
         head = os.pread(fd, XWD_HEADER.size, 0)
-        if len(head) < XWD_HEADER.size:
-            raise ScreenError("framebuffer too short")
-        (
-            header_size, _version, _format, depth, file_width, file_height, _xoffset,
-            byte_order, _unit, _bit_order, _pad, bits_per_pixel, bytes_per_line, _visual,
-            _red, _green, _blue, _bits_rgb, _entries, ncolors, *_rest,
-        ) = XWD_HEADER.unpack(head)  # fmt: skip
-        if (file_width, file_height) != (width, height):
-            raise ScreenError(
-                f"the framebuffer says {file_width}×{file_height}, the screen is {width}×{height}"
-            )
-        if bits_per_pixel != 8 * BYTES_PER_PIXEL or depth not in (24, 32):
-            raise ScreenError(f"unsupported framebuffer format ({depth} bit, {bits_per_pixel} bpp)")
-        if bytes_per_line != width * BYTES_PER_PIXEL:
-            raise ScreenError("the framebuffer's line length is not the screen's")
-        if not XWD_HEADER.size <= header_size <= MAX_HEADER_BYTES or ncolors > MAX_COLORS:
-            raise ScreenError("the framebuffer header is not Xvfb's")
-        offset = header_size + ncolors * XWD_COLOR_BYTES
-        size = bytes_per_line * height
-        if info.st_size != offset + size:
-            raise ScreenError("the framebuffer's length does not match its header")
+        offset, size, raw_mode = _layout(head, width, height, info.st_size)
         pixels = os.pread(fd, size, offset)
         if len(pixels) != size:
             raise ScreenError("the framebuffer shrank while being read")
     finally:
         os.close(fd)
-    raw_mode = "BGRX" if byte_order == 0 else "XRGB"  # LSBFirst stores B, G, R, X
-    return Frame(pixels, width, height, bytes_per_line, raw_mode)
+    return Frame(pixels, width, height, width * BYTES_PER_PIXEL, raw_mode)
+
+
+def frame_from_bytes(data: bytes, width: int, height: int) -> Frame:
+    """The frame in ``data``, a framebuffer file's bytes as a sandbox sent them (the
+    Docker backend's remote mode): the same checks as :func:`read_frame`, the length
+    being the bytes received, never a size the sender claims."""
+    offset, size, raw_mode = _layout(data[: XWD_HEADER.size], width, height, len(data))
+    pixels = bytes(memoryview(data)[offset : offset + size])
+    return Frame(pixels, width, height, width * BYTES_PER_PIXEL, raw_mode)
 
 
 def frame_image(frame: Frame) -> Image.Image:
@@ -158,7 +178,16 @@ def bounded_png(
 
 
 def framebuffer_png(path: str, width: int, height: int, max_png_bytes: int) -> Screenshot:
-    frame = read_frame(path, width, height)
+    return frame_screenshot(read_frame(path, width, height), max_png_bytes)
+
+
+def framebuffer_bytes_png(data: bytes, width: int, height: int, max_png_bytes: int) -> Screenshot:
+    """:func:`framebuffer_png` of a framebuffer file's bytes (:func:`frame_from_bytes`)."""
+    return frame_screenshot(frame_from_bytes(data, width, height), max_png_bytes)
+
+
+def frame_screenshot(frame: Frame, max_png_bytes: int) -> Screenshot:
+    width, height = frame.width, frame.height
     png = frame_png(frame)
     if len(png) <= max_png_bytes:
         return Screenshot(png, width, height)

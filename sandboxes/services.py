@@ -172,6 +172,13 @@ def sandbox_backend() -> SandboxBackend:
         backend: SandboxBackend = LocalBackend(
             arena.sandbox_root, arena.sandbox_uid_base, egress=egress_proxy()
         )
+    elif name == "docker" and docker_remote_mode():
+        from sandboxes.docker_remote import RemoteDockerBackend, remote_client_from_env
+
+        backend = RemoteDockerBackend(
+            arena.docker_image, arena.sandbox_root, arena.sandbox_uid_base,
+            egress=egress_proxy(), host=host_id(), client_factory=remote_client_from_env,
+        )  # fmt: skip
     elif name == "docker":
         from sandboxes.docker_backend import DockerBackend
 
@@ -184,6 +191,14 @@ def sandbox_backend() -> SandboxBackend:
     with _egress_lock:
         _backend = backend
     return backend
+
+
+def docker_remote_mode() -> bool:
+    """The Docker backend shares no file system with its engine: ``ARENA_DOCKER_REMOTE``,
+    or a ``DOCKER_HOST`` on another host (``tcp://``, ``ssh://``)."""
+    from sandboxes.docker_remote import remote_mode_implied
+
+    return settings.ARENA.docker_remote or remote_mode_implied(os.environ.get("DOCKER_HOST"))
 
 
 def lease_acquire(*, backend: str, run_id: int | None, path: str = "") -> SandboxLease:
@@ -365,9 +380,14 @@ def _docker_janitor(host: str) -> int:
             if pooled:
                 live_runs.add(int(pooled[1]))
     backend = sandbox_backend()
-    return janitor(
+    removed = janitor(
         backend.client(),
         host,
         lambda run_id: run_id in live_runs,
         root=settings.ARENA.sandbox_root,
     )
+    if getattr(backend, "remote", False):  # the runs' downloads volumes, after their containers
+        from sandboxes.docker_remote import janitor_volumes
+
+        janitor_volumes(backend.client(), host, lambda run_id: run_id in live_runs)
+    return removed

@@ -119,6 +119,8 @@ def run_lane(
                     owner_uid=getattr(sandbox, "uid", None),
                     attachments=inputs.attachments,
                 )
+                if hasattr(sandbox, "push_work_dir"):  # a remote engine's: over its channel
+                    sandbox.push_work_dir()
             if barrier is not None:
                 barrier.wait(timeout=120)
             try:

@@ -2,15 +2,22 @@
 (:func:`start_browser`) and the DevTools pipe the supervisor drives it through
 (:class:`Browser`: navigation, the page's URL and title, the page as text)."""
 
+import base64
 import contextlib
 import json
 import os
 import subprocess
 import threading
 import time
+import zlib
 
 from sv_egress import PROXY_PORT
+from sv_files import read_regular
 from sv_page_text import PAGE_TEXT_JS
+
+FRAMEBUFFER = "/fb/Xvfb_screen0"  # Xvfb's -fbdir file
+# The framebuffer file's header, window name and colour map at most (sandboxes.screens).
+FRAMEBUFFER_HEADER_BYTES = 4096 + 4096 * 12
 
 # Resolves once the document has loaded and two frames were painted after that, or
 # after %d ms whatever happens (a subresource that never ends).
@@ -256,3 +263,17 @@ def start_browser(chromium: str, width: int, height: int, start_url: str, proxy:
     os.close(to_r)
     os.close(from_w)
     return Browser(proc, to_w, from_r)
+
+
+def framebuffer(width: int, height: int) -> dict:
+    """Xvfb's framebuffer file, deflated (level 1: a screen is mostly flat) and in
+    base64; at most the bytes a ``width`` × ``height`` screen's file can have."""
+    bound = FRAMEBUFFER_HEADER_BYTES + width * height * 4
+    try:
+        fd = os.open(FRAMEBUFFER, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        return {"ok": False, "error": f"no framebuffer: {exc.strerror}"}
+    data = read_regular(fd, bound)
+    if isinstance(data, str):
+        return {"ok": False, "error": f"the framebuffer: {data}"}
+    return {"ok": True, "zlib": base64.b64encode(zlib.compress(data, 1)).decode()}

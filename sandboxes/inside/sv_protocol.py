@@ -8,6 +8,10 @@ One JSON request per line on a unix socket, one JSON reply per line (the host's 
 - ``{"op": "input", "argv": [...], "via"?}`` (display; xdotool arguments): ``sv_input``.
 - ``{"op": "navigate", "url", "state"?}``, ``{"op": "state"}`` and ``{"op": "page_text",
   "max_text"?, "max_elements"?}`` (display; the page as text): ``sv_display.Browser``.
+- ``{"op": "read_file", "path": [...], "max_bytes"}``, ``{"op": "write_file", "path",
+  "data", "mode"?}`` (agent; under /work, data in base64) and ``{"op": "framebuffer"}``
+  (display; Xvfb's file deflated, in base64): ``sv_files``, ``sv_display``; for a
+  worker that shares no file system with the sandbox.
 
 A request can shorten a timeout or an output bound, never lengthen one (:func:`bounded`):
 the limits are the supervisor's own config's. Every reply has ``ok``; a refused or
@@ -21,6 +25,8 @@ import math
 import os
 from typing import TYPE_CHECKING
 
+from sv_display import framebuffer
+from sv_files import MAX_FILE_BYTES, read_file, write_file
 from sv_input import input_argv_ok, run_input
 from sv_shell import run_shell
 
@@ -33,8 +39,8 @@ PAGE_TEXT_MAX_CHARS = 8000
 PAGE_TEXT_MAX_ELEMENTS = 150
 # Which requests each role serves.
 OPS = {
-    "agent": {"ping", "shell"},
-    "display": {"ping", "navigate", "state", "page_text", "input"},
+    "agent": {"ping", "shell", "read_file", "write_file"},
+    "display": {"ping", "navigate", "state", "page_text", "input", "framebuffer"},
 }
 
 
@@ -111,6 +117,14 @@ class Channel:
                 int(bounded(request.get("max_text"), PAGE_TEXT_MAX_CHARS)),
                 int(bounded(request.get("max_elements"), PAGE_TEXT_MAX_ELEMENTS)),
             )
+        if op == "read_file":
+            max_bytes = int(bounded(request.get("max_bytes"), MAX_FILE_BYTES))
+            return read_file(request.get("path"), max_bytes)
+        if op == "write_file":
+            return write_file(request.get("path"), request.get("data"), request.get("mode"))
+        if op == "framebuffer":
+            width, height = self.config.get("width", 1280), self.config.get("height", 800)
+            return framebuffer(int(width), int(height))
         return {"ok": False, "error": f"unknown op {op!r}"}
 
     async def client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -13,12 +13,19 @@ the agent's reach: run this same script from an export of each commit, in turns.
 between runs): ready is then the claim (the run's egress identity and start page) to
 the first screenshot. Issue 34's goal: Docker ready from its pool within 2x bwrap's.
 
+``docker-remote`` is the Docker backend's remote mode (``sandboxes.docker_remote``) on a
+second engine reached only over TLS (``tests/docker_remote.py``, started and stopped
+here, vfs storage), with the image that binds the host's /usr moved there (the
+self-contained image on vfs costs seconds per container): everything over the
+sandboxes' channels, the screenshot as the display's framebuffer op.
+
 Run: .venv/bin/python tests/bench/bench_desktop_backends.py [--rounds N] [--only NAME]
-(NAME: local, docker, local-pool, docker-pool; slots 80-85 of ARENA_SANDBOX_UID_BASE,
-default 61000; root, with dockerd installed)
+(NAME: local, docker, local-pool, docker-pool, docker-remote; slots 80-86 of
+ARENA_SANDBOX_UID_BASE, default 61000; root, with dockerd installed)
 """
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -34,9 +41,11 @@ import docker
 
 from sandboxes.base import SandboxSpec
 from sandboxes.docker_backend import DEFAULT_IMAGE, DockerBackend, janitor
+from sandboxes.docker_remote import RemoteDockerBackend, janitor_volumes
 from sandboxes.local_backend import LocalBackend
 from sandboxes.pool import DesktopPool, FixedSlots
-from tests.docker_engine import engine_session
+from tests.docker_engine import HOST_USR_IMAGE, engine_session
+from tests.docker_remote import copy_image, remote_engine, tls_client
 
 UID_BASE = int(os.environ.get("ARENA_SANDBOX_UID_BASE") or 61000)
 PAGE = "data:text/html,<title>bench</title><h1>Benchmark</h1><input autofocus>"
@@ -53,8 +62,8 @@ def ms(samples: list[float]) -> dict:
     }
 
 
-NAMES = ("local", "docker", "local-pool", "docker-pool")
-SLOTS = {"local": 80, "docker": 81, "local-pool": 82, "docker-pool": 84}  # a pool: 2 slots
+NAMES = ("local", "docker", "local-pool", "docker-pool", "docker-remote")
+SLOTS = {"local": 80, "docker": 81, "local-pool": 82, "docker-pool": 84, "docker-remote": 86}
 
 
 def one(backend, slot: int, run_id: int, out: dict) -> None:
@@ -93,7 +102,7 @@ def main() -> None:
     names = [args.only] if args.only else list(NAMES)
     results: dict[str, dict] = {name: {} for name in names}
     loads = [round(x, 2) for x in os.getloadavg()]
-    with engine_session() as docker_host:
+    with engine_session() as docker_host, contextlib.ExitStack() as stack:
         client = docker.DockerClient(base_url=docker_host)
         backends = {
             "local": LocalBackend(root, UID_BASE),
@@ -105,6 +114,17 @@ def main() -> None:
                 host=f"bench-{os.getpid()}",
             ),
         }
+        remote = None
+        if "docker-remote" in names:
+            remote = stack.enter_context(remote_engine())
+            copy_image(client, remote.client, HOST_USR_IMAGE)
+            backends["docker-remote"] = RemoteDockerBackend(
+                HOST_USR_IMAGE,
+                root,
+                UID_BASE,
+                client_factory=lambda: tls_client(remote.url, remote.tls),
+                host=f"bench-{os.getpid()}",
+            )
         template = SandboxSpec(run_id=0, egress=False)
         for name in ("local", "docker"):
             if f"{name}-pool" in names:
@@ -120,6 +140,10 @@ def main() -> None:
                 if name in backends:
                     backends[name].close()
             janitor(client, f"bench-{os.getpid()}", lambda run_id: False, root=root)
+            if remote is not None:
+                janitor(remote.client, f"bench-{os.getpid()}", lambda run_id: False, root=root)
+                janitor_volumes(remote.client, f"bench-{os.getpid()}", lambda run_id: False)
+                backends["docker-remote"].close()
             backends["docker"].close()
             client.close()
             shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,345 @@
+"""The Docker backend's remote mode (``sandboxes.docker_remote``) on an engine that
+shares nothing with the worker but its API: the second dockerd of
+``tests/docker_remote.py``, reached only over TLS on loopback. A desktop run there: no
+bind mount of a run dir, the screenshot's pixels, a click reaching the page, the shell,
+a file put into /work and delivered back, egress refused by the worker's proxy and
+counted under the run's id, and nothing left after destroy or the janitor. The lying
+framebuffers the local reader refuses are refused in bytes too."""
+
+import base64
+import io
+import secrets
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import tracemalloc
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+from django.conf import settings as django_settings
+from PIL import Image
+
+from sandboxes.base import SandboxSpec, ToolError
+from sandboxes.docker_backend import DockerBackend, janitor
+from sandboxes.docker_remote import (
+    RemoteDockerBackend,
+    RemoteDockerSandbox,
+    inflate_bounded,
+    janitor_volumes,
+    remote_mode_implied,
+)
+from sandboxes.egress import EgressProxy, EgressProxyThread
+from sandboxes.screens import ScreenError, frame_from_bytes, framebuffer_bytes_png
+from tests.docker_engine import (
+    HOST_USR_IMAGE,
+    docker_engine,  # noqa: F401 - the session fixture
+)
+from tests.docker_remote import (
+    RemoteEngine,
+    copy_image,
+    docker_remote,  # noqa: F401 - the module's fixture
+    tls_client,
+)
+from tests.sandboxes.fake_engine import xwd_bytes
+from tests.sandboxes.test_screens import H, W, header
+
+# A page of one colour with a big button that retitles the page when clicked.
+START_PAGE = (
+    "data:text/html,<title>start</title><body style='margin:0;background:%23cc0033'>"
+    "<button style='width:400px;height:300px' onclick=\"document.title='clicked'\">go"
+    "</button></body>"
+)
+SLOT = 6
+
+
+def new_run_id() -> int:
+    return 10**9 + secrets.randbelow(10**9)
+
+
+@pytest.fixture(scope="module")
+def remote_image(docker_engine: str, docker_remote: RemoteEngine) -> str:  # noqa: F811
+    """The desktop image that binds the host's /usr, moved to the remote engine (the
+    engine is on this machine: its host's /usr is this one's)."""
+    local = docker.DockerClient(base_url=docker_engine)
+    try:
+        copy_image(local, docker_remote.client, HOST_USR_IMAGE)
+    finally:
+        local.close()
+    return HOST_USR_IMAGE
+
+
+@pytest.fixture(scope="module")
+def refusals() -> list:
+    return []
+
+
+@pytest.fixture(scope="module")
+def egress(refusals: list) -> Iterator[EgressProxyThread]:
+    proxy = EgressProxy(on_refusal=lambda *refusal: refusals.append(refusal))
+    with EgressProxyThread(proxy) as thread:
+        yield thread
+
+
+@pytest.fixture
+def backend(
+    docker_remote: RemoteEngine,  # noqa: F811
+    remote_image: str,
+    egress: EgressProxyThread,
+) -> Iterator[RemoteDockerBackend]:
+    root = Path(tempfile.mkdtemp(prefix="arena-test-remote-", dir="/var/tmp"))
+    made = RemoteDockerBackend(
+        remote_image,
+        root,
+        django_settings.ARENA.sandbox_uid_base,
+        egress=egress,
+        client_factory=lambda: tls_client(docker_remote.url, docker_remote.tls),
+        host=f"{socket.gethostname()}-test-{secrets.token_hex(4)}",
+    )
+    yield made
+    client = made.client()
+    janitor(client, made.host, lambda run_id: False, root=root)
+    janitor_volumes(client, made.host, lambda run_id: False)
+    made.close()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def on_engine(backend: RemoteDockerBackend) -> tuple[list[str], list[str]]:
+    """The containers and volumes of ``backend``'s host label on its engine."""
+    client = backend.client()
+    label = {"label": [f"arena.host={backend.host}"]}
+    containers = [c.name for c in client.containers.list(all=True, filters=label)]
+    volumes = [v.name for v in client.volumes.list(filters=label)]
+    return containers, volumes
+
+
+def processes_of(*uids: int) -> list[str]:
+    out = subprocess.run(
+        ["ps", "-o", "pid=,args=", "-u", ",".join(map(str, uids))],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return out.stdout.splitlines()
+
+
+def wait_for(predicate, timeout_s: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_a_desktop_on_the_remote_engine_over_the_channel_alone(
+    backend: RemoteDockerBackend, egress: EgressProxyThread, refusals: list, tmp_path: Path
+) -> None:
+    run_id = new_run_id()
+    spec = SandboxSpec(run_id=run_id, desktop=True, start_url=START_PAGE, shell_timeout_s=10)
+    started = time.monotonic()
+    box = backend.provision(spec, slot=SLOT)
+    ready_s = time.monotonic() - started
+    assert isinstance(box, RemoteDockerSandbox)
+    uids = (box.uid, box.display_uid)
+    try:
+        # No bind mount of anything of the worker's: tmpfs, the downloads volume, and
+        # the host's /usr the image asks for (read-only).
+        for role, container in box.containers.items():
+            container.reload()
+            for mount in container.attrs["Mounts"]:
+                if mount["Type"] == "bind":
+                    assert mount["RW"] is False, (role, mount)
+                    assert not mount["Source"].startswith(str(backend.root)), (role, mount)
+                else:
+                    assert mount["Type"] == "volume" and mount["Name"] == box.volume.name
+                    assert mount["RW"] is (role == "display")
+            tmpfs = container.attrs["HostConfig"]["Tmpfs"]
+            assert "nr_inodes=" in tmpfs["/run/arena"] and "size=1m" in tmpfs["/run/arena"]
+            assert "/work" in tmpfs if role == "agent" else "/fb" in tmpfs
+        assert box.volume.attrs["Options"]["type"] == "tmpfs"
+        assert f"size={spec.disk_bytes}" in box.volume.attrs["Options"]["o"]
+
+        assert wait_for(lambda: (box.page_state() or {}).get("title") == "start")
+        shot = box.screenshot()
+        assert shot.ok, shot.error
+        image = Image.open(io.BytesIO(shot.image)).convert("RGB")
+        assert image.size == (1280, 800)
+        assert image.getpixel((1000, 700)) == (204, 0, 51)  # the page's own colour
+        assert image.getpixel((200, 150)) != (204, 0, 51)  # the button
+
+        assert box.click(200, 150).ok
+        assert wait_for(lambda: (box.page_state() or {}).get("title") == "clicked")
+
+        shell = box.shell("id -u; pwd; ls -a /run/arena")
+        assert shell.ok and shell.stdout.split()[:2] == [str(box.uid), "/work"], shell
+
+        # A file in (an attachment) and files out (deliveries), with the host's rules.
+        assert box.put_file("attachments/brief.txt", b"from the worker\n") == (
+            "/work/attachments/brief.txt"
+        )
+        seen = box.shell("cat attachments/brief.txt; stat -c %a attachments/brief.txt")
+        assert seen.stdout == "from the worker\n444\n", seen
+        with pytest.raises(ToolError, match="could not be put"):
+            box.put_file("attachments/brief.txt", b"again")  # never over a file
+        # What the worker placed in its own work dir (a lane's attachments) goes in too.
+        (box.work_dir / "given").mkdir()
+        (box.work_dir / "given" / "data.csv").write_bytes(b"a,b\n1,2\n")
+        (box.work_dir / "given" / "data.csv").chmod(0o444)
+        assert box.push_work_dir() == ["/work/given/data.csv"]
+        assert list(box.work_dir.iterdir()) == []
+        seen = box.shell("cat given/data.csv; stat -c %a given/data.csv")
+        assert seen.stdout == "a,b\n1,2\n444\n", seen
+        box.shell("printf answer > out.txt; ln -s /etc/hostname link; mkdir d")
+        box.shell("head -c 6000000 /dev/zero > big")
+        delivered = box.collect_files(["out.txt", "/work/attachments/brief.txt"], tmp_path / "out")
+        assert [(d.name, d.size) for d in delivered] == [("out.txt", 6), ("brief.txt", 16)]
+        assert (tmp_path / "out" / "out.txt").read_bytes() == b"answer"
+        for name, error in (("link", "link"), ("d", "regular file"), ("big", "over the")):
+            with pytest.raises(ToolError, match=error):
+                box.collect_files(["out.txt", name], tmp_path / name)
+            assert not (tmp_path / name).exists()  # nothing partial
+        with pytest.raises(ToolError, match="outside the workspace"):
+            box.collect_files(["/etc/passwd"], tmp_path / "etc")
+
+        # Egress: the worker's proxy refuses a private address, counted as the run's.
+        curl = "curl -s -o /dev/null -w '%{http_code}' --max-time 10 http://10.20.30.40/x"
+        assert box.shell(curl).stdout == "403"
+        assert egress.counters(run_id)["refused:private"] == 1
+        assert (run_id, "http://10.20.30.40/x", "private") in refusals
+        assert box.health()["ok"] is True
+    finally:
+        box.destroy()
+    assert on_engine(backend) == ([], [])
+    assert not box.run_dir.exists()
+    assert wait_for(lambda: processes_of(*uids) == []), processes_of(*uids)
+    print(f"remote desktop ready in {ready_s:.2f} s")
+
+
+def test_the_janitor_removes_a_dead_runs_containers_and_volume(
+    backend: RemoteDockerBackend,
+) -> None:
+    run_id = new_run_id()
+    spec = SandboxSpec(run_id=run_id, desktop=True, start_url="about:blank", shell_timeout_s=10)
+    box = backend.provision(spec, slot=SLOT + 1)
+    box._reaper.cancel()  # a worker that died: nobody destroys it
+    containers, volumes = on_engine(backend)
+    assert len(containers) == 2 and volumes == [box.volume.name]
+    client = backend.client()
+    assert janitor(client, backend.host, lambda r: r == run_id, root=backend.root) == 0
+    assert janitor(client, backend.host, lambda r: False, root=backend.root) == 2
+    assert janitor_volumes(client, backend.host, lambda r: False) == 1
+    assert on_engine(backend) == ([], [])
+    assert not box.run_dir.exists()
+    box._destroyed = True
+
+
+def test_a_pooled_remote_desktop_is_assigned_a_run_and_its_egress_identity(
+    backend: RemoteDockerBackend, egress: EgressProxyThread
+) -> None:
+    """The warm pool's path (``sandboxes.pool``): booted in the background under the
+    pool's identity, then made a run's: its tunnels' listeners now count for the run."""
+    pool_id, run_id = -new_run_id(), new_run_id()
+    booted = SandboxSpec(run_id=pool_id, desktop=True, start_url="about:blank")
+    box = backend.provision(booted, slot=SLOT + 2, background=True)
+    try:
+        box.assign(SandboxSpec(run_id=run_id, desktop=True, start_url=START_PAGE))
+        assert (box.page_state() or {}).get("title") == "start"
+        curl = "curl -s -o /dev/null -w '%{http_code}' --max-time 10 http://10.1.2.3/"
+        assert box.shell(curl).stdout == "403"
+        assert egress.counters(run_id)["refused:private"] == 1
+        assert "refused:private" not in egress.counters(pool_id)
+    finally:
+        box.destroy()
+    assert on_engine(backend) == ([], [])
+
+
+def test_coding_lanes_are_refused_in_remote_mode(backend: RemoteDockerBackend) -> None:
+    spec = SandboxSpec(run_id=new_run_id(), desktop=False, toolchain=True)
+    with pytest.raises(RuntimeError, match="run only on a local Docker engine"):
+        backend.provision(spec)
+    assert on_engine(backend) == ([], [])
+
+
+def test_remote_mode_is_implied_by_an_engine_on_another_host() -> None:
+    assert remote_mode_implied("tcp://10.0.0.5:2376")
+    assert remote_mode_implied("ssh://arena@engine")
+    assert not remote_mode_implied("unix:///var/run/docker.sock")
+    assert not remote_mode_implied(None)
+
+
+# -- the framebuffer as bytes ------------------------------------------------------------
+
+
+def test_a_framebuffers_bytes_become_the_same_png_as_its_file(tmp_path: Path) -> None:
+    data = xwd_bytes(W, H, (200, 30, 30))
+    shot = framebuffer_bytes_png(data, W, H, 1 << 20)
+    assert Image.open(io.BytesIO(shot.png)).convert("RGB").getpixel((3, 3)) == (200, 30, 30)
+    assert inflate_bounded(base64.b64encode(zlib.compress(data)).decode(), len(data))
+
+
+@pytest.mark.parametrize(
+    ("content", "error"),
+    [
+        (header(100_000, 100_000), "says 100000×100000"),
+        (header(W + 1, H), "the screen is 64×48"),
+        (header(bpp=16), "unsupported framebuffer format"),
+        (header(line=W * 4 + 4), "line length"),
+        (header(size=10**9), "not Xvfb's"),
+        (header(ncolors=10**6), "not Xvfb's"),
+        (header(), "length does not match"),
+        (xwd_bytes(W, H, (0, 0, 0)) + b"extra", "length does not match"),
+        (b"\x00" * 40, "too short"),
+    ],
+)
+def test_lying_framebuffer_bytes_are_refused_as_the_file_is(content: bytes, error: str) -> None:
+    tracemalloc.start()
+    try:
+        with pytest.raises(ScreenError, match=error):
+            frame_from_bytes(content, W, H)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 1024
+
+
+def test_a_deflate_bomb_is_refused_at_the_screens_bound() -> None:
+    bomb = base64.b64encode(zlib.compress(b"\x00" * (64 * 1024**2))).decode()
+    tracemalloc.start()
+    try:
+        with pytest.raises(ScreenError, match="more than a framebuffer"):
+            inflate_bounded(bomb, 1024**2)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 1024**2
+    with pytest.raises(ScreenError, match="does not decode"):
+        inflate_bounded("not base64!", 1024)
+
+
+@pytest.mark.parametrize(
+    ("remote", "docker_host", "expected"),
+    [
+        (True, "unix:///var/run/docker.sock", RemoteDockerBackend),
+        (False, "tcp://127.0.0.1:2376", RemoteDockerBackend),
+        (False, "unix:///var/run/docker.sock", DockerBackend),
+    ],
+)
+def test_the_arena_picks_the_remote_mode_from_settings_or_docker_host(
+    settings, sandbox_root, monkeypatch, remote, docker_host, expected
+) -> None:
+    from sandboxes import services
+
+    monkeypatch.setenv("DOCKER_HOST", docker_host)
+    monkeypatch.setattr(services, "_backend", None)
+    settings.ARENA = settings.ARENA.replace(
+        sandbox_backend="docker", sandbox_root=sandbox_root, docker_remote=remote
+    )
+    backend = services.sandbox_backend()
+    assert type(backend) is expected
+    assert getattr(backend, "remote", False) is (expected is RemoteDockerBackend)
+    monkeypatch.setattr(services, "_backend", None)
