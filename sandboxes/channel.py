@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sandboxes.base import ToolError
+from sandboxes.control import reply_of
 from sandboxes.inside import relay
 
 logger = logging.getLogger(__name__)
@@ -192,13 +193,7 @@ class ChannelClient:
             except BaseException:
                 self._close()
                 raise
-        try:
-            reply = json.loads(line)
-        except ValueError as exc:
-            raise ToolError("the sandbox answered garbage") from exc
-        if not isinstance(reply, dict):
-            raise ToolError("the sandbox answered garbage")
-        return reply
+        return reply_of(line)
 
     def _close(self) -> None:
         if self.sock is not None:

@@ -78,6 +78,17 @@ def supervisor_config(spec: SandboxSpec, role: str) -> dict[str, Any]:
     raise ValueError(f"no supervisor role {role!r}")
 
 
+def reply_of(line: bytes) -> dict[str, Any]:
+    """A supervisor's reply: one JSON object, or ToolError (whatever the transport)."""
+    try:
+        reply = json.loads(line)
+    except ValueError as exc:
+        raise ToolError("the sandbox answered garbage") from exc
+    if not isinstance(reply, dict):
+        raise ToolError("the sandbox answered garbage")
+    return reply
+
+
 class SupervisorClient:
     """One request/response at a time over the supervisor's unix socket."""
 
@@ -106,13 +117,7 @@ class SupervisorClient:
                     raise ToolError("the sandbox's supervisor went away")
                 self.buffer += chunk
             line, self.buffer = self.buffer.split(b"\n", 1)
-        try:
-            reply = json.loads(line)
-        except ValueError as exc:
-            raise ToolError("the sandbox answered garbage") from exc
-        if not isinstance(reply, dict):
-            raise ToolError("the sandbox answered garbage")
-        return reply
+        return reply_of(line)
 
     def close(self) -> None:
         if self.sock is not None:

@@ -68,6 +68,7 @@ from sandboxes.docker_backend import (
 from sandboxes.docker_sandbox import DockerSandbox, in_parallel, remove_container
 from sandboxes.egress_tunnel import Tunnel, TunnelLoop, open_egress_tunnel
 from sandboxes.inside import relay
+from sandboxes.local import workspace_parts
 from sandboxes.screens import ScreenError, framebuffer_bound, framebuffer_bytes_png
 
 if TYPE_CHECKING:
@@ -128,22 +129,6 @@ os.register_at_fork(after_in_child=_forget_parents_loop)
 
 
 # -- the sandbox -----------------------------------------------------------------------
-
-
-def workspace_parts(name: str) -> list[str]:
-    """``name`` (relative to /work, or absolute under it) as its components; refuses
-    NUL, ``..`` and anything outside the workspace, as the local read does."""
-    raw = str(name)
-    if "\x00" in raw:
-        raise ToolError(f"{name!r}: a file name cannot contain NUL")
-    if raw.startswith("/"):
-        if not raw.startswith("/work/"):
-            raise ToolError(f"{name!r} is outside the workspace (/work)")
-        raw = raw[len("/work/") :]
-    parts = [p for p in raw.split("/") if p not in ("", ".")]
-    if not parts or ".." in parts:
-        raise ToolError(f"{name!r} is not a file in the workspace")
-    return parts
 
 
 class SandboxLost(RuntimeError):
@@ -312,13 +297,8 @@ class RemoteDockerSandbox(DockerSandbox):
         """Closes the channels and tunnels, removes the containers (all at once), then
         the downloads volume, stops the run's proxy listeners and removes the worker's
         own dir of the run. Idempotent."""
-        with self._destroy_lock:
-            if self._destroyed:
-                return
-            self._destroyed = True
-        self._reaper.cancel()
-        self.client.close()
-        self.display_client.close()
+        if not self._destroy_begins():
+            return
         for tunnel in self.tunnels:
             with contextlib.suppress(Exception):
                 tunnel.close()

@@ -143,13 +143,8 @@ class DockerSandbox(LocalSandbox):
     def destroy(self) -> None:
         """Removes the containers (all at once) and their group, stops the run's egress
         listeners and removes the run dir with its quotas. Idempotent."""
-        with self._destroy_lock:
-            if self._destroyed:
-                return
-            self._destroyed = True
-        self._reaper.cancel()
-        self.client.close()
-        self.display_client.close()
+        if not self._destroy_begins():
+            return
         in_parallel(remove_container, self.containers.values())
         cgroups.SandboxCgroup("v1", cgroups.engine_group_directories(self.run_dir.name)).remove()
         if self.spec.egress and self.egress is not None:

@@ -82,6 +82,22 @@ def _count(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
+def workspace_parts(name: str) -> list[str]:
+    """``name`` (relative to /work, or absolute under it) as its components; refuses
+    NUL, ``..`` and anything outside the workspace."""
+    raw = str(name)
+    if "\x00" in raw:
+        raise ToolError(f"{name!r}: a file name cannot contain NUL")
+    if raw.startswith("/"):
+        if not raw.startswith("/work/"):
+            raise ToolError(f"{name!r} is outside the workspace (/work)")
+        raw = raw[len("/work/") :]
+    parts = [p for p in raw.split("/") if p not in ("", ".")]
+    if not parts or ".." in parts:
+        raise ToolError(f"{name!r} is not a file in the workspace")
+    return parts
+
+
 class LocalSandbox(Sandbox):
     def __init__(
         self,
@@ -391,16 +407,7 @@ class LocalSandbox(Sandbox):
     def _read_workspace_file(self, name: str, budget: int) -> bytes:
         """Opens ``name`` under the work dir one component at a time with O_NOFOLLOW, so
         neither a symlink nor ``..`` can lead outside it."""
-        raw = str(name)
-        if "\x00" in raw:
-            raise ToolError(f"{name!r}: a file name cannot contain NUL")
-        if raw.startswith("/"):
-            if not raw.startswith("/work/"):
-                raise ToolError(f"{name!r} is outside the workspace (/work)")
-            raw = raw[len("/work/") :]
-        parts = [p for p in raw.split("/") if p not in ("", ".")]
-        if not parts or ".." in parts:
-            raise ToolError(f"{name!r} is not a file in the workspace")
+        parts = workspace_parts(name)
         dir_fd = os.open(self.work_dir, os.O_RDONLY | os.O_DIRECTORY)
         try:
             for part in parts[:-1]:
@@ -445,14 +452,21 @@ class LocalSandbox(Sandbox):
     def _procs(self) -> list[subprocess.Popen]:
         return [p for p in (self.proc, self.display_proc) if p is not None]
 
-    def destroy(self) -> None:
+    def _destroy_begins(self) -> bool:
+        """The first call of ``destroy`` (False for any later one): stops the lifetime
+        timer and closes the supervisors' clients."""
         with self._destroy_lock:
             if self._destroyed:
-                return
+                return False
             self._destroyed = True
         self._reaper.cancel()
         self.client.close()
         self.display_client.close()
+        return True
+
+    def destroy(self) -> None:
+        if not self._destroy_begins():
+            return
         procs = self._procs()
         for proc in procs:  # both at once: they die in parallel
             with contextlib.suppress(ProcessLookupError):

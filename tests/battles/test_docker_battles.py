@@ -21,7 +21,6 @@ import threading
 import docker
 import pytest
 
-from agents.models import Agent, Arena
 from agents.services import roster_install_builtins
 from battles.coding_models import CodingOutcome
 from battles.models import Battle, Run
@@ -32,16 +31,8 @@ from sandboxes.docker_backend import DEFAULT_IMAGE
 from sandboxes.models import SandboxLease
 from tests.agents.conftest import LOOPBACK
 from tests.battles.pairing import submitted_between
-from tests.coding import fake_streaming as fs
 from tests.coding import repos
-from tests.coding.test_coding_battles import (
-    ANTHROPIC_KEY,
-    CALL_USAGE,
-    OPENAI_KEY,
-    battle_between,
-    claude_fixes,
-    codex_fixes,
-)
+from tests.coding.test_coding_battles import battle_between, claude_and_codex
 from tests.conftest import make_person
 from tests.docker_engine import docker_engine  # noqa: F401 - the session fixture
 from tests.servers import (
@@ -67,6 +58,28 @@ def docker_worker_env(docker_host: str, *, sandbox_root, private_media_root) -> 
         DOCKER_HOST=docker_host,
     )
     return env
+
+
+def desktop_lanes_delivered(battle: Battle, logs: str, private_media) -> dict[str, Run]:
+    """The battle's runs by agent, once both built-in agents' desktop lanes ended as
+    they chose (delivered, every shell step ok, a screenshot per step, the rulebook's
+    notes.txt in the deliveries) and the battle waits for screening."""
+    battle.refresh_from_db()
+    runs = {run.agent.slug: run for run in battle.runs.select_related("agent")}
+    said = {slug: (run.status, run.end_reason, run.error) for slug, run in runs.items()}
+    assert (battle.status, battle.failure_reason) == (Battle.Status.SCREENING, ""), (said, logs)
+    assert said == {
+        "rulebook": (Run.Status.ENDED, Run.EndReason.DELIVERED, ""),
+        "surveyor": (Run.Status.ENDED, Run.EndReason.DELIVERED, ""),
+    }, logs
+    for run in runs.values():
+        steps = list(run.steps.all())
+        shell = [step.result for step in steps if step.tool == "shell"]
+        assert shell and all(result["ok"] for result in shell), shell
+        assert all(step.screenshot for step in steps)  # a desktop's: one per step
+    delivered = private_media / "deliveries" / f"run-{runs['rulebook'].pk}" / "notes.txt"
+    assert delivered.read_bytes() == CONTENT
+    return runs
 
 
 def run_battle_worker(worker_class: str, env: dict[str, str], log_dir, timeout: float) -> str:
@@ -119,21 +132,7 @@ def test_a_battle_worker_runs_two_desktop_lanes_on_docker(
     logs = run_battle_worker(worker_class, env, tmp_path / "logs", timeout=180)
 
     # Then both lanes ran in their containers to the end their agent chose
-    battle.refresh_from_db()
-    runs = {run.agent.slug: run for run in battle.runs.select_related("agent")}
-    said = {slug: (run.status, run.end_reason, run.error) for slug, run in runs.items()}
-    assert (battle.status, battle.failure_reason) == (Battle.Status.SCREENING, ""), (said, logs)
-    assert said == {
-        "rulebook": (Run.Status.ENDED, Run.EndReason.DELIVERED, ""),
-        "surveyor": (Run.Status.ENDED, Run.EndReason.DELIVERED, ""),
-    }, logs
-    for run in runs.values():
-        steps = list(run.steps.all())
-        shell = [step.result for step in steps if step.tool == "shell"]
-        assert shell and all(result["ok"] for result in shell), shell
-        assert all(step.screenshot for step in steps)  # a desktop's: one per step
-    delivered = private_media / "deliveries" / f"run-{runs['rulebook'].pk}" / "notes.txt"
-    assert delivered.read_bytes() == CONTENT
+    runs = desktop_lanes_delivered(battle, logs, private_media)
     # And nothing of a sandbox is left: every lease released, no container, no run dir
     assert SandboxLease.objects.filter(released_at=None).count() == 0
     # (the pooled worker's idle desktops hold leases of no run)
@@ -165,24 +164,7 @@ def test_a_battle_worker_runs_a_coding_battle_on_docker(
     and a uid that is not root)."""
     ensure_public_arena()
     alice = make_person("alice", "Acme", terms)
-    with fs.FakeAnthropicStream(
-        claude_fixes, usage=CALL_USAGE, api_key=ANTHROPIC_KEY, model="claude-sonnet-4-5"
-    ) as claude_api, fs.FakeResponses(
-        codex_fixes, usage=CALL_USAGE, api_key=OPENAI_KEY, model="gpt-5-codex"
-    ) as openai_api:  # fmt: skip
-        monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{claude_api.port}")
-        monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
-        monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{openai_api.port}/v1")
-        arena = Arena.objects.public()
-        claude = Agent.objects.create(
-            arena=arena, slug="cc", display_name="CC", kind="cli", provider="anthropic",
-            model_id="claude-sonnet-4-5", params={"cli": "claude-code"},
-        )  # fmt: skip
-        codex = Agent.objects.create(
-            arena=arena, slug="cx", display_name="CX", kind="cli", provider="openai",
-            model_id="gpt-5-codex", params={"cli": "codex"},
-        )  # fmt: skip
+    with claude_and_codex(monkeypatch) as (claude, codex, claude_api, openai_api):
         battle = battle_between(alice, claude, codex, repos.FIX, tmp_path)
         env = docker_worker_env(
             docker_engine, sandbox_root=sandbox_root, private_media_root=tmp_path / "private"

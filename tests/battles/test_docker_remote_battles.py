@@ -25,7 +25,7 @@ from sandboxes import services
 from sandboxes.docker_remote import RemoteDockerBackend
 from sandboxes.models import SandboxLease
 from tests.battles.pairing import submitted_between
-from tests.battles.test_docker_battles import CONTENT, run_battle_worker
+from tests.battles.test_docker_battles import desktop_lanes_delivered, run_battle_worker
 from tests.conftest import make_person
 from tests.docker_engine import (
     HOST_USR_IMAGE,
@@ -108,22 +108,8 @@ def test_a_battle_worker_runs_two_desktop_lanes_on_a_remote_engine(
     since = int(time.time()) - 1
     logs = run_battle_worker(worker_class, env, tmp_path / "logs", timeout=180)
 
-    # Then both lanes ran there to the end their agent chose
-    battle.refresh_from_db()
-    runs = {run.agent.slug: run for run in battle.runs.select_related("agent")}
-    said = {slug: (run.status, run.end_reason, run.error) for slug, run in runs.items()}
-    assert (battle.status, battle.failure_reason) == (Battle.Status.SCREENING, ""), (said, logs)
-    assert said == {
-        "rulebook": (Run.Status.ENDED, Run.EndReason.DELIVERED, ""),
-        "surveyor": (Run.Status.ENDED, Run.EndReason.DELIVERED, ""),
-    }, logs
-    for run in runs.values():
-        steps = list(run.steps.all())
-        shell = [step.result for step in steps if step.tool == "shell"]
-        assert shell and all(result["ok"] for result in shell), shell
-        assert all(step.screenshot for step in steps)  # one per step, over the channel
-    delivered = private_media / "deliveries" / f"run-{runs['rulebook'].pk}" / "notes.txt"
-    assert delivered.read_bytes() == CONTENT
+    # Then both lanes ran there to the end their agent chose (screenshots over the channel)
+    runs = desktop_lanes_delivered(battle, logs, private_media)
     # in remote mode: each lane's downloads are a tmpfs volume of the engine (the local
     # mode binds a dir of the worker's run dir instead)
     events = docker_remote.client.events(

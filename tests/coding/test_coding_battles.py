@@ -5,6 +5,7 @@ each diff collected before its sandbox is destroyed, then a fresh judge sandbox 
 run: the patch applied, the success command, the tests, ruff and lizard, for real.
 The recorded scores must be exactly what each script implies."""
 
+import contextlib
 import random
 from pathlib import Path
 
@@ -162,41 +163,40 @@ ADD_PATCH = (
 CALL_USAGE = fs.Usage(input_tokens=1500, output_tokens=60, cache_read_tokens=400)
 
 
-def claude_fixes(request: dict) -> list:
-    """Claude Code: read calc.py, edit add(), run the tests, answer."""
-    if not request.get("tools"):
-        return [fs.Text("ok")]
-    done = sum(
-        1
-        for m in request["messages"]
-        if m["role"] == "user" and isinstance(m["content"], list)
-        for b in m["content"]
-        if b.get("type") == "tool_result"
-    )
-    steps = [
-        fs.ToolUse("Read", {"file_path": "/work/repo/calc.py"}),
-        fs.ToolUse("Edit", {"file_path": "/work/repo/calc.py",
-                            "old_string": "def add(a, b):\n    return a - b",
-                            "new_string": "def add(a, b):\n    return a + b"}),
-        fs.ToolUse("Bash", {"command": "python3 -m pytest -q", "description": "tests"}),
-    ]  # fmt: skip
-    return [steps[done]] if done < len(steps) else [fs.Text("Fixed add().")]
+def claude_fixing(answer: str, description: str):
+    """Claude Code's model: read calc.py, edit add(), run the tests (Bash, described as
+    ``description``), then ``answer``."""
+
+    def fixes(request: dict) -> list:
+        if not request.get("tools"):
+            return [fs.Text("ok")]
+        done = sum(
+            1
+            for m in request["messages"]
+            if m["role"] == "user" and isinstance(m["content"], list)
+            for b in m["content"]
+            if b.get("type") == "tool_result"
+        )
+        steps = [
+            fs.ToolUse("Read", {"file_path": "/work/repo/calc.py"}),
+            fs.ToolUse("Edit", {"file_path": "/work/repo/calc.py",
+                                "old_string": "def add(a, b):\n    return a - b",
+                                "new_string": "def add(a, b):\n    return a + b"}),
+            fs.ToolUse("Bash", {"command": "python3 -m pytest -q", "description": description}),
+        ]  # fmt: skip
+        return [steps[done]] if done < len(steps) else [fs.Text(answer)]
+
+    return fixes
 
 
-def codex_fixes(request: dict) -> list:
-    """Codex: cat, apply_patch through its shell tool, answer."""
-    done = sum(1 for i in request["input"] if i.get("type", "").endswith("call_output"))
-    steps = [
-        fs.ToolUse("exec_command", {"cmd": "cat calc.py"}),
-        fs.ToolUse("exec_command", {"cmd": f"apply_patch <<'EOF'\n{ADD_PATCH}EOF\n"}),
-    ]
-    return [steps[done]] if done < len(steps) else [fs.Text("Fixed add().")]
+claude_fixes = claude_fixing("Fixed add().", "tests")
 
 
-def test_two_cli_agents_fight_a_coding_battle_through_the_model_gateway(
-    alice, monkeypatch, settings, tmp_path
-):
-    settings.ARENA = settings.ARENA.replace(model_prices={"gpt-5-codex": [1.25, 10.0]})
+@contextlib.contextmanager
+def claude_and_codex(monkeypatch):
+    """Claude Code and the Codex CLI in the public arena, each fixing calc.py through a
+    fake provider on loopback (the only part faked: a remote LLM API); yields the two
+    agents and the two fake APIs (their calls)."""
     with fs.FakeAnthropicStream(
         claude_fixes, usage=CALL_USAGE, api_key=ANTHROPIC_KEY, model="claude-sonnet-4-5"
     ) as claude_api, fs.FakeResponses(
@@ -215,6 +215,24 @@ def test_two_cli_agents_fight_a_coding_battle_through_the_model_gateway(
             arena=arena, slug="cx", display_name="CX", kind="cli", provider="openai",
             model_id="gpt-5-codex", params={"cli": "codex"},
         )  # fmt: skip
+        yield claude, codex, claude_api, openai_api
+
+
+def codex_fixes(request: dict) -> list:
+    """Codex: cat, apply_patch through its shell tool, answer."""
+    done = sum(1 for i in request["input"] if i.get("type", "").endswith("call_output"))
+    steps = [
+        fs.ToolUse("exec_command", {"cmd": "cat calc.py"}),
+        fs.ToolUse("exec_command", {"cmd": f"apply_patch <<'EOF'\n{ADD_PATCH}EOF\n"}),
+    ]
+    return [steps[done]] if done < len(steps) else [fs.Text("Fixed add().")]
+
+
+def test_two_cli_agents_fight_a_coding_battle_through_the_model_gateway(
+    alice, monkeypatch, settings, tmp_path
+):
+    settings.ARENA = settings.ARENA.replace(model_prices={"gpt-5-codex": [1.25, 10.0]})
+    with claude_and_codex(monkeypatch) as (claude, codex, claude_api, openai_api):
         battle = battle_between(alice, claude, codex, repos.FIX, tmp_path)
         battle_run(battle_id=battle.pk)
 

@@ -29,6 +29,7 @@ from judging.services import battle_screen
 from tests.agents.conftest import LOOPBACK
 from tests.coding import fake_streaming as fs
 from tests.coding import repos
+from tests.coding.test_coding_battles import claude_fixing
 from tests.conftest import make_person
 from tests.e2e.test_arena_loop import PASSWORD, production_hash
 from tests.e2e.test_blindness import recorder
@@ -70,25 +71,8 @@ def aider_fixes(request: dict) -> list:
     return [fs.Text(f"{AIDER_SAYS}\n\n{block}")]
 
 
-def claude_fixes(request: dict) -> list:
-    """Claude Code's model: Read, Edit, run the tests with Bash, then its answer."""
-    if not request.get("tools"):
-        return [fs.Text("ok")]
-    done = sum(
-        1
-        for m in request["messages"]
-        if m["role"] == "user" and isinstance(m["content"], list)
-        for b in m["content"]
-        if b.get("type") == "tool_result"
-    )
-    steps = [
-        fs.ToolUse("Read", {"file_path": "/work/repo/calc.py"}),
-        fs.ToolUse("Edit", {"file_path": "/work/repo/calc.py",
-                            "old_string": "def add(a, b):\n    return a - b",
-                            "new_string": "def add(a, b):\n    return a + b"}),
-        fs.ToolUse("Bash", {"command": "python3 -m pytest -q", "description": "Run the tests"}),
-    ]  # fmt: skip
-    return [steps[done]] if done < len(steps) else [fs.Text(CLAUDE_SAYS)]
+# Claude Code's model: Read, Edit, run the tests with Bash, then its answer.
+claude_fixes = claude_fixing(CLAUDE_SAYS, "Run the tests")
 
 
 def run_and_screen(battle_id: int) -> None:

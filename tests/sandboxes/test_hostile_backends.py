@@ -17,10 +17,10 @@ from django.conf import settings
 
 from sandboxes.base import SandboxSpec
 from sandboxes.docker_backend import DEFAULT_IMAGE, DockerBackend, janitor
-from sandboxes.egress import EgressProxy
 from sandboxes.local_backend import LocalBackend
 from tests.docker_engine import docker_engine  # noqa: F401 - the session fixture
 from tests.sandboxes.test_hostile import PROBE, host_disk_bytes
+from tests.sandboxes.test_pool import proxy  # noqa: F401 - the module fixture (no DNS, no dial)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="slot uids and quotas need root")
 
@@ -41,25 +41,8 @@ def spec(run_id: int) -> SandboxSpec:
     )
 
 
-@pytest.fixture(scope="module")
-def proxy():
-    refusals: list[tuple] = []
-
-    async def no_dial(address, port):
-        raise AssertionError("nothing is public here")
-
-    egress = EgressProxy(
-        resolver=lambda host, port: [],
-        dialer=no_dial,
-        on_refusal=lambda *record: refusals.append(record),
-    ).run_in_thread()
-    egress.refusals = refusals
-    yield egress
-    egress.close()
-
-
 @pytest.fixture(params=["local", "docker"])
-def lanes(request, sandbox_root, proxy):
+def lanes(request, sandbox_root, proxy):  # noqa: F811
     """Two shell lanes of a battle on one backend (slots 30 and 31)."""
     uid_base = settings.ARENA.sandbox_uid_base
     if request.param == "local":
@@ -178,7 +161,7 @@ open("/work/flooded", "w").write(str(sent))
 """
 
 
-def test_an_egress_flood_is_the_lanes_own(lanes, proxy):
+def test_an_egress_flood_is_the_lanes_own(lanes, proxy):  # noqa: F811
     a, b = lanes
     started = a.shell(
         f"cat > /work/flood.py <<'EOF'\n{FLOOD}\nEOF\n"
