@@ -393,9 +393,16 @@ class GatewayHandler(BaseHTTPRequestHandler):
                     break
         except httpx2.HTTPError as exc:
             error = f"the model provider's stream broke off ({type(exc).__name__})"
-        if error:
-            self._chunk(stream_error_event(provider, error))
-        self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            # The client left mid-stream: what the provider reported so far is still
+            # spent, and counts against the run (leaving early is no way to a free call).
+            return reader.usage or CallUsage(), "the client closed the connection"
+        try:
+            if error:
+                self._chunk(stream_error_event(provider, error))
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            pass  # an SDK closes once it has read the stream's last event; it had them all
         return reader.usage or CallUsage(), error or reader.error
 
     def _relay_body(

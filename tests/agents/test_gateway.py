@@ -8,6 +8,7 @@ ever resolved."""
 import ipaddress
 import json
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,6 +78,15 @@ class World:
     def close(self) -> None:
         self.proxy.close()
         self.gateway.close()
+
+    def calls(self, count: int = 1) -> list[tuple[int, GatewayCall]]:
+        """The spans once ``count`` have come. An SDK returns as soon as it has read a
+        stream's last event, and the gateway reports the call when its relay ends, a
+        moment later."""
+        deadline = time.monotonic() + 10
+        while len(self.spans) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.spans
 
     def grant(self, upstream_base_url: str, **overrides) -> Grant:
         provider = overrides.pop("provider", "anthropic")
@@ -239,7 +249,7 @@ def test_the_openai_sdk_through_the_proxy_gets_its_answer_and_only_the_granted_m
     assert up.last_request.headers["authorization"] == f"Bearer {KEY}"
     assert models == [GPT]  # listed by the gateway, not asked upstream
     assert [r.path for r in up.requests] == ["/v1/chat/completions"]
-    ((run_id, call),) = world.spans
+    ((run_id, call),) = world.calls()
     assert run_id == RUN_ID
     assert (call.name, call.status, call.stream) == (f"openai chat.completions {GPT}", 200, False)
     assert (call.input_tokens, call.output_tokens, call.cost_usd, call.error) == (30, 5, None, "")
@@ -254,7 +264,7 @@ def test_the_anthropic_sdk_through_the_proxy_gets_its_answer(world):
         )
 
     assert reply.content[0].text == "done"
-    ((_, call),) = world.spans
+    ((_, call),) = world.calls()
     assert call.cost_usd == pytest.approx((11 * 3.0 + 3 * 15.0) / 1e6, abs=1e-15)
 
 
@@ -384,7 +394,7 @@ def test_an_exhausted_budget_is_a_429_and_no_upstream_call(world, budget, messag
     assert len(upstream.requests) == 1
     usage = world.gateway.usage(RUN_ID)
     assert (usage.calls, usage.tokens, usage.refused) == (1, 120, {"budget": 1})
-    assert len(world.spans) == 1
+    assert len(world.calls()) == 1
 
 
 # --- streaming ----------------------------------------------------------------------------
@@ -414,8 +424,34 @@ def test_streamed_events_reach_the_client_before_the_upstream_has_finished(world
     assert answer.status == 200
     assert answer.headers["content-type"].startswith("text/event-stream")
     assert answer.body == b"".join(stream.events)  # relayed byte for byte
-    ((_, call),) = world.spans
+    ((_, call),) = world.calls()
     assert (call.stream, call.input_tokens, call.output_tokens) == (True, 5, 2)
+
+
+def test_a_client_that_leaves_mid_stream_is_still_charged_for_what_was_reported(world, fake_sse):
+    start = {"input_tokens": 50, "output_tokens": 1}
+    events = anthropic_stream(CLAUDE, "hello", start, {"output_tokens": 9})
+    # Enough after the hold (4 MB) that the gateway is still writing when the proxy has
+    # found the client gone and closed its side.
+    delta = {"type": "text_delta", "text": "x" * 4096}
+    more = [typed({"type": "content_block_delta", "index": 0, "delta": delta})] * 1000
+    stream = Stream([*events[:2], *more, *events[2:]], hold_after=1)
+    fake_sse.push(stream)
+    world.grant(fake_sse.base_url)
+
+    with world.connect() as client:
+        client.sendall(post("/anthropic/v1/messages", claude_request(stream=True)))
+        received = b""
+        while b"message_start" not in received:
+            chunk = client.recv(65536)
+            assert chunk, "the connection closed before the first event"
+            received += chunk
+    stream.release.set()  # the rest is written to a client that has gone
+
+    ((_, call),) = world.calls()
+    assert call.error == "the client closed the connection"
+    assert (call.stream, call.input_tokens, call.output_tokens) == (True, 50, 1)
+    assert world.gateway.usage(RUN_ID).tokens == 51
 
 
 def test_anthropic_stream_usage_and_cost_are_recorded_exactly(world, fake_sse):
@@ -434,7 +470,7 @@ def test_anthropic_stream_usage_and_cost_are_recorded_exactly(world, fake_sse):
         streamed = "".join(stream.text_stream)
 
     assert streamed == "Hello world"
-    ((run_id, call),) = world.spans
+    ((run_id, call),) = world.calls()
     assert run_id == RUN_ID
     assert call.name == f"anthropic messages {CLAUDE}"
     assert (call.status, call.stream, call.error) == (200, True, "")
@@ -468,7 +504,7 @@ def test_chat_stream_asks_for_usage_and_records_it(world, fake_sse):
     assert sent.path == "/v1/chat/completions"
     assert sent.json["stream_options"] == {"include_usage": True}
     assert sent.headers["authorization"] == f"Bearer {KEY}"
-    ((_, call),) = world.spans
+    ((_, call),) = world.calls()
     assert (call.input_tokens, call.output_tokens, call.cache_read_tokens) == (40, 7, 32)
     # 8 uncached at $2, 32 cached at 0.5 x $2, 7 out at $8 (per Mtok)
     assert call.cost_usd == pytest.approx((8 * 2 + 32 * 1 + 7 * 8) / 1e6)
@@ -494,7 +530,7 @@ def test_responses_stream_usage_is_read_from_response_completed(world, fake_sse)
     ]
     assert fake_sse.requests[0].path == "/v1/responses"
     assert "stream_options" not in fake_sse.requests[0].json
-    ((_, call),) = world.spans
+    ((_, call),) = world.calls()
     assert call.name == f"openai responses {GPT}"
     assert (call.input_tokens, call.output_tokens, call.cache_read_tokens) == (70, 12, 64)
     assert call.cost_usd is None  # no price in the grant
@@ -514,7 +550,7 @@ def test_the_upstream_down_is_a_502_with_a_message(world):
     assert answer.status == 502
     message = answer.json["error"]["message"]
     assert message.startswith("the model provider at 127.0.0.1 could not be reached")
-    ((_, call),) = world.spans
+    ((_, call),) = world.calls()
     assert (call.status, call.error) == (502, message)
     assert world.gateway.usage(RUN_ID).in_flight == 0
 
@@ -545,7 +581,7 @@ def test_the_key_is_redacted_from_whatever_the_upstream_echoes(world):
     assert answer.status == 401
     assert KEY.encode() not in answer.raw
     assert answer.json["error"]["message"] == "bad key [redacted]"
-    ((_, call),) = world.spans
+    ((_, call),) = world.calls()
     assert KEY not in call.error and call.status == 401
 
 
