@@ -39,3 +39,17 @@ class SharedConnectionPool(redis.ConnectionPool):
             if pool is None:
                 pool = cls._shared[url] = super().from_url(url, **kwargs)
             return pool
+
+
+# A probe (``/readyz``) or a scrape (``/metrics/prometheus``) must answer in time when
+# Redis is away: connects and reads give up after this long.
+PROBE_TIMEOUT_S = 1.0
+
+
+@cache
+def probe_client(url: str) -> redis.Redis:
+    """A pooled client for ``url`` whose connects and reads time out after
+    ``PROBE_TIMEOUT_S`` (thread-safe): for health checks and figures, never for jobs."""
+    return redis.Redis.from_url(
+        url, socket_timeout=PROBE_TIMEOUT_S, socket_connect_timeout=PROBE_TIMEOUT_S
+    )

@@ -168,7 +168,12 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # first: a request beyond ARENA_MAX_INFLIGHT is answered 503 before anything runs
+    # first: /healthz, /readyz and /metrics/prometheus, answered before host checks,
+    # HTTPS redirects, shedding and sessions apply (arena_site/ops.py)
+    "arena_site.ops.OpsEndpointsMiddleware",
+    # HTTP latency by route (arena_site/prometheus.py); before shedding, to count it too
+    "arena_site.prometheus.RequestLatencyMiddleware",
+    # a request beyond ARENA_MAX_INFLIGHT is answered 503 before anything else runs
     "arena_site.shedding.CapacityMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
@@ -424,6 +429,11 @@ if MEDIA_S3_BUCKET:
     }
 else:
     _private_storage = {"BACKEND": "arena_site.media.PrivateFileSystemStorage"}
+# /metrics/prometheus (arena_site/prometheus.py): with a token, served to requests that
+# bear it (Authorization: Bearer); without, only to requests made on this machine.
+METRICS_TOKEN = env_secret("ARENA_METRICS_TOKEN")
+if METRICS_TOKEN is not None and len(METRICS_TOKEN) < 16:
+    raise ImproperlyConfigured("ARENA_METRICS_TOKEN must be at least 16 characters long")
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
