@@ -1,6 +1,7 @@
 """RQ jobs for battles: primitive ids in, one service call."""
 
 import logging
+import secrets
 import socket
 
 from django.conf import settings
@@ -16,7 +17,7 @@ from battles.services import (
 )
 from battles.services import test_drive_run as test_drive_run_service
 from battles.snapshots import snapshots_prune as snapshots_prune_service
-from sandboxes.services import pid_alive
+from sandboxes.services import pid_alive, sandbox_engine_problem
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +26,16 @@ def battle_run(battle_id: int) -> None:
     """Enqueued once per admitted battle (``battle_id``); runs the oldest queued battle,
     which is ``battle_id`` itself unless an older one still waits (FIFO)."""
     fault_point("queued")  # the job is taken, no battle claimed yet
+    if problem := sandbox_engine_problem():
+        # This worker cannot make sandboxes now (its engine stopped answering after it
+        # took the job): the job goes back for another worker, and this one takes no
+        # more until its engine answers (battles.worker).
+        import django_rq
+
+        job_id = f"battle-{battle_id}-handed-on-{secrets.token_hex(4)}"
+        django_rq.get_queue("battles").enqueue("battles.jobs.battle_run", battle_id, job_id=job_id)
+        logger.warning("job for battle %s handed on (%s)", battle_id, problem)
+        return
     ran = battle_run_next()
     if ran is None:
         logger.info("job for battle %s: no battle queued (already run or claimed)", battle_id)

@@ -21,8 +21,12 @@ from django.db import connection
 from arena_site.worker import ArenaWorker
 from battles.services.hosts import host_duties, host_start
 from sandboxes.pool import PoolWorker
+from sandboxes.services import sandbox_engine_problem
 
 logger = logging.getLogger(__name__)
+
+# How often a worker whose sandbox engine does not answer asks it again.
+ENGINE_RETRY_S = 2.0
 
 
 class HostDuties:
@@ -60,7 +64,11 @@ class HostDuties:
 
 
 class HostDutiesMixin:
-    """Mixed into an RQ worker class (before it)."""
+    """Mixed into an RQ worker class (before it). A worker takes no battle while its
+    sandbox engine does not answer (``sandbox_engine_problem``): it waits, beating,
+    until the engine is back (a burst worker stops), so a battle that lost its
+    sandboxes with an engine (``SandboxLost``: queued again) goes to a worker whose
+    engine answers."""
 
     def work(self, *args: Any, **kwargs: Any) -> bool:
         host_start()
@@ -71,9 +79,37 @@ class HostDutiesMixin:
         finally:
             duties.stop()
 
+    def dequeue_job_and_maintain_ttl(self, timeout: int | None, max_idle_time: int | None = None):
+        waited = ""
+        while problem := sandbox_engine_problem():
+            if problem != waited:
+                logger.warning("%s; this worker takes no battle until it answers", problem)
+            waited = problem
+            if timeout is None:  # a burst worker: nothing it could run
+                return None
+            self.heartbeat()  # type: ignore[attr-defined]
+            self.procline(f"waiting for the sandbox engine: {problem}")  # type: ignore[attr-defined]
+            time.sleep(ENGINE_RETRY_S)  # a stop signal meanwhile raises StopRequested
+        if waited:
+            logger.warning("the sandbox engine answers again; this worker takes battles")
+        return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)  # type: ignore[misc]
+
 
 class BattleWorker(HostDutiesMixin, ArenaWorker):
     """A forking battle worker carrying its host's duties."""
+
+    def perform_job(self, *args: Any, **kwargs: Any) -> bool:
+        """The job, then the background reclaims of its Docker sandboxes (their slots
+        are freed when each ends): the work horse leaves by ``os._exit`` right after,
+        which runs no ``atexit``, and would leave their leases held and containers on
+        the engine for the janitor."""
+        from sandboxes.services import reclaims_wait
+
+        try:
+            return super().perform_job(*args, **kwargs)
+        finally:
+            if not reclaims_wait(60.0):
+                logger.warning("a sandbox of this job was not reclaimed within 60 s")
 
 
 class PooledBattleWorker(HostDutiesMixin, PoolWorker):

@@ -147,6 +147,22 @@ class Sandbox(ABC):
     def health(self) -> dict[str, Any]:
         return {"ok": True}
 
+    def push_work_dir(self) -> list[str]:
+        """Makes what the worker placed in the sandbox's ``work_dir`` (a lane's
+        attachments) visible at the same paths in its /work; returns the paths put.
+        Nothing to do where ``work_dir`` is that /work, bound from the worker's host
+        (bubblewrap's sandboxes, a local engine's containers); a remote engine's
+        sandbox puts the files over its channel."""
+        return []
+
+
+class SandboxLost(RuntimeError):
+    """The sandbox's engine (or host) no longer answers: the sandbox is out of reach
+    through no doing of its agent. Not a ToolError, so never an agent's failed step:
+    the lane ends in an error that is the arena's, and the battle is run again on
+    fresh sandboxes (``battles.services.orchestration``), by a worker whose engine
+    answers."""
+
 
 class SandboxBackend(ABC):
     name: str
@@ -157,3 +173,9 @@ class SandboxBackend(ABC):
 
     def health(self) -> dict[str, Any]:
         return {"backend": self.name, "ok": True}
+
+    def engine_problem(self) -> str:
+        """Why this backend cannot start a sandbox now ("" when it can): a worker asks
+        before it takes a battle. Cheap and bounded in time; what runs sandboxes on
+        this host itself has nothing to ask."""
+        return ""

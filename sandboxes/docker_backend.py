@@ -101,6 +101,10 @@ BUILD_HINT = (
     "with DOCKER_HOST naming the engine"
 )
 PROVISION_TIMEOUT_S = 60.0
+# How long close() waits for the destroyed sandboxes' reclaims (sandboxes.reclaim).
+CLOSE_WAIT_S = 60.0
+# An engine that does not answer its ping in this long is taken for lost (engine_problem).
+ENGINE_PING_TIMEOUT_S = 5.0
 STATUS_CHECK_INTERVAL_S = 0.25
 EXITED = ("exited", "dead")
 
@@ -188,6 +192,10 @@ class DockerBackend(SandboxBackend):
             return self._client
 
     def close(self) -> None:
+        """Closes the engine client, once the reclaims under way (which use it) ended."""
+        from sandboxes.reclaim import reclaims_wait
+
+        reclaims_wait(CLOSE_WAIT_S)
         with self._client_lock:
             if self._client is not None:
                 self._client.close()
@@ -456,6 +464,21 @@ class DockerBackend(SandboxBackend):
         with contextlib.suppress(OSError):
             disk.unmount_all_under(run_dir)
         shutil.rmtree(run_dir, ignore_errors=True)
+
+    def engine_problem(self) -> str:
+        """ "" when the engine answers its ping within ``ENGINE_PING_TIMEOUT_S`` (an
+        engine whose host is gone must not hold a worker for the client's minute)."""
+        try:
+            api = self.client().api
+            answer = api.get(f"{api.base_url}/_ping", timeout=ENGINE_PING_TIMEOUT_S)
+        except (DockerException, requests.RequestException) as exc:
+            cause: BaseException = exc
+            while (deeper := cause.__cause__ or cause.__context__) is not None:
+                cause = deeper  # (the socket's own error says most: refused, timed out)
+            return f"the Docker engine does not answer: {str(cause)[:200] or type(cause).__name__}"
+        if answer.status_code != 200:
+            return f"the Docker engine answers its ping with HTTP {answer.status_code}"
+        return ""
 
     def health(self) -> dict[str, Any]:
         """The engine answers and has the image."""

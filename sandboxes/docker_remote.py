@@ -49,7 +49,7 @@ from docker.errors import DockerException, ImageNotFound, NotFound
 from docker.models.containers import Container
 from docker.types import Mount
 
-from sandboxes.base import SandboxSpec, ToolError, ToolResult
+from sandboxes.base import SandboxLost, SandboxSpec, ToolError, ToolResult
 from sandboxes.channel import ChannelClient, ChannelError, exec_connector, front_argv, new_secret
 from sandboxes.control import supervisor_config
 from sandboxes.docker_backend import (
@@ -65,7 +65,12 @@ from sandboxes.docker_backend import (
     sandbox_uid,
     unsupported_image,
 )
-from sandboxes.docker_sandbox import DockerSandbox, in_parallel, remove_container
+from sandboxes.docker_sandbox import (
+    DockerSandbox,
+    in_parallel,
+    remove_container,
+    remove_containers,
+)
 from sandboxes.egress_tunnel import Tunnel, TunnelLoop, open_egress_tunnel
 from sandboxes.inside import relay
 from sandboxes.local import workspace_parts
@@ -131,13 +136,6 @@ os.register_at_fork(after_in_child=_forget_parents_loop)
 # -- the sandbox -----------------------------------------------------------------------
 
 
-class SandboxLost(RuntimeError):
-    """The engine no longer answers: the sandbox is out of reach through no doing of
-    its agent. Not a ToolError, so it is never an agent's failed step: the lane ends in
-    an error that is the arena's (``battles.services.lanes``), which screening excludes
-    (``arena_fault``)."""
-
-
 def _reason(reply: dict[str, Any]) -> str:
     error = reply.get("error")
     return error[:500] if isinstance(error, str) else "refused"
@@ -145,6 +143,8 @@ def _reason(reply: dict[str, Any]) -> str:
 
 class RemoteDockerSandbox(DockerSandbox):
     """A run's containers on a remote engine, driven over their channels only."""
+
+    uids_here = False  # the slot's uids run on the engine's host
 
     def __init__(
         self,
@@ -293,22 +293,21 @@ class RemoteDockerSandbox(DockerSandbox):
         ``assign`` serves them for the new run; the tunnels stay as they are)."""
         return [(tunnel.proxy_path, None) for tunnel in self.tunnels]
 
-    def destroy(self) -> None:
-        """Closes the channels and tunnels, removes the containers (all at once), then
-        the downloads volume, stops the run's proxy listeners and removes the worker's
-        own dir of the run. Idempotent."""
-        if not self._destroy_begins():
-            return
+    def _stop(self) -> None:
+        """``DockerSandbox.destroy``'s first phase, with the tunnels closed first."""
         for tunnel in self.tunnels:
             with contextlib.suppress(Exception):
                 tunnel.close()
-        in_parallel(remove_container, self.containers.values())
+        super()._stop()
+
+    def _reclaim(self) -> bool:
+        """The containers (all at once), then the downloads volume and the worker's own
+        dir of the run; whether every container is gone."""
+        gone = remove_containers(self.containers.values())
         if self.volume is not None:
             remove_volume(self.volume)
-        if self.spec.egress and self.egress is not None:
-            with contextlib.suppress(Exception):
-                self.egress.release(self.spec.run_id)
         shutil.rmtree(self.run_dir, ignore_errors=True)
+        return gone
 
 
 def inflate_bounded(value: object, bound: int) -> bytes:
@@ -419,8 +418,10 @@ class RemoteDockerBackend(DockerBackend):
             raise RuntimeError(
                 f"the sandbox image {self.image!r} is not on the engine; build it: {hint}"
             ) from exc
-        except BaseException:
+        except BaseException as exc:
             self._discard_remote(spec, run_dir, made, volume, tunnels)
+            if isinstance(exc, Exception) and (problem := self.engine_problem()):
+                raise SandboxLost(f"the sandbox could not be made: {problem}") from exc
             raise
         sandbox = RemoteDockerSandbox(
             spec,

@@ -42,6 +42,7 @@ from typing import Any, Protocol, cast
 from arena_site.worker import ArenaSimpleWorker
 from sandboxes.base import SandboxSpec
 from sandboxes.local import LocalSandbox
+from sandboxes.reclaim import after_reclaim, reclaims_wait
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +54,8 @@ IDLE_LIFETIME_S = 2 * MAX_IDLE_S
 HEALTH_CHECK_S = 2.0
 # After a failed boot the pool waits this long (doubling up to the maximum).
 BOOT_BACKOFF_S, BOOT_BACKOFF_MAX_S = 1.0, 60.0
+# How long a failed boot waits for the reclaims under way before freeing its slot.
+BOOT_FAILED_WAIT_S = 30.0
 
 
 def boot_key(spec: SandboxSpec) -> SandboxSpec:
@@ -183,10 +186,12 @@ class Claimed:
     pool: "DesktopPool"
 
     def finish(self) -> None:
+        """Destroys it; its slot is freed once it is reclaimed (``sandboxes.reclaim``:
+        at once for bubblewrap's, in the background for Docker's)."""
         try:
             self.sandbox.destroy()
         finally:
-            self.pool.slots.release(self.token)
+            after_reclaim(self.sandbox, lambda: self.pool.slots.release(self.token))
 
 
 class DesktopPool:
@@ -331,13 +336,13 @@ class DesktopPool:
             # At a low CPU weight until claimed: a boot yields the cores to the runs.
             sandbox = self.backend.provision(spec, slot=slot, background=True)
         except BaseException:
+            reclaims_wait(BOOT_FAILED_WAIT_S)  # what the failed boot made, reclaimed first
             self.slots.release(token)
             raise
         try:
             self.slots.booted(token, sandbox)
         except BaseException:
-            sandbox.destroy()
-            self.slots.release(token)
+            self._discard(_Idle(sandbox, token, time.monotonic()))
             raise
         return _Idle(sandbox, token, time.monotonic())
 
@@ -357,14 +362,21 @@ class DesktopPool:
             self._discard(idle)
 
     def _discard(self, idle: _Idle) -> None:
-        try:
-            idle.sandbox.destroy()
-        finally:
+        """Destroys an idle desktop; its slot is freed once it is reclaimed."""
+
+        def release() -> None:
             with contextlib.suppress(Exception):
                 self.slots.release(idle.token)
 
+        try:
+            idle.sandbox.destroy()
+        finally:
+            after_reclaim(idle.sandbox, release)
+
     def close(self, timeout_s: float = 60.0) -> None:
-        """Stops booting, waits for a boot under way, destroys the idle desktops."""
+        """Stops booting, waits for a boot under way, destroys the idle desktops and
+        waits (up to ``timeout_s`` more) for their reclaims, which free their slots: it
+        runs at exit, after the process's own wait for its reclaims."""
         with self._cond:
             self._closing = True
             self._cond.notify_all()
@@ -374,6 +386,11 @@ class DesktopPool:
             idle, self._idle = self._idle, []
         for item in idle:
             self._discard(item)
+        deadline = time.monotonic() + timeout_s
+        for item in idle:
+            pending = getattr(item.sandbox, "reclaim", None)
+            if pending is not None and not pending.wait(max(0.0, deadline - time.monotonic())):
+                logger.warning("a pooled desktop was not reclaimed within %g s", timeout_s)
 
 
 # -- the worker's pool ------------------------------------------------------------------

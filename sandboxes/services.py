@@ -17,13 +17,14 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from arena_site.hosts import host_id
-from sandboxes import cgroups, disk, netpolicy
+from sandboxes import cgroups, disk, netpolicy, reclaim
 from sandboxes.base import Sandbox, SandboxBackend, SandboxSpec
 from sandboxes.egress import EgressProxy, EgressProxyThread
 from sandboxes.local_backend import LocalBackend
 from sandboxes.models import SandboxLease
 from sandboxes.netpolicy import SimulatedHost, default_resolver
 from sandboxes.reaping import reap_orphans
+from sandboxes.reclaim import after_reclaim
 from sandboxes.rundir import DISPLAY_UID_OFFSET
 
 logger = logging.getLogger(__name__)
@@ -142,6 +143,8 @@ def simulated_host_add(host: SimulatedHost) -> None:
 
 
 _backend: SandboxBackend | None = None
+# How long a failed provisioning waits for the reclaims under way before freeing its slot.
+PROVISION_FAILED_WAIT_S = 30.0
 
 
 def _forget_parents_sandboxes() -> None:
@@ -191,6 +194,15 @@ def sandbox_backend() -> SandboxBackend:
     with _egress_lock:
         _backend = backend
     return backend
+
+
+def sandbox_engine_problem() -> str:
+    """Why this process's backend cannot make a sandbox now ("" when it can): asked
+    before a battle worker takes work (``battles.worker``, ``battles.jobs``)."""
+    try:
+        return sandbox_backend().engine_problem()
+    except Exception as exc:  # a backend that cannot even be made takes no work either
+        return f"the sandbox backend cannot be made: {type(exc).__name__}: {exc}"
 
 
 def docker_remote_mode() -> bool:
@@ -255,7 +267,9 @@ def lane_sandbox_spec(
 
 @contextmanager
 def sandbox_session(spec: SandboxSpec):
-    """Provisions a sandbox for one run and always destroys it and frees its slot."""
+    """Provisions a sandbox for one run and always destroys it and frees its slot: once
+    ``destroy`` returned for a sandbox destroyed at once (bubblewrap's), once its
+    background reclaim confirmed it gone for a Docker one (``sandboxes.reclaim``)."""
     from sandboxes.pool import desktop_pool_claim  # (the pool imports this module)
 
     pooled = desktop_pool_claim(spec)  # a warm desktop of this worker's pool, or None
@@ -275,9 +289,25 @@ def sandbox_session(spec: SandboxSpec):
         SandboxLease.objects.filter(pk=lease.pk).update(path=str(getattr(sandbox, "run_dir", "")))
         yield sandbox
     finally:
-        if sandbox is not None:
-            sandbox.destroy()
-        lease_release(lease=lease)
+        if sandbox is None:
+            # A provisioning that failed after its sandbox existed destroyed it: its
+            # reclaim, queued before the error came here, ends first.
+            reclaims_wait(PROVISION_FAILED_WAIT_S)
+            lease_release(lease=lease)
+        else:
+            try:
+                sandbox.destroy()  # the run stopped; a Docker sandbox's reclaim under way
+            finally:
+                # The slot stays leased until nothing of the sandbox is left
+                # (sandboxes.reclaim says what becomes of one whose reclaim fails).
+                after_reclaim(sandbox, lambda: lease_release(lease=lease))
+
+
+def reclaims_wait(timeout_s: float) -> bool:
+    """Waits up to ``timeout_s`` for the background reclaims of this process's destroyed
+    Docker sandboxes (their slots are freed when each ends); whether all ended. A forked
+    work horse calls it before it leaves by ``os._exit`` (``battles.worker``)."""
+    return reclaim.reclaims_wait(timeout_s)
 
 
 def _run_dir_pattern(backend: SandboxBackend, run_id: int | None) -> str:
@@ -322,7 +352,12 @@ def sandbox_janitor() -> int:
     if reaped:
         reap_orphans(keep=set())
     if settings.ARENA.sandbox_backend == "docker":
-        reaped += _docker_janitor(host)
+        if problem := sandbox_engine_problem():
+            # The leases are freed above; the containers go once the engine is back
+            # (the battle workers' host duties run this every ARENA_FAULT_CHECK_S).
+            logger.warning("janitor: %s; its containers are removed once it answers", problem)
+        else:
+            reaped += _docker_janitor(host)
     return reaped
 
 

@@ -73,6 +73,18 @@ class RemoteEngine:
     pid: int
     state: Path  # data root, certificates, log
     exec_root: str
+    argv: list[str]
+    proc: subprocess.Popen
+
+    def restart(self) -> None:
+        """Starts the engine again on its data root (after it was killed: a machine
+        back), and waits until it answers."""
+        self.proc.wait(STOP_TIMEOUT_S)  # reaped (a zombie's pid holds the pid file)
+        (self.state / "dockerd.pid").unlink(missing_ok=True)  # a crash leaves it
+        _unmount_under(self.exec_root)
+        self.proc = _start_dockerd(self.argv, self.state)
+        self.pid = self.proc.pid
+        _wait_answering(self.proc, self.url, self.tls, self.state)
 
 
 def leftovers(engine: RemoteEngine) -> list[str]:
@@ -196,6 +208,30 @@ def _unmount_under(*roots: str) -> None:
         subprocess.run(["umount", "-l", mount], check=False, capture_output=True)
 
 
+def _start_dockerd(argv: list[str], state: Path) -> subprocess.Popen:
+    with (state / "dockerd.log").open("ab") as log:
+        return subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+        )
+
+
+def _wait_answering(
+    proc: subprocess.Popen, url: str, tls: docker.tls.TLSConfig, state: Path
+) -> docker.DockerClient:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"dockerd exited: {(state / 'dockerd.log').read_text()[-2000:]}")
+        try:
+            client = tls_client(url, tls)
+            client.ping()
+            return client
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the remote engine did not answer: {exc}") from None
+            time.sleep(0.2)
+
+
 @contextlib.contextmanager
 def remote_engine() -> Iterator[RemoteEngine]:
     """A TLS-only engine on 127.0.0.1 for the block; nothing of it is left afterwards."""
@@ -205,81 +241,65 @@ def remote_engine() -> Iterator[RemoteEngine]:
     make_certificates(certs)
     (state / "daemon.json").write_text("{}")
     url = f"https://127.0.0.1:{port}"
-    log = (state / "dockerd.log").open("ab")
-    proc = subprocess.Popen(
-        [
-            "dockerd",
-            "--config-file",
-            str(state / "daemon.json"),
-            "--host",
-            f"tcp://127.0.0.1:{port}",
-            "--tlsverify",
-            "--tlscacert",
-            str(certs / "ca.pem"),
-            "--tlscert",
-            str(certs / "server-cert.pem"),
-            "--tlskey",
-            str(certs / "server-key.pem"),
-            "--data-root",
-            str(state / "data"),
-            "--exec-root",
-            exec_root,
-            "--pidfile",
-            str(state / "dockerd.pid"),
-            "--storage-driver",
-            "vfs",
-            "--bridge",
-            "none",
-            "--iptables=false",
-            "--ip6tables=false",
-            "--ip-forward=false",
-            "--ip-masq=false",
-            "--userland-proxy=false",
-            "--exec-opt",
-            "native.cgroupdriver=cgroupfs",
-            "--shutdown-timeout",
-            "2",
-            "--log-level",
-            "warn",
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=log,
-        start_new_session=True,
-    )
+    argv = [
+        "dockerd",
+        "--config-file",
+        str(state / "daemon.json"),
+        "--host",
+        f"tcp://127.0.0.1:{port}",
+        "--tlsverify",
+        "--tlscacert",
+        str(certs / "ca.pem"),
+        "--tlscert",
+        str(certs / "server-cert.pem"),
+        "--tlskey",
+        str(certs / "server-key.pem"),
+        "--data-root",
+        str(state / "data"),
+        "--exec-root",
+        exec_root,
+        "--pidfile",
+        str(state / "dockerd.pid"),
+        "--storage-driver",
+        "vfs",
+        "--bridge",
+        "none",
+        "--iptables=false",
+        "--ip6tables=false",
+        "--ip-forward=false",
+        "--ip-masq=false",
+        "--userland-proxy=false",
+        "--exec-opt",
+        "native.cgroupdriver=cgroupfs",
+        "--shutdown-timeout",
+        "2",
+        "--log-level",
+        "warn",
+    ]
     tls = docker.tls.TLSConfig(
         client_cert=(str(certs / "cert.pem"), str(certs / "key.pem")),
         ca_cert=str(certs / "ca.pem"),
         verify=True,
     )
-    client = None
+    engine = None
+    proc = _start_dockerd(argv, state)
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"dockerd exited: {(state / 'dockerd.log').read_text()[-2000:]}")
-            try:
-                client = tls_client(url, tls)
-                client.ping()
-                break
-            except (docker.errors.DockerException, requests.RequestException) as exc:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"the remote engine did not answer: {exc}") from None
-                time.sleep(0.2)
-        yield RemoteEngine(client, url, tls, certs, proc.pid, state, exec_root)
+        client = _wait_answering(proc, url, tls, state)
+        engine = RemoteEngine(client, url, tls, certs, proc.pid, state, exec_root, argv, proc)
+        yield engine
     finally:
-        with contextlib.suppress(Exception):
-            if client is not None:
-                for container in client.containers.list(all=True):
+        if engine is not None:
+            proc = engine.proc  # (a restarted engine's)
+            with contextlib.suppress(Exception):
+                for container in engine.client.containers.list(all=True):
                     container.remove(force=True, v=True)
-                client.close()
+                engine.client.close()
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        log.close()
         for pid in _leftovers(exec_root):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

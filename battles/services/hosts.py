@@ -32,11 +32,23 @@ def host_start() -> None:
 
 
 def host_duties(*, check: bool) -> tuple[list[int], list[int]]:
-    """One beat; with ``check``, also the janitor's look at this host's dead workers and
-    at silent hosts. Returns (re-queued, failed) battle ids."""
+    """One beat; with ``check``, also the janitor's look at this host's sandboxes (those
+    of dead processes; on Docker, containers whose run no live lease holds: a sandbox
+    whose engine was away when its worker ended is removed once the engine is back),
+    at its dead workers and at silent hosts. Returns (re-queued, failed) battle ids."""
     host_beat()
     if not check:
         return [], []
+    try:
+        reaped = sandbox_janitor()
+    except Exception as exc:  # an engine that does not answer, mostly: said once a check
+        logger.warning(
+            "the host's sandbox janitor failed (%s: %s); the next check tries again",
+            type(exc).__name__, str(exc)[:300],
+        )  # fmt: skip
+    else:
+        if reaped:
+            logger.warning("janitor reaped %d sandboxes of dead workers", reaped)
     requeued, failed = battles_recover_dead_workers()
     again, dead = battles_recover_dead_hosts()
     return requeued + again, failed + dead

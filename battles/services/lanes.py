@@ -39,7 +39,7 @@ from battles.services.cli_lane import cli_drive
 from battles.services.coding_sandbox import repo_checkout, repo_spec
 from battles.services.live import battle_heartbeat, battle_publish
 from battles.snapshots import SnapshotIncomplete, snapshot_record
-from sandboxes.base import Sandbox, ToolResult
+from sandboxes.base import Sandbox, SandboxLost, ToolResult
 from sandboxes.services import egress_refusals_take, lane_sandbox_spec, sandbox_session
 from sandboxes.tools import TOOL_SCHEMAS, tool_call
 from sandboxes.untrusted import storable, storable_text
@@ -119,8 +119,7 @@ def run_lane(
                     owner_uid=getattr(sandbox, "uid", None),
                     attachments=inputs.attachments,
                 )
-                if hasattr(sandbox, "push_work_dir"):  # a remote engine's: over its channel
-                    sandbox.push_work_dir()
+                sandbox.push_work_dir()  # (a remote engine's: over its channel)
             if barrier is not None:
                 barrier.wait(timeout=120)
             try:
@@ -141,6 +140,15 @@ def run_lane(
             barrier.abort()
         logger.warning("%s; this lane stops", exc)
         return run
+    except SandboxLost as exc:
+        # Not the agent's doing: the run ends in the arena's error, and the caller
+        # decides what becomes of it (a battle is run again on a worker whose engine
+        # answers: battles.services.orchestration).
+        if barrier is not None:
+            barrier.abort()
+        logger.warning("run %s lost its sandbox: %s", run.pk, exc)
+        _end_run(run, Run.EndReason.ERROR, error=f"{type(exc).__name__}: {exc}")
+        raise
     except Exception as exc:
         if barrier is not None:
             barrier.abort()

@@ -24,6 +24,7 @@ from battles.services.coding import CodingBattleFailed, coding_battle_drive
 from battles.services.failures import battle_lanes_account
 from battles.services.lanes import run_lane
 from battles.services.live import battle_publish
+from sandboxes.base import SandboxLost
 from sandboxes.heartbeats import host_mark_lost
 from sandboxes.selectors import hosts_silent
 from sandboxes.services import pid_alive, sandbox_janitor
@@ -163,6 +164,35 @@ def _battles_recover(battles: list[tuple[int, dict]]) -> tuple[list[int], list[i
     return requeued, failed
 
 
+LOST_REASON = (
+    "the sandboxes of this battle were lost on each of its {attempts} attempts (their "
+    "engine stopped answering); nothing was rated"
+)
+
+
+def _battle_sandbox_lost(battle_id: int, attempt: int, exc: SandboxLost) -> None:
+    """A lane's sandbox was lost with its engine (``SandboxLost``): through no doing of
+    either agent, so nothing of the attempt is rated or counted against them. The
+    battle is queued again, keeping its place, for a worker whose engine answers (this
+    one takes no battle until its own does: ``battles.worker``), or failed with the
+    reason on its last attempt. Nothing happens when the battle is not this attempt's
+    any more (a janitor took it over meanwhile)."""
+    logger.warning("battle %s lost its sandboxes on attempt %s: %s", battle_id, attempt, exc)
+    with transaction.atomic():
+        battle = (
+            Battle.objects.select_for_update()
+            .filter(pk=battle_id, attempt=attempt, status=Battle.Status.RUNNING)
+            .first()
+        )
+        if battle is None:
+            return
+        if battle.attempt < MAX_ATTEMPTS:
+            _battle_requeue(battle)
+        else:
+            _battle_fail(battle_id, LOST_REASON.format(attempts=battle.attempt))
+    battle_publish(battle_id=battle_id)
+
+
 def _battle_requeue(battle: Battle) -> None:
     """Under the battle's row lock: forgets what the dead attempt did (steps, spans,
     run outcomes, stored screenshots and deliveries) and queues the battle again."""
@@ -271,10 +301,16 @@ def _battle_drive(battle_id: int) -> None:
         attachments=lane_attachments(battle.task.attachments.order_by("pk")),
     )
     barrier = threading.Barrier(len(runs), action=lambda: _lanes_started(battle_id))
+    with ThreadPoolExecutor(max_workers=len(runs)) as pool:
+        futures = [pool.submit(_lane_thread, run.pk, inputs, barrier) for run in runs]
+    # (every lane has ended: the pool waited for both)
+    errors = [future.exception() for future in futures]
+    if lost := next((e for e in errors if isinstance(e, SandboxLost)), None):
+        _battle_sandbox_lost(battle_id, battle.attempt, lost)
+        return
     try:
-        with ThreadPoolExecutor(max_workers=len(runs)) as pool:
-            for future in [pool.submit(_lane_thread, run.pk, inputs, barrier) for run in runs]:
-                future.result()
+        for future in futures:
+            future.result()
     except Exception as exc:
         logger.exception("battle %s failed", battle_id)
         Battle.objects.filter(pk=battle_id).update(
@@ -292,6 +328,9 @@ def _coding_battle_drive(battle_id: int, attempt: int) -> None:
     (battles.services.coding); a source that cannot be prepared fails the battle."""
     try:
         coding_battle_drive(battle_id, lambda: _lanes_started(battle_id))
+    except SandboxLost as exc:
+        _battle_sandbox_lost(battle_id, attempt, exc)
+        return
     except CodingBattleFailed as exc:
         _battle_fail(battle_id, f"the task's repository could not be prepared: {exc}")
         battle_publish(battle_id=battle_id)

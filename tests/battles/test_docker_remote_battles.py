@@ -181,5 +181,6 @@ def test_attachments_reach_both_remote_lanes_over_their_channels(
         assert "\n".join(lines[: len(files)]) + "\n" == sums
         assert lines[len(files) :] == [f"444 {uid}"] * len(files)
     assert [r.delivered_files[0]["name"] for r in (a, b)] == ["temps.csv", "temps.csv"]
+    assert services.reclaims_wait(60)
     backend.close()
     assert on_engine(docker_remote, backend.host) == []

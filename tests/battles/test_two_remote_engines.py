@@ -1,15 +1,16 @@
 """Two remote engines at once (issue 34, "Remote engines"): two battle workers, each
 driving its own TLS-only engine (``tests/docker_remote.py``) in remote mode, take a
 battle each; then one engine dies mid-battle (its dockerd, containerd, shims and
-containers killed, as a lost machine). The other engine's battle runs to the end.
+containers killed, as a lost machine).
 
-What the arena does with the killed engine's battle is what this test pins down: the
-lane's next step meets a sandbox that no longer answers, the lane ends in an error that
-is not its agent's, and screening excludes the battle (``arena_fault``). It is not
-re-queued: only a dead *worker* or a silent *host* re-queues a battle
-(``battles_recover_dead_workers``, ``battles_recover_dead_hosts``); a worker that lives
-on with a dead engine ends its lanes. Nothing of either run is left on the surviving
-engine or in the workers' sandbox root."""
+The other engine's battle runs to the end. The killed engine's lanes meet sandboxes
+that no longer answer (``SandboxLost``): nothing of that attempt is rated or counted
+against either agent, and the battle is queued again. Its worker, alive with a dead
+engine, takes no battle until its engine answers; the other worker takes it and runs
+it to the end on its own engine. Nothing of either run is left on the surviving
+engine, in the workers' sandbox root or in the leases; once the lost engine is back,
+its worker's janitor removes what the lost attempt left there, and it takes work
+again."""
 
 import contextlib
 import os
@@ -73,7 +74,7 @@ def wait_until(predicate, timeout_s: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def test_one_engine_killed_mid_battle_the_other_finishes_its_own(
+def test_one_engine_killed_mid_battle_its_battle_is_run_again_on_the_other(
     engines: tuple[RemoteEngine, RemoteEngine],
     transactional_db,
     terms,
@@ -83,8 +84,10 @@ def test_one_engine_killed_mid_battle_the_other_finishes_its_own(
     roster_install_builtins(arena=ensure_public_arena())
     people = [make_person("alice", "Acme", terms), make_person("bob", "Globex", terms)]
     battles = [submitted_between(who, INSTRUCTION, "rulebook", "surveyor") for who in people]
+    ids = [b.pk for b in battles]
     hosts = [f"{socket.gethostname()}-engine-{n}-{battles[0].pk}" for n in (1, 2)]
-    argv = [PYTHON, "manage.py", "rqworker", "battles", "--burst"]
+    # Not --burst: the survivor must still be there when the lost battle comes back.
+    argv = [PYTHON, "manage.py", "rqworker", "battles"]
     argv += ["--worker-class", "battles.worker.BattleWorker"]
     workers = []
     try:
@@ -99,51 +102,90 @@ def test_one_engine_killed_mid_battle_the_other_finishes_its_own(
             workers.append(ServerProcess.start(f"worker-{n}", argv, env, tmp_path / "logs"))
 
         def running() -> dict[str, Battle]:
-            rows = Battle.objects.filter(pk__in=[b.pk for b in battles])
+            rows = Battle.objects.filter(pk__in=ids, attempt=1)
             return {b.worker_host: b for b in rows if b.lanes_started_at is not None}
 
         # The first battle whose lanes start: its engine dies at once (the lanes of the
         # built-in agents take a few seconds); the other engine takes the other battle.
         wait_until(lambda: running(), 90, "a battle's lanes to start")
-        host, on_first = next(iter(running().items()))
+        host, on_killed = next(iter(running().items()))
         killed = hosts.index(host)
         kill_engine(engines[killed])
-        wait_until(lambda: len(running()) == 2, 90, "the other battle's lanes to start")
-        assert set(running()) == set(hosts)  # both engines took work
-        for worker in workers:
-            assert worker.wait(timeout=180) == 0, worker.tail(80)
+        other = Battle.objects.filter(pk__in=ids).exclude(pk=on_killed.pk)
+        wait_until(
+            lambda: other.exclude(lanes_started_at=None).exists(),
+            90,
+            "the other battle's lanes to start",
+        )
+
+        def ended() -> bool:
+            done = Battle.objects.filter(pk__in=ids).exclude(
+                status__in=[Battle.Status.QUEUED, Battle.Status.RUNNING]
+            )
+            return done.count() == 2
+
+        wait_until(ended, 240, "both battles to end")
+        assert all(worker.alive() for worker in workers)  # the dead engine's waits
+        # The machine comes back: its worker's janitor removes what the lost attempt
+        # left there (its leases went with its work horse), and it takes work again.
+        engines[killed].restart()
+        survivor = 1 - killed
+
+        def left() -> dict:
+            log = workers[killed].log_path.read_text(errors="replace")
+            return {
+                "leases": list(SandboxLease.objects.filter(released_at=None).values()),
+                "killed engine": on_engine(engines[killed], hosts[killed]),
+                "surviving engine": on_engine(engines[survivor], hosts[survivor]),
+                "worker waits": "answers again" not in log,
+            }
+
+        try:
+            wait_until(lambda: not any(left().values()), 60, "nothing left on either engine")
+        except AssertionError:
+            raise AssertionError(f"left: {left()}") from None
     finally:
         for worker in workers:
             worker.stop()
         wait_for_child_sessions_to_end()
-    logs = "\n".join(worker.tail(60) for worker in workers)
+    logs = [worker.log_path.read_text(errors="replace") for worker in workers]
     outcome = {}
-    for battle in Battle.objects.filter(pk__in=[b.pk for b in battles]):
+    for battle in Battle.objects.filter(pk__in=ids):
         runs = battle.runs.order_by("side")
-        outcome[battle.worker_host] = (
+        outcome[battle.pk] = (
             battle.status,
+            battle.attempt,
+            battle.worker_host,
             [(run.status, run.end_reason, run.agent_fault, run.error[:120]) for run in runs],
         )
-    # The surviving engine's battle ran to the end both agents chose.
-    survivor = Battle.objects.exclude(pk=on_first.pk).get(pk__in=[b.pk for b in battles])
-    assert survivor.status == Battle.Status.SCREENING, (outcome, logs)
-    assert [r.end_reason for r in survivor.runs.all()] == [Run.EndReason.DELIVERED] * 2, outcome
-    assert exclusion_at_lanes_end(survivor) == ("", ""), outcome
-    # The killed engine's: its lanes ended in errors that are not their agents', so
-    # screening excludes it as the arena's fault; it is not re-queued or re-run.
-    on_first.refresh_from_db()
-    killed_runs = list(on_first.runs.all())
-    assert on_first.status == Battle.Status.SCREENING, (outcome, logs)
-    assert all(not run.agent_fault for run in killed_runs), (outcome, logs)
-    assert any(run.end_reason == Run.EndReason.ERROR for run in killed_runs), (outcome, logs)
-    lost = [run.error for run in killed_runs if run.end_reason == Run.EndReason.ERROR]
-    assert all(error.startswith("SandboxLost: the sandbox's engine") for error in lost), lost
-    reason, note = exclusion_at_lanes_end(on_first)
-    assert reason == Battle.ExclusionReason.ARENA_FAULT, (reason, note, outcome)
-    assert on_first.attempt == 1 and not Battle.objects.filter(rerun_of=on_first).exists()
-    print("outcome:", outcome, note)
-    # Nothing left: leases, the surviving engine's containers and volumes, worker dirs.
-    assert SandboxLease.objects.filter(released_at=None).count() == 0
-    survivor_engine = 1 - killed
-    assert on_engine(engines[survivor_engine], hosts[survivor_engine]) == []
+    # The surviving engine's own battle ran to the end both agents chose (both engines
+    # took work).
+    own = Battle.objects.exclude(pk=on_killed.pk).get(pk__in=ids)
+    assert (own.status, own.attempt, own.worker_host) == (
+        Battle.Status.SCREENING,
+        1,
+        hosts[survivor],
+    ), (outcome, [log[-6000:] for log in logs])
+    assert [r.end_reason for r in own.runs.all()] == [Run.EndReason.DELIVERED] * 2, outcome
+    assert exclusion_at_lanes_end(own) == ("", ""), outcome
+    # The killed engine's battle: its first attempt lost its sandboxes, it was queued
+    # again, and the surviving engine's worker ran it to the end on fresh sandboxes.
+    on_killed.refresh_from_db()
+    assert (on_killed.status, on_killed.attempt, on_killed.worker_host) == (
+        Battle.Status.SCREENING,
+        2,
+        hosts[survivor],
+    ), (outcome, [log[-6000:] for log in logs])
+    runs = list(on_killed.runs.all())
+    assert [r.end_reason for r in runs] == [Run.EndReason.DELIVERED] * 2, outcome
+    assert all(not r.agent_fault and r.error == "" for r in runs), outcome
+    assert exclusion_at_lanes_end(on_killed) == ("", ""), outcome
+    assert f"battle {on_killed.pk} lost its sandboxes on attempt 1" in logs[killed], logs[killed][
+        -6000:
+    ]
+    # The dead engine's worker said why it took nothing more.
+    assert "this worker takes no battle until it answers" in logs[killed], logs[killed][-6000:]
+    print("outcome:", outcome)
+    # Nothing left (leases, containers and volumes on both engines: above), nor any
+    # worker's dir of a run.
     assert list(sandbox_root.glob("run-*")) == []

@@ -4,9 +4,13 @@ cold and from a warm pool. Prints one JSON document.
 Each round provisions one desktop on the local backend and one on the docker backend
 (the checkout's private engine, ``scripts/docker.sh``; the order alternates round by
 round), and for each measures ready (provision to the first screenshot), ten click +
-screenshot steps, and destroy. No egress (nothing to count on an idle page). Issue 33
-(docs/sandboxes.md) compares these figures before and after the display moved out of
-the agent's reach: run this same script from an export of each commit, in turns.
+screenshot steps, destroy (until ``destroy`` returns: nothing of the run runs any more)
+and reclaimed (from the same start until the slot is free again: a Docker sandbox's
+containers, run dir and group removed in the background, ``sandboxes.reclaim``; the
+same as destroy for bubblewrap's, which removes everything before it returns). No
+egress (nothing to count on an idle page). Issue 33 (docs/sandboxes.md) compares these
+figures before and after the display moved out of the agent's reach: run this same
+script from an export of each commit, in turns.
 
 ``local-pool`` and ``docker-pool`` take each desktop from a warm pool of one
 (``sandboxes.pool.DesktopPool``, filled again before each round, as a worker's pool is
@@ -32,6 +36,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -44,6 +49,7 @@ from sandboxes.docker_backend import DEFAULT_IMAGE, DockerBackend, janitor
 from sandboxes.docker_remote import RemoteDockerBackend, janitor_volumes
 from sandboxes.local_backend import LocalBackend
 from sandboxes.pool import DesktopPool, FixedSlots
+from sandboxes.reclaim import after_reclaim
 from tests.docker_engine import HOST_USR_IMAGE, engine_session
 from tests.docker_remote import copy_image, remote_engine, tls_client
 
@@ -90,6 +96,12 @@ def one(backend, slot: int, run_id: int, out: dict) -> None:
         t = time.monotonic()
         (claimed.finish if claimed is not None else box.destroy)()
         out.setdefault("destroy", []).append(time.monotonic() - t)
+        # Until the slot is free: the background reclaim done (a Docker sandbox's), its
+        # callbacks (the pool's slot release) run; at once for bubblewrap's.
+        freed = threading.Event()
+        after_reclaim(box, freed.set)
+        assert freed.wait(60), "the sandbox was not reclaimed within 60 s"
+        out.setdefault("reclaimed", []).append(time.monotonic() - t)
 
 
 def main() -> None:

@@ -40,7 +40,7 @@ from sandboxes.docker_backend import (
 from sandboxes.egress import EgressProxy
 from sandboxes.local_backend import SANDBOX_TOOLCHAIN, TOOLCHAIN_DIR
 from sandboxes.models import SandboxLease
-from sandboxes.services import sandbox_janitor
+from sandboxes.services import reclaims_wait, sandbox_janitor
 from sandboxes.tools import tool_call
 from tests.docker_engine import docker_engine  # noqa: F401 - the session fixture
 from tests.sandboxes.fake_engine import FakeEngine, FakeSupervisor
@@ -156,6 +156,7 @@ def real_backends(docker_engine, real_client, sandbox_root, real_egress):  # noq
     yield make
     for box in boxes:
         box.destroy()
+    assert reclaims_wait(60)  # (their containers removed before the clients close)
     for backend in made:
         _remove_all_of(real_client, backend)
         backend.close()
@@ -184,6 +185,7 @@ def shared_box(docker_engine, real_client, real_egress):  # noqa: F811
     box = backend.provision(spec, slot=2)
     yield box
     box.destroy()
+    assert reclaims_wait(60)
     _remove_all_of(real_client, backend)
     backend.close()
     shutil.rmtree(root, ignore_errors=True)
@@ -509,6 +511,7 @@ def test_destroy_removes_the_container_and_the_run_dir_once(real_backend, real_c
 
     box.destroy()
     box.destroy()
+    assert reclaims_wait(30)
 
     with pytest.raises(docker.errors.NotFound):
         real_client.containers.get(box.container.id)
@@ -522,8 +525,10 @@ def test_destroy_of_a_container_already_gone_is_fine(real_backend, real_client):
     real_client.containers.get(box.container.id).remove(force=True)  # say, by the janitor
 
     box.destroy()
+    assert reclaims_wait(30)
 
     assert not box.run_dir.exists()
+    assert box.reclaim.ok is True  # a container already gone is a container gone
 
 
 def test_missing_image_is_a_clear_error_and_leaves_nothing(
@@ -547,6 +552,7 @@ def test_a_container_that_never_gets_ready_times_out(real_backends, real_client,
 
     with pytest.raises(RuntimeError, match=r"not ready within 0\.2 s"):
         backend.provision(shell_spec(desktop=True), slot=0)
+    assert reclaims_wait(30)  # (the sandbox it had made is destroyed like any)
 
     mine = real_client.containers.list(all=True, filters={"label": f"arena.host={backend.host}"})
     assert mine == []
@@ -731,6 +737,7 @@ def provision(make_backend):
     yield run
     for box in boxes:
         box.destroy()
+    assert reclaims_wait(60)
 
 
 def test_the_engine_is_asked_for_nothing_else(engine, provision):
@@ -799,6 +806,7 @@ def test_a_container_that_dies_while_starting_is_removed(engine, make_backend, s
 
     with pytest.raises(RuntimeError, match=r"exit code 1\): supervisor: Xvfb did not start"):
         make_backend().provision(SPEC, slot=0)
+    assert reclaims_wait(30)
 
     assert engine.containers == {}  # the display's and the agent's
     deletes = engine.calls_to("DELETE", r"/containers/[0-9a-f]+")

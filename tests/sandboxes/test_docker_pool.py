@@ -65,6 +65,7 @@ def test_a_docker_workers_pool_serves_its_runs_and_the_janitor_spares_it(
                 container.reload()
                 assert container.status == "running"
             assert box.screenshot().ok
+        assert services.reclaims_wait(30)
         assert not box.run_dir.exists()
         assert pool.wait_full(180)  # refilled in the background
     finally:

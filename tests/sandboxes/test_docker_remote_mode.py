@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import tracemalloc
 import zlib
@@ -35,6 +36,7 @@ from sandboxes.docker_remote import (
 )
 from sandboxes.egress import EgressProxy, EgressProxyThread
 from sandboxes.screens import ScreenError, frame_from_bytes, framebuffer_bytes_png
+from sandboxes.services import reclaims_wait
 from tests.docker_engine import (
     HOST_USR_IMAGE,
     docker_engine,  # noqa: F401 - the session fixture
@@ -214,9 +216,10 @@ def test_a_desktop_on_the_remote_engine_over_the_channel_alone(
         assert box.health()["ok"] is True
     finally:
         box.destroy()
+    assert processes_of(*uids) == []  # stopped when destroy returns
+    assert reclaims_wait(30)  # removed in the background
     assert on_engine(backend) == ([], [])
     assert not box.run_dir.exists()
-    assert wait_for(lambda: processes_of(*uids) == []), processes_of(*uids)
     print(f"remote desktop ready in {ready_s:.2f} s")
 
 
@@ -255,6 +258,7 @@ def test_a_pooled_remote_desktop_is_assigned_a_run_and_its_egress_identity(
         assert "refused:private" not in egress.counters(pool_id)
     finally:
         box.destroy()
+    assert reclaims_wait(30)
     assert on_engine(backend) == ([], [])
 
 
@@ -343,3 +347,36 @@ def test_the_arena_picks_the_remote_mode_from_settings_or_docker_host(
     assert type(backend) is expected
     assert getattr(backend, "remote", False) is (expected is RemoteDockerBackend)
     monkeypatch.setattr(services, "_backend", None)
+
+
+def test_destroy_stops_a_remote_run_and_its_reclaim_removes_the_rest(
+    backend: RemoteDockerBackend, egress: EgressProxyThread
+) -> None:
+    spec = SandboxSpec(
+        run_id=new_run_id(), desktop=True, start_url="about:blank", shell_timeout_s=10
+    )
+    box = backend.provision(spec, slot=SLOT + 3)
+    uids = (box.uid, box.display_uid)
+    assert box.shell("sleep 300 > /dev/null 2>&1 &").ok
+    listeners = [Path(tunnel.proxy_path) for tunnel in box.tunnels]
+    assert len(listeners) == 2 and all(path.exists() for path in listeners)
+    assert processes_of(uids[0]) and processes_of(uids[1])
+    opened = threading.Event()
+    work = box.reclaim.work
+    box.reclaim.work = lambda: opened.wait(60) and work()  # the moment between, frozen
+
+    box.destroy()
+
+    # Stopped: nothing runs under either uid, the run's listeners are gone, the
+    # containers (exited) and the volume wait for the reclaim.
+    assert processes_of(*uids) == []
+    assert not any(path.exists() for path in listeners)
+    for container in box.containers.values():
+        container.reload()
+        assert container.status == "exited"
+    containers, volumes = on_engine(backend)
+    assert len(containers) == 2 and volumes == [box.volume.name]
+    opened.set()
+    assert reclaims_wait(30) and box.reclaim.ok is True
+    assert on_engine(backend) == ([], [])
+    assert not box.run_dir.exists()

@@ -18,6 +18,7 @@ from django.conf import settings
 from sandboxes.base import SandboxSpec
 from sandboxes.docker_backend import DEFAULT_IMAGE, DockerBackend, janitor
 from sandboxes.local_backend import LocalBackend
+from sandboxes.reclaim import reclaims_wait
 from tests.docker_engine import docker_engine  # noqa: F401 - the session fixture
 from tests.sandboxes.test_hostile import PROBE, host_disk_bytes
 from tests.sandboxes.test_pool import proxy  # noqa: F401 - the module fixture (no DNS, no dial)
@@ -66,6 +67,7 @@ def lanes(request, sandbox_root, proxy):  # noqa: F811
         for box in boxes:
             box.destroy()
         if isinstance(backend, DockerBackend):
+            assert reclaims_wait(60)  # (their reclaims remove the containers)
             janitor(backend.client(), backend.host, lambda run_id: False, root=sandbox_root)
             backend.close()
 

@@ -30,6 +30,7 @@ from PIL import Image, ImageChops
 from sandboxes.base import SandboxSpec
 from sandboxes.docker_backend import DEFAULT_IMAGE, DockerBackend, janitor
 from sandboxes.local_backend import LocalBackend
+from sandboxes.reclaim import reclaims_wait
 from sandboxes.tools import tool_call
 from tests.docker_engine import docker_engine  # noqa: F401 - the session fixture
 
@@ -239,6 +240,7 @@ def desktop(request):
             yield box
             box.destroy()
         finally:
+            assert reclaims_wait(60)  # (its reclaim removes the containers)
             janitor(client, backend.host, lambda run_id: False, root=root)
             backend.close()
             client.close()
