@@ -17,6 +17,9 @@ export ARENA_SECRET_KEY
 export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}" OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 # No DNS from the suite: sandbox egress resolves nothing, "public" hosts are simulated.
 export ARENA_EGRESS_RESOLVE=false
+# tests/conftest.py refuses to run without it: a bare `pytest` would use SQLite and Redis
+# database 0, and the suite empties its Redis databases.
+export ARENA_TEST_SUITE=scripts/test.sh
 # pytest processes (pytest-xdist): many tests wait on sandboxes, browsers and servers, so
 # two overlap well even on two cores. 0 or 1: the suite runs in this one process. Worker
 # i gets Redis database N+i (N from TEST_REDIS_URL), its own data dir, prefixes, test

@@ -32,7 +32,16 @@ def pytest_xdist_setupnodes(config, specs):
         spec.env.update(workers.worker_environment(index, os.environ, django_settings))
 
 
+BARE_PYTEST = (
+    "run the tests with `make test` or `bash scripts/test.sh [pytest arguments]`: they "
+    "point the suite at a PostgreSQL database and Redis databases of its own (14 and up), "
+    "which it empties; a bare `pytest` would run on SQLite and empty Redis database 0"
+)
+
+
 def pytest_configure(config):
+    if os.environ.get("ARENA_TEST_SUITE") != "scripts/test.sh":
+        pytest.exit(BARE_PYTEST, returncode=4)  # before any database or Redis is touched
     worker = getattr(config, "workerinput", {}).get("workerid")
     if worker:
         config.stash[_CGROUPS] = workers.enter_own_cgroups(worker)
