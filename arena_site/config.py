@@ -105,6 +105,9 @@ class ArenaConfig:
     shell_output_max_bytes: int = knob(64 * 1024, "ARENA_SHELL_OUTPUT_MAX_BYTES", lo=1024)
     sandbox_backend: str = knob("local", "ARENA_SANDBOX_BACKEND", choices=("local", "docker"))
     docker_image: str = knob("agent-arena-desktop", "ARENA_DOCKER_IMAGE")
+    # A coding lane's image (scripts/docker.sh image --coding: the desktop image and the
+    # toolchain); where the engine lacks it, the toolchain is bound from var/toolchain.
+    docker_coding_image: str = knob("agent-arena-coding", "ARENA_DOCKER_CODING_IMAGE")
     # The engine shares no file system with the worker (docs/sandboxes.md, "Remote
     # engines"): no bind mount of a run dir, everything over the network contract.
     # Implied when DOCKER_HOST is a tcp:// or ssh:// URL.

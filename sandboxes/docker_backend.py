@@ -35,7 +35,8 @@ read-only ``passwd`` and ``group`` files naming each one's uid. A root worker mo
 tmpfs quota on each of them (the host disk is never written). Nothing else of the host
 is mounted (but the read-only system paths an image that binds the host's ``/usr`` asks
 for, and for a spec with ``toolchain`` — a repo lane's or the judge's sandbox — the
-coding toolchain, read-only at ``SANDBOX_TOOLCHAIN`` as under ``local``), least of all
+coding toolchain, read-only at ``SANDBOX_TOOLCHAIN`` as under ``local``, unless the
+engine has the coding image, which carries it: ``_image_for``), least of all
 the engine's socket. Each supervisor forwards ``127.0.0.1:3128``
 inside to its egress socket, exactly as under ``local``, so the proxy is a container's
 whole network and every request it makes is checked and attributed to its run.
@@ -73,6 +74,12 @@ from docker.types import LogConfig, Mount
 from sandboxes import cgroups, disk, seccomp
 from sandboxes.base import SandboxBackend, SandboxSpec
 from sandboxes.control import supervisor_config
+from sandboxes.docker_images import (
+    DEFAULT_CODING_IMAGE,
+    binds_host_usr,
+    carries_toolchain,
+    unsupported_image,
+)
 from sandboxes.docker_sandbox import (
     CTL_DIRS,
     CTL_QUOTA,
@@ -114,9 +121,6 @@ LABEL_SLOT = "arena.slot"
 LABEL_HOST = "arena.host"
 LABEL_DIR = "arena.dir"
 LABEL_ROLE = "arena.role"
-# An image's own declaration that it carries no programs and runs the host's: each
-# container then binds the host's /usr and HOST_ETC read-only (sandboxes/docker/rootfs.sh).
-LABEL_BINDS_HOST_USR = "arena.binds-host-usr"
 HOST_ETC = RO_ETC  # the /etc paths the local backend's sandboxes see, and no others
 
 ClientFactory = Callable[[], docker.DockerClient]
@@ -159,6 +163,7 @@ class DockerBackend(SandboxBackend):
         seccomp_profile: str | None = None,
         host: str | None = None,
         toolchain: Path = TOOLCHAIN_DIR,
+        coding_image: str = DEFAULT_CODING_IMAGE,
     ) -> None:
         """``seccomp_profile`` (JSON text) replaces the display container's default: the
         arena's deny list as a Docker profile (``sandboxes.seccomp``, its browser profile:
@@ -166,8 +171,13 @@ class DockerBackend(SandboxBackend):
         container always gets the agent's profile (no new namespaces). ``host`` is the
         worker host's id its containers are labelled with (the machine's name by
         default). ``toolchain`` is bound read-only at ``SANDBOX_TOOLCHAIN`` into the
-        agent's container of a spec with ``toolchain``, as the local backend binds it."""
+        agent's container of a spec with ``toolchain``, as the local backend binds it,
+        unless the engine has ``coding_image`` (``sandboxes.services`` passes
+        ``ARENA_DOCKER_CODING_IMAGE``) and it carries the toolchain: such a spec's
+        containers run from it."""
         self.image = image
+        self.coding_image = coding_image
+        self._coding_choice: str | None = None  # the last one logged
         self.root = root
         self.uid_base = uid_base
         self.toolchain = toolchain
@@ -208,11 +218,6 @@ class DockerBackend(SandboxBackend):
     ) -> DockerSandbox:
         """``background``: a pooled desktop's boot (``sandboxes.pool``), its group at a low
         CPU weight until a run claims it (``DockerSandbox.assign``)."""
-        if spec.toolchain and not (self.toolchain / "bin").is_dir():
-            raise RuntimeError(
-                f"the sandbox toolchain is not installed at {self.toolchain}: run "
-                "scripts/toolchain.sh (make run and make test do)"
-            )
         client = self.client()
         self._check_engine(client)
         uids = {role: sandbox_uid(self.uid_base, slot, role) for role in roles(spec)}
@@ -226,8 +231,8 @@ class DockerBackend(SandboxBackend):
                 spec.memory_mb * 1024**2, spec.pids, spec.cpu_fraction, background=background
             )
             parent = cgroups.engine_group_create(run_dir.name, limits)
-            image_attrs = client.images.get(self.image).attrs
-            if refusal := unsupported_image(self.image, image_attrs):
+            image, image_attrs, bind_toolchain = self._image_for(spec, client)
+            if refusal := unsupported_image(image, image_attrs):
                 raise RuntimeError(refusal)
             host_usr = binds_host_usr(image_attrs)
             if spec.egress and self.egress is not None:
@@ -241,12 +246,13 @@ class DockerBackend(SandboxBackend):
 
             def launch(role: str) -> None:
                 kwargs = self._create_kwargs(
-                    spec, slot, run_dir, uids[role], f"{name}-{role}", role=role, host_usr=host_usr
-                )
+                    spec, slot, run_dir, uids[role], f"{name}-{role}", role=role,
+                    host_usr=host_usr, bind_toolchain=bind_toolchain,
+                )  # fmt: skip
                 if parent:
                     kwargs["cgroup_parent"] = parent
                 config = json.dumps(supervisor_config(spec, role))
-                made[role] = client.containers.create(self.image, [config], **kwargs)
+                made[role] = client.containers.create(image, [config], **kwargs)
                 made[role].start()
 
             in_parallel(launch, uids)  # the display's (the slower) on this thread
@@ -269,6 +275,35 @@ class DockerBackend(SandboxBackend):
             sandbox.destroy()
             raise
         return sandbox
+
+    def _image_for(
+        self, spec: SandboxSpec, client: docker.DockerClient
+    ) -> tuple[str, dict[str, Any], bool]:
+        """The image of ``spec``'s containers, its inspect attributes, and whether the
+        agent's binds the worker's toolchain: for a spec with ``toolchain``, the coding
+        image where the engine has it carrying the toolchain, else the desktop image and
+        the bind (logged once per choice)."""
+        if not spec.toolchain:
+            return self.image, client.images.get(self.image).attrs, False
+        try:
+            attrs = client.images.get(self.coding_image).attrs
+        except ImageNotFound:
+            attrs = {}
+        attrs = attrs if carries_toolchain(attrs) else {}
+        chosen = self.coding_image if attrs else self.image
+        if chosen != self._coding_choice:
+            self._coding_choice = chosen
+            how = "its toolchain" if attrs else f"a bind of the toolchain {self.toolchain}"
+            logger.info("docker backend: coding sandboxes run from %r with %s", chosen, how)
+        if attrs:
+            return chosen, attrs, False
+        if not (self.toolchain / "bin").is_dir():
+            raise RuntimeError(
+                f"the sandbox toolchain is not installed at {self.toolchain}: run "
+                "scripts/toolchain.sh (make run and make test do), or build the coding "
+                "image (scripts/docker.sh image --coding)"
+            )
+        return self.image, client.images.get(self.image).attrs, True
 
     def _check_engine(self, client: docker.DockerClient) -> None:
         """Refuses engines whose containers see other uids than this host (the bind
@@ -335,8 +370,10 @@ class DockerBackend(SandboxBackend):
         *,
         role: str = "agent",
         host_usr: bool = False,
+        bind_toolchain: bool = True,
     ) -> dict[str, Any]:
-        """One container of the run: ``role``'s mounts, uid, profile and tmpfs sizes."""
+        """One container of the run: ``role``'s mounts, uid, profile and tmpfs sizes.
+        ``bind_toolchain``: false when the image carries the toolchain itself."""
         home = f"/home/{role}"
         toolchain = role == "agent" and spec.toolchain
         path = f"{SANDBOX_TOOLCHAIN}/bin:{SANDBOX_PATH}" if toolchain else SANDBOX_PATH
@@ -363,7 +400,7 @@ class DockerBackend(SandboxBackend):
             mounts.insert(0, Mount("/work", str(run_dir / "work"), type="bind"))
             if spec.desktop:
                 mounts.append(Mount(f"{home}/Downloads", downloads, type="bind", read_only=True))
-            if toolchain:
+            if toolchain and bind_toolchain:
                 # The CLI coding agents and the judge's tools (docs/coding.md), read-only
                 mounts.append(
                     Mount(SANDBOX_TOOLCHAIN, str(self.toolchain), type="bind", read_only=True)
@@ -495,34 +532,6 @@ class DockerBackend(SandboxBackend):
         if refusal:
             return {**result, "ok": False, "error": refusal}
         return {**result, "ok": True}
-
-
-# The versions of the image's contract with this backend (entrypoint, paths, labels) that
-# it runs: scripts/image.sh and scripts/docker.sh image write the label
-# ``arena.image-version``; raise it there, and add it here, when that contract changes.
-LABEL_IMAGE_VERSION = "arena.image-version"
-IMAGE_VERSIONS = ("1",)
-
-
-def unsupported_image(image: str, image_attrs: dict[str, Any]) -> str | None:
-    """Why this worker refuses ``image`` (its inspect attributes), or None: an image
-    without the version label, or of a version this worker does not run."""
-    labels = (image_attrs.get("Config") or {}).get("Labels") or {}
-    version = labels.get(LABEL_IMAGE_VERSION)
-    if version in IMAGE_VERSIONS:
-        return None
-    made = f"is of version {version}" if version else f"has no label {LABEL_IMAGE_VERSION}"
-    return (
-        f"the sandbox image {image!r} {made}; this worker runs version "
-        f"{', '.join(IMAGE_VERSIONS)}: rebuild it (scripts/docker.sh image)"
-    )
-
-
-def binds_host_usr(image_attrs: dict[str, Any]) -> bool:
-    """Whether an image (its inspect attributes) declares that it runs the host's /usr
-    (``LABEL_BINDS_HOST_USR``, set by ``scripts/docker.sh image --host-usr``)."""
-    labels = (image_attrs.get("Config") or {}).get("Labels") or {}
-    return labels.get(LABEL_BINDS_HOST_USR) == "1"
 
 
 def _label_run_id(value: str | None) -> int | None:

@@ -27,7 +27,8 @@ The worker keeps one dir of its own per run (``root/run-…``, mode 0700, never 
 the proxy's listeners for the run's tunnels. No host cgroup groups the containers (the
 engine's host is not this one); each keeps the run's memory, process and CPU limits.
 Coding lanes (a spec with ``toolchain``) stay on a local engine: the judge's sealing
-changes the tree's owner from the host, and the toolchain is bound from it.
+changes the tree's owner from the host (the coding image carries the toolchain, but
+not the sealing).
 """
 
 import base64
@@ -60,11 +61,10 @@ from sandboxes.docker_backend import (
     STATUS_CHECK_INTERVAL_S,
     DockerBackend,
     _label_run_id,
-    binds_host_usr,
     roles,
     sandbox_uid,
-    unsupported_image,
 )
+from sandboxes.docker_images import binds_host_usr, unsupported_image
 from sandboxes.docker_sandbox import (
     DockerSandbox,
     in_parallel,
@@ -351,8 +351,9 @@ class RemoteDockerBackend(DockerBackend):
         if spec.toolchain:
             raise RuntimeError(
                 "coding lanes (a sandbox with the toolchain) run only on a local Docker "
-                "engine: the judge seals the tree from the host and the toolchain is bound "
-                "from it; unset ARENA_DOCKER_REMOTE and name a local engine in DOCKER_HOST"
+                "engine: the judge seals the tree from the host (the coding image, which "
+                "carries the toolchain, is not enough while it does); unset "
+                "ARENA_DOCKER_REMOTE and name a local engine in DOCKER_HOST"
             )
         client = self.client()
         uids = {role: sandbox_uid(self.uid_base, slot, role) for role in roles(spec)}

@@ -181,13 +181,14 @@ def sandbox_backend() -> SandboxBackend:
         backend = RemoteDockerBackend(
             arena.docker_image, arena.sandbox_root, arena.sandbox_uid_base,
             egress=egress_proxy(), host=host_id(), client_factory=remote_client_from_env,
+            coding_image=arena.docker_coding_image,
         )  # fmt: skip
     elif name == "docker":
         from sandboxes.docker_backend import DockerBackend
 
         backend = DockerBackend(
             arena.docker_image, arena.sandbox_root, arena.sandbox_uid_base,
-            egress=egress_proxy(), host=host_id(),
+            egress=egress_proxy(), host=host_id(), coding_image=arena.docker_coding_image,
         )  # fmt: skip
     else:
         raise ValueError(f"unknown sandbox backend {name!r} (ARENA_SANDBOX_BACKEND)")

@@ -9,6 +9,9 @@
 #                               unless a test session uses it (stop --force: even then)
 #   scripts/docker.sh image     builds the desktop image on it: self-contained, from the
 #                               Debian mirror apt uses (scripts/image.sh)
+#   scripts/docker.sh image --coding     builds the desktop image, then the coding image
+#                               on it: the toolchain (scripts/toolchain.sh, run when
+#                               var/toolchain is missing) at /opt/arena/toolchain
 #   scripts/docker.sh image --host-usr   builds the small image that binds the host's
 #                               /usr instead (sandboxes/docker/rootfs.sh; a fallback)
 #   scripts/docker.sh host      prints DOCKER_HOST=unix://… without starting anything
@@ -38,6 +41,7 @@ PIDFILE="$STATE/dockerd.pid"
 LOG="$STATE/dockerd.log"
 IMAGE="${ARENA_DOCKER_IMAGE:-agent-arena-desktop}"
 HOST_USR_IMAGE=agent-arena-desktop-host-usr
+CODING_IMAGE="${ARENA_DOCKER_CODING_IMAGE:-agent-arena-coding}"
 START_TIMEOUT_S=60
 
 say() { printf 'docker.sh: %s\n' "$*" >&2; }
@@ -216,6 +220,13 @@ cmd_image() {
     answers || { say "the private daemon does not answer (scripts/docker.sh start)"; exit 1; }
     if [ "${1:-}" != --host-usr ]; then
         DOCKER_HOST="unix://$SOCKET" bash scripts/image.sh "$IMAGE"
+        if [ "${1:-}" = --coding ]; then
+            local stamp
+            for stamp in npm aider pylib; do
+                [ -f "var/toolchain/$stamp/.stamp" ] || { bash scripts/toolchain.sh >&2; break; }
+            done
+            DOCKER_HOST="unix://$SOCKET" bash scripts/image.sh --coding "$CODING_IMAGE" "$IMAGE"
+        fi
         return 0
     fi
     local image="$HOST_USR_IMAGE"
@@ -252,5 +263,5 @@ case "${1:-}" in
     image) cmd_image "${2:-}" ;;
     host) echo "DOCKER_HOST=unix://$SOCKET" ;;
     status) answers ;;
-    *) echo "usage: scripts/docker.sh install|start|stop|image [--host-usr]|host|status" >&2; exit 2 ;;
+    *) echo "usage: scripts/docker.sh install|start|stop|image [--coding|--host-usr]|host|status" >&2; exit 2 ;;
 esac

@@ -8,6 +8,12 @@
 #   scripts/image.sh IMAGE    builds IMAGE on the engine at $DOCKER_HOST, only when the
 #                             hash of its inputs (label arena.inputs) changed
 #   scripts/image.sh --hash   prints that hash
+#   scripts/image.sh --coding IMAGE DESKTOP_IMAGE
+#                             builds the coding image IMAGE: DESKTOP_IMAGE and one layer
+#                             with var/toolchain (scripts/toolchain.sh) at
+#                             /opt/arena/toolchain, only when its inputs (label
+#                             arena.inputs: the desktop's, the toolchain's stamps and
+#                             wrappers) changed
 #
 # scripts/docker.sh image runs it on the private engine. It reaches no host but the
 # Debian mirrors configured in apt. The base is reproducible: the same inputs and mirror
@@ -23,6 +29,7 @@ SELF="$PWD/scripts/image.sh"
 VERSION=1
 STATE="$PWD/var/image"
 BASE_REPO=agent-arena-base
+TOOLCHAIN="$PWD/var/toolchain"
 SUITE=bookworm
 ARCH=$(dpkg --print-architecture)
 
@@ -144,6 +151,90 @@ build_layer() {
     rm -rf "$context"
 }
 
+# The coding image's inputs: the desktop image under it (its own inputs label), the
+# toolchain's stamps (the hashes of its locks and python), its wrappers and ruff.
+coding_hash() {
+    local desktop=$1
+    {
+        echo "version $VERSION desktop $(label "$desktop" arena.inputs)"
+        cat "$TOOLCHAIN"/npm/.stamp "$TOOLCHAIN"/aider/.stamp "$TOOLCHAIN"/pylib/.stamp
+        (cd "$TOOLCHAIN/bin" && sha256sum -- *)
+        sed -n '/^stage_pycs()/,/^}/p;/^build_coding()/,/^}/p' "$SELF"
+    } | sha256sum | cut -c1-16
+}
+
+# The toolchain's .pyc files (timestamp-checked) with the pinned mtime of their sources in
+# their header, under $1: as installed, Python would find them stale and compile the
+# sources again at each start (Aider's imports: about 3 s). Stale ones are left out.
+stage_pycs() {
+    python3 - "$TOOLCHAIN" "$1" "$(epoch)" <<'PY'
+import os, struct, sys
+src, dest, epoch = sys.argv[1], sys.argv[2], int(sys.argv[3])
+for top, _dirs, files in os.walk(src):
+    for name in files if os.path.basename(top) == "__pycache__" else ():
+        path = os.path.join(top, name)
+        source = os.path.join(os.path.dirname(top), name.split(".")[0] + ".py")
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            stat = os.stat(source)
+        except OSError:
+            continue
+        _magic, flags, mtime, size = struct.unpack("<4sIII", data[:16])
+        if flags or (mtime, size) != (int(stat.st_mtime) & 0xFFFFFFFF, stat.st_size & 0xFFFFFFFF):
+            continue
+        out = os.path.join(dest, os.path.relpath(path, src))
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with open(out, "wb") as f:
+            f.write(data[:8] + struct.pack("<II", epoch, size) + data[16:])
+PY
+}
+
+# The coding image: the desktop image and one layer with the toolchain at
+# /opt/arena/toolchain (what the local backend binds from var/toolchain), root-owned and
+# read-only, its dirs o+rx. The context is a tar streamed from var/toolchain itself (1.5
+# GB: no copy on disk) and its staged .pyc files, with pinned mtimes, owners and modes
+# and its members sorted.
+build_coding() {
+    local image=$1 desktop=$2 hash=$3 context log
+    context=$(mktemp -d "$STATE/context.XXXXXX")
+    printf '%s\n' "FROM $desktop" "COPY tree/ /" \
+        "LABEL arena.image-version=$VERSION arena.inputs=$hash arena.toolchain=1" >"$context/Dockerfile"
+    # /opt and /opt/arena in the tar too: their pinned mtimes, not the build's clock.
+    mkdir -p "$context/tree/opt/arena" "$context/pyc"
+    stage_pycs "$context/pyc"
+    log="$context/build.log"
+    tar -c --sort=name --mtime="@$(epoch)" --owner=0 --group=0 --numeric-owner \
+        --mode='a-w,a+rX' --pax-option=delete=atime,delete=ctime \
+        --anchored --exclude='./*.pyc' \
+        -C "$context" Dockerfile tree pyc -C "$TOOLCHAIN" . \
+        --transform='s,^\(\.\|pyc\)/,tree/opt/arena/toolchain/,;s,^\(\.\|pyc\)$,tree/opt/arena/toolchain,' \
+        | DOCKER_BUILDKIT=0 docker build --no-cache --tag "$image" - >"$log" 2>&1 \
+        || { cat "$log" >&2; exit 1; }
+    rm -rf "$context"
+}
+
+if [ "${1:-}" = --coding ]; then
+    [ $# -eq 3 ] || { echo "usage: scripts/image.sh --coding IMAGE DESKTOP_IMAGE" >&2; exit 2; }
+    IMAGE=$2
+    DESKTOP=$3
+    for stamp in npm aider pylib; do
+        [ -f "$TOOLCHAIN/$stamp/.stamp" ] || { say "no toolchain at $TOOLCHAIN (scripts/toolchain.sh)"; exit 1; }
+    done
+    [ -n "$(label "$DESKTOP" arena.inputs)" ] || { say "no desktop image $DESKTOP (scripts/image.sh $DESKTOP)"; exit 1; }
+    mkdir -p "$STATE"
+    exec 8>"$STATE/build.lock"
+    flock 8 # one build at a time
+    trap 'rm -rf "$STATE"/context.*' EXIT
+    want=$(coding_hash "$DESKTOP")
+    [ "$(label "$IMAGE" arena.inputs)" = "$want" ] && exit 0
+    say "building $IMAGE on $DESKTOP (var/toolchain at /opt/arena/toolchain)"
+    started=$SECONDS
+    build_coding "$IMAGE" "$DESKTOP" "$want"
+    docker image prune -f >/dev/null
+    say "$IMAGE: $(docker image inspect -f '{{.Size}}' "$IMAGE" | awk '{ printf "%d MB", $1 / 1e6 }'), built in $((SECONDS - started)) s"
+    exit 0
+fi
 if [ "${1:-}" = --hash ]; then
     inputs_hash
     exit 0

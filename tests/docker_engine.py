@@ -2,8 +2,9 @@
 with the desktop images, shared by every pytest process that runs at once.
 
 ``docker_engine`` (a session fixture) starts the daemon unless one answers, builds the
-images when their inputs changed (the self-contained one, ``DEFAULT_IMAGE``, and the
-one that binds the host's /usr, ``HOST_USR_IMAGE``), and yields the ``DOCKER_HOST`` it
+images when their inputs changed (the self-contained one, ``DEFAULT_IMAGE``, the coding
+image on it, ``DEFAULT_CODING_IMAGE``, and the one that binds the host's /usr,
+``HOST_USR_IMAGE``), and yields the ``DOCKER_HOST`` it
 serves; the last session out stops the daemon, if a test session started it (one
 started by hand is left running). Two lock files under ``var/docker/`` make that safe
 across processes: ``sessions.lock`` (held while a session starts or stops the daemon)
@@ -72,7 +73,9 @@ def engine_session() -> Iterator[str]:
             output = docker_sh("start")
             if not running:
                 STARTED_BY_TESTS.touch()
-            docker_sh("image", timeout=IMAGE_TIMEOUT_S)
+            # the desktop image, then the coding image on it (50–65 s when the
+            # toolchain changed: a 1.5 GB layer)
+            docker_sh("image", "--coding", timeout=IMAGE_TIMEOUT_S)
             docker_sh("image", "--host-usr")
             fcntl.flock(users, fcntl.LOCK_SH)
         [docker_host] = [

@@ -77,11 +77,15 @@ class RemoteEngine:
     proc: subprocess.Popen
 
     def restart(self) -> None:
-        """Starts the engine again on its data root (after it was killed: a machine
-        back), and waits until it answers."""
+        """Starts the engine again on its data root after it was killed, as a machine
+        that rebooted: its run state (the exec root, a tmpfs's on a real machine) is
+        gone, its data root kept. Waits until it answers."""
         self.proc.wait(STOP_TIMEOUT_S)  # reaped (a zombie's pid holds the pid file)
         (self.state / "dockerd.pid").unlink(missing_ok=True)  # a crash leaves it
+        # Else containerd spends its start dialling the dead containers' shims, and
+        # dockerd gives up waiting for it on a busy machine.
         _unmount_under(self.exec_root)
+        shutil.rmtree(self.exec_root, ignore_errors=True)
         self.proc = _start_dockerd(self.argv, self.state)
         self.pid = self.proc.pid
         _wait_answering(self.proc, self.url, self.tls, self.state)

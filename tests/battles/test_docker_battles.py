@@ -17,6 +17,7 @@ import select
 import signal
 import socket
 import threading
+import time
 
 import docker
 import pytest
@@ -28,6 +29,7 @@ from battles.services import cli_lane
 from sandboxes import services
 from sandboxes.demoweb.server import demo_server
 from sandboxes.docker_backend import DEFAULT_IMAGE
+from sandboxes.docker_images import DEFAULT_CODING_IMAGE
 from sandboxes.models import SandboxLease
 from tests.agents.conftest import LOOPBACK
 from tests.battles.pairing import submitted_between
@@ -107,6 +109,23 @@ def leftovers(docker_host: str, host: str) -> list[str]:
     return [container.name for container in found]
 
 
+def created_images(docker_host: str, host: str, since: int) -> list[tuple[str, str]]:
+    """(image, role) of each container the engine created with label ``host`` since
+    the unix time ``since`` (from its events: the containers are gone by now)."""
+    client = docker.DockerClient(base_url=docker_host)
+    try:
+        events = client.events(
+            since=since,
+            until=int(time.time()) + 1,
+            filters={"type": "container", "event": "create", "label": f"arena.host={host}"},
+            decode=True,
+        )
+        attributes = [event["Actor"]["Attributes"] for event in events]
+    finally:
+        client.close()
+    return sorted((a["image"], a["arena.role"]) for a in attributes)
+
+
 @pytest.mark.parametrize(
     "worker_class", ["battles.worker.BattleWorker", "battles.worker.PooledBattleWorker"]
 )
@@ -171,6 +190,7 @@ def test_a_battle_worker_runs_a_coding_battle_on_docker(
         )
         # (the fake providers are on loopback, which an operator allow-lists here)
         env["ARENA_INTERNAL_ALLOWLIST"] = LOOPBACK
+        started = int(time.time())
         logs = run_battle_worker(worker_class, env, tmp_path / "logs", 240)
 
     battle.refresh_from_db()
@@ -193,6 +213,12 @@ def test_a_battle_worker_runs_a_coding_battle_on_docker(
     assert all(lease.released_at for lease in leases)
     coding = [lease for lease in leases if not lease.path.rpartition("/")[2].startswith("run--")]
     assert [lease.backend for lease in coding] == ["docker"] * 5
+    # Both agents' and both judges' containers from the coding image (no bind of the
+    # worker's toolchain), the clone's from the desktop image
+    images = created_images(docker_engine, env["ARENA_HOST_ID"], started)
+    assert [i for i in images if i[0] == DEFAULT_CODING_IMAGE] == [
+        (DEFAULT_CODING_IMAGE, "agent")
+    ] * 4
     assert leftovers(docker_engine, env["ARENA_HOST_ID"]) == []
     assert list(sandbox_root.glob("run-*")) == []
 

@@ -433,14 +433,18 @@ def test_the_toolchain_is_bound_read_only_and_only_when_asked(sandbox_root):
 
 
 def test_the_docker_backend_asks_for_the_toolchain_it_does_not_have(sandbox_root):
+    """An engine without the coding image: the toolchain would be bound from the
+    worker, which has none; refused before any container."""
     from sandboxes.docker_backend import DockerBackend
+    from tests.sandboxes.fake_engine import FakeEngine
 
-    def no_engine():
-        raise AssertionError("no engine is asked for a refused spec")
-
-    backend = DockerBackend(
-        "img", sandbox_root, 64000, client_factory=no_engine, toolchain=sandbox_root / "none"
-    )
-    spec = SandboxSpec(run_id=1832, desktop=False, toolchain=True)
-    with pytest.raises(RuntimeError, match=r"not installed at .*run scripts/toolchain"):
-        backend.provision(spec)
+    with FakeEngine(sandbox_root / "engine.sock", images={"img"}) as engine:
+        backend = DockerBackend(
+            "img", sandbox_root, 64000, client_factory=engine.client,
+            toolchain=sandbox_root / "none", coding_image="no-coding-image",
+        )  # fmt: skip
+        spec = SandboxSpec(run_id=1832, desktop=False, toolchain=True)
+        with pytest.raises(RuntimeError, match=r"not installed at .*run scripts/toolchain"):
+            backend.provision(spec)
+        backend.close()
+        assert not [call for call in engine.calls if call.path == "/containers/create"]

@@ -37,6 +37,7 @@ from sandboxes.docker_backend import (
     janitor,
     sandbox_uid,
 )
+from sandboxes.docker_images import DEFAULT_CODING_IMAGE
 from sandboxes.egress import EgressProxy
 from sandboxes.local_backend import SANDBOX_TOOLCHAIN, TOOLCHAIN_DIR
 from sandboxes.models import SandboxLease
@@ -339,12 +340,12 @@ def test_tools_and_deliveries_through_the_bound_dirs(shared_box, tmp_path):
     assert not refused.ok and "link" in refused.error
 
 
-def test_a_coding_sandbox_has_the_toolchain_read_only_and_the_same_limits(real_backend):
-    """A repo lane's and a judge's container (docs/coding.md): the toolchain bound
-    read-only where the local backend binds it, its bin first on PATH, and the limits
-    every container has."""
+def test_a_coding_sandbox_has_the_toolchain_read_only_and_the_same_limits(real_backends):
+    """A repo lane's and a judge's container (docs/coding.md) on an engine without the
+    coding image: the toolchain bound read-only where the local backend binds it, its
+    bin first on PATH, and the limits every container has."""
     spec = shell_spec(toolchain=True, memory_mb=512, pids=128, cpu_fraction=0.5)
-    box = real_backend.provision(spec, slot=1)
+    box = real_backends(coding_image="agent-arena-no-such-image").provision(spec, slot=1)
 
     attrs = inspect(box)
     mounts = {m["Destination"]: m for m in attrs["Mounts"]}
@@ -368,6 +369,35 @@ def test_a_coding_sandbox_has_the_toolchain_read_only_and_the_same_limits(real_b
         "toolchain-read-only",
         "ruff",
     ], result
+
+
+def test_a_coding_sandbox_runs_from_the_coding_image_with_no_bind_of_the_toolchain(
+    real_backends,
+):
+    """The coding image (scripts/docker.sh image --coding) carries the toolchain: the
+    container binds nothing of the worker's var/toolchain, and the agents and the
+    judge's tools run from the image as the slot's uid."""
+    spec = shell_spec(toolchain=True, memory_mb=512, pids=128, cpu_fraction=0.5)
+    box = real_backends(coding_image=DEFAULT_CODING_IMAGE).provision(spec, slot=1)
+
+    attrs = inspect(box)
+    sources = {m["Destination"]: m["Source"] for m in attrs["Mounts"]}
+    assert attrs["Config"]["Image"] == DEFAULT_CODING_IMAGE
+    assert attrs["Config"]["Labels"]["arena.toolchain"] == "1"  # (the image's)
+    assert SANDBOX_TOOLCHAIN not in sources
+    assert [s for s in sources.values() if s.startswith(str(TOOLCHAIN_DIR))] == []
+    assert f"PATH={SANDBOX_TOOLCHAIN}/bin:/usr/bin:/bin" in attrs["Config"]["Env"]
+    result = box.shell(
+        "id -u; command -v claude; claude --version; codex --version; "
+        f"aider --version | tail -1; PYTHONPATH={SANDBOX_TOOLCHAIN}/pylib python3 -m lizard "
+        "--version; touch /opt/arena/toolchain/x 2>/dev/null || echo toolchain-read-only",
+        timeout_s=90,
+    )
+    lines = result.stdout.splitlines()
+    assert lines[:2] == [str(sandbox_uid(real_uid_base(), 1)), f"{SANDBOX_TOOLCHAIN}/bin/claude"]
+    assert lines[2].endswith("(Claude Code)") and lines[3].startswith("codex-cli "), result
+    assert lines[4].startswith("aider ") and re.fullmatch(r"\d+\.\d+\.\d+", lines[5]), result
+    assert lines[6:] == ["toolchain-read-only"], result
 
 
 def test_without_egress_there_is_no_way_out(real_backend):

@@ -11,7 +11,8 @@ import pytest
 from django.conf import settings as django_settings
 
 from sandboxes.base import SandboxSpec
-from sandboxes.docker_backend import DEFAULT_IMAGE, DockerBackend, unsupported_image
+from sandboxes.docker_backend import DEFAULT_IMAGE, DockerBackend
+from sandboxes.docker_images import DEFAULT_CODING_IMAGE, unsupported_image
 from tests.docker_engine import REPO, docker_engine  # noqa: F401 - the session fixture
 
 
@@ -34,6 +35,16 @@ def test_the_image_is_labelled_with_its_version_and_inputs(client):
     assert labels["arena.image-version"] == "1"
     assert labels["arena.inputs"] == inputs
     assert "arena.binds-host-usr" not in labels  # it runs its own /usr
+
+
+def test_the_coding_image_is_the_desktop_image_and_a_layer_with_the_toolchain(client):
+    coding, desktop = client.images.get(DEFAULT_CODING_IMAGE), client.images.get(DEFAULT_IMAGE)
+
+    labels = coding.labels
+    assert (labels["arena.image-version"], labels["arena.toolchain"]) == ("1", "1")
+    assert labels["arena.inputs"] not in ("", desktop.labels["arena.inputs"])
+    assert coding.attrs["RootFS"]["Layers"][:-1] == desktop.attrs["RootFS"]["Layers"]
+    assert len(coding.attrs["RootFS"]["Layers"]) == len(desktop.attrs["RootFS"]["Layers"]) + 1
 
 
 def test_the_image_carries_the_desktop_and_the_judges_tools(client):

@@ -120,13 +120,15 @@ def on_engine(backend: RemoteDockerBackend) -> tuple[list[str], list[str]]:
 
 
 def processes_of(*uids: int) -> list[str]:
+    """The live processes of these uids (``pid state args``): a zombie, killed and not
+    yet reaped by its container's shim, runs nothing and is left out."""
     out = subprocess.run(
-        ["ps", "-o", "pid=,args=", "-u", ",".join(map(str, uids))],
+        ["ps", "-o", "pid=,stat=,args=", "-u", ",".join(map(str, uids))],
         capture_output=True,
         text=True,
         check=False,
     )
-    return out.stdout.splitlines()
+    return [line for line in out.stdout.splitlines() if not line.split()[1].startswith("Z")]
 
 
 def wait_for(predicate, timeout_s: float = 15.0) -> bool:
