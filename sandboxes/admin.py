@@ -16,8 +16,8 @@ class SandboxLeaseAdmin(admin.ModelAdmin):
 class WorkerHostAdmin(admin.ModelAdmin):
     """Read-only: hosts register themselves by beating."""
 
-    list_display = ["host_id", "started_at", "heartbeat_at", "lost_at"]
-    readonly_fields = ["host_id", "started_at", "heartbeat_at", "lost_at"]
+    list_display = ["host_id", "machine", "started_at", "heartbeat_at", "lost_at"]
+    readonly_fields = ["host_id", "machine", "started_at", "heartbeat_at", "lost_at"]
 
     def has_add_permission(self, request) -> bool:
         return False

@@ -42,6 +42,9 @@ class WorkerHost(models.Model):
     started_at = models.DateTimeField()
     heartbeat_at = models.DateTimeField()
     lost_at = models.DateTimeField(null=True, blank=True)
+    # The machine whose workers beat it (``arena_site.hosts.machine_id``), set at a
+    # worker's start: another machine starting with the same id is refused while it beats.
+    machine = models.CharField(max_length=255, blank=True, default="")
 
     def __str__(self) -> str:
         return self.host_id
