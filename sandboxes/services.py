@@ -339,10 +339,13 @@ def sandbox_janitor() -> int:
     it reaped."""
     host = host_id()
     reaped = 0
+    # A remote engine's containers run on its own machine: the slot's uids here are
+    # none of the run's (the Docker janitor below removes its containers by label).
+    remote = settings.ARENA.sandbox_backend == "docker" and docker_remote_mode()
     for lease in SandboxLease.objects.filter(host=host, released_at=None):
         if pid_alive(lease.worker_pid):
             continue
-        if os.geteuid() == 0:
+        if os.geteuid() == 0 and not remote:
             base = settings.ARENA.sandbox_uid_base
             for uid in (base + lease.slot, base + DISPLAY_UID_OFFSET + lease.slot):
                 subprocess.run(["pkill", "-KILL", "-U", str(uid)], check=False)

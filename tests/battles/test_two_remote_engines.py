@@ -22,6 +22,7 @@ from pathlib import Path
 
 import docker
 import pytest
+from django.conf import settings
 
 from agents.services import roster_install_builtins
 from battles.models import Battle, Run
@@ -99,6 +100,8 @@ def test_one_engine_killed_mid_battle_its_battle_is_run_again_on_the_other(
                 sandbox_root=sandbox_root,
                 private_media_root=tmp_path / "private",
             )
+            # Two hosts on one machine: uid ranges of their own, as two machines' are.
+            env["ARENA_SANDBOX_UID_BASE"] = str(settings.ARENA.sandbox_uid_base + 3000 * n)
             workers.append(ServerProcess.start(f"worker-{n}", argv, env, tmp_path / "logs"))
 
         def running() -> dict[str, Battle]:

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from arena_site.hosts import host_id
 from sandboxes import disk
 from sandboxes.models import SandboxLease
 from sandboxes.reaping import become_subreaper
@@ -72,3 +73,28 @@ def test_janitor_leaves_live_workers_alone(db):
     assert sandbox_janitor() == 0
     live.refresh_from_db()
     assert live.released_at is None
+
+
+def test_a_remote_engines_janitor_kills_nothing_under_the_slots_uids_here(settings, monkeypatch):
+    # With a remote engine the run's processes live on the engine's machine: the slot's
+    # uids here may be another host's (several "hosts" on one machine, a local engine
+    # beside). The janitor frees the dead worker's lease and kills nothing here.
+    settings.ARENA = settings.ARENA.replace(sandbox_backend="docker")
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:9")  # remote mode; does not answer
+    monkeypatch.setattr("sandboxes.services._backend", None)
+    uid = settings.ARENA.sandbox_uid_base + 3
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    lease = SandboxLease.objects.create(
+        slot=3, backend="docker", host=host_id(),
+        worker_pid=dead.pid,
+    )  # fmt: skip
+    bystander = subprocess.Popen(["sleep", "60"], user=uid)
+    try:
+        assert sandbox_janitor() == 1
+        lease.refresh_from_db()
+        assert lease.released_at is not None
+        assert bystander.poll() is None, "the janitor killed a process of the slot's uid"
+    finally:
+        bystander.kill()
+        bystander.wait()
