@@ -70,10 +70,13 @@ def remote_worker_env(
 
 
 def on_engine(engine: RemoteEngine, host: str) -> list[str]:
+    """The names of the host's containers and volumes on the engine (one listing each:
+    ``containers.list`` would inspect each one, and fail on one a janitor removes
+    meanwhile)."""
     label = {"label": [f"arena.host={host}"]}
-    containers = engine.client.containers.list(all=True, filters=label)
+    containers = engine.client.api.containers(all=True, filters=label)
     volumes = engine.client.volumes.list(filters=label)
-    return [c.name for c in containers] + [v.name for v in volumes]
+    return [c["Names"][0].lstrip("/") for c in containers] + [v.name for v in volumes]
 
 
 @pytest.mark.parametrize(
