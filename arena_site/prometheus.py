@@ -22,7 +22,7 @@ front of the arena does not publish it by mistake."""
 import ipaddress
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 
 from django.conf import settings
@@ -81,30 +81,41 @@ def _age_s(then: datetime | None, now: datetime) -> float:
     return max(0.0, (now - then).total_seconds()) if then is not None else 0.0
 
 
+def _family(
+    name: str, help: str, label: str, items: Iterable[tuple[str, float]]
+) -> GaugeMetricFamily:
+    """A gauge with one label: one sample per ``(label value, value)`` of ``items``."""
+    family = GaugeMetricFamily(name, help, labels=[label])
+    for label_value, value in items:
+        family.add_metric([label_value], value)
+    return family
+
+
 class ArenaCollector(Collector):
     """The arena's figures, read when scraped. A part that cannot be read (PostgreSQL or
     Redis away) is left out and ``arena_figures_up`` says which."""
 
     def collect(self) -> Iterator[Metric]:
         now = timezone.now()
-        up = GaugeMetricFamily(
-            "arena_figures_up",
-            "1 when this scrape could read the figures from the source, else 0.",
-            labels=["source"],
-        )
         try:
             families = list(self._database_families(now))
         except Exception:
             logger.warning("metrics: the database figures could not be read", exc_info=True)
             families = []
-        up.add_metric(["database"], 1.0 if families else 0.0)
         try:
             queue_families = list(self._queue_families())
         except Exception:
             logger.warning("metrics: the queue figures could not be read", exc_info=True)
             queue_families = []
-        up.add_metric(["redis"], 1.0 if queue_families else 0.0)
-        yield up
+        yield _family(
+            "arena_figures_up",
+            "1 when this scrape could read the figures from the source, else 0.",
+            "source",
+            [
+                ("database", 1.0 if families else 0.0),
+                ("redis", 1.0 if queue_families else 0.0),
+            ],
+        )
         yield from families
         yield from queue_families
 
@@ -114,43 +125,37 @@ class ArenaCollector(Collector):
         refit_at = ops_selectors.public_refit_last_run_at()
         hosts = ops_selectors.host_figures()
 
-        by_status = GaugeMetricFamily(
-            "arena_battles", "Battles of every arena by status.", labels=["status"]
+        yield _family(
+            "arena_battles",
+            "Battles of every arena by status.",
+            "status",
+            battles.by_status.items(),
         )
-        for status, n in battles.by_status.items():
-            by_status.add_metric([status], n)
-        yield by_status
         yield GaugeMetricFamily(
             "arena_oldest_queued_battle_age_seconds",
             "How long the oldest queued battle has waited (0: none queued).",
             value=_age_s(battles.oldest_queued_at, now),
         )
-        decided = GaugeMetricFamily(
+        yield _family(
             "arena_decided_battles",
             "Decided battles by who decided them (crowd, submitter: self-judged only, import).",
-            labels=["source"],
+            "source",
+            battles.decided_by_source.items(),
         )
-        for source, n in battles.decided_by_source.items():
-            decided.add_metric([source], n)
-        yield decided
-        failed = GaugeMetricFamily(
+        yield _family(
             "arena_failed_battles",
             "Failed battles by cause: agent (a lane's agent failed), arena (a lane ended "
             "in error through the sandbox, worker or engine), other (no lane error).",
-            labels=["cause"],
+            "cause",
+            battles.failed_by_cause.items(),
         )
-        for cause, n in battles.failed_by_cause.items():
-            failed.add_metric([cause], n)
-        yield failed
 
-        vote_states = GaugeMetricFamily(
+        yield _family(
             "arena_votes",
             "Votes of every arena: standing admissible, standing inadmissible, taken back.",
-            labels=["state"],
+            "state",
+            ((state, votes[state]) for state in ops_selectors.VOTE_STATES),
         )
-        for state in ops_selectors.VOTE_STATES:
-            vote_states.add_metric([state], votes[state])
-        yield vote_states
         yield CounterMetricFamily(
             "arena_votes_cast", "Votes ever cast (taken back ones too).", value=sum(votes.values())
         )
@@ -171,45 +176,48 @@ class ArenaCollector(Collector):
             value=_age_s(refit_at, now) if refit_at is not None else -1.0,
         )
 
-        beat = GaugeMetricFamily(
+        yield _family(
             "arena_worker_host_heartbeat_age_seconds",
             "Since each worker host last beat (-1: it holds leases but never beat).",
-            labels=["host"],
+            "host",
+            (
+                (h.host_id, _age_s(h.heartbeat_at, now) if h.heartbeat_at is not None else -1.0)
+                for h in hosts
+            ),
         )
-        lost = GaugeMetricFamily(
+        yield _family(
             "arena_worker_host_lost",
             "1 when a janitor has taken the worker host for dead (until it beats again).",
-            labels=["host"],
+            "host",
+            ((h.host_id, 1.0 if h.lost else 0.0) for h in hosts),
         )
-        busy = GaugeMetricFamily(
+        yield _family(
             "arena_sandbox_leases_busy",
             "Sandbox slots each worker host holds now (live leases).",
-            labels=["host"],
+            "host",
+            ((h.host_id, h.leases_busy) for h in hosts),
         )
-        for host in hosts:
-            age = _age_s(host.heartbeat_at, now) if host.heartbeat_at is not None else -1.0
-            beat.add_metric([host.host_id], age)
-            lost.add_metric([host.host_id], 1.0 if host.lost else 0.0)
-            busy.add_metric([host.host_id], host.leases_busy)
-        yield from (beat, lost, busy)
 
     def _queue_families(self) -> Iterator[Metric]:
         queues = ops_selectors.queue_figures()
-        families = {
-            "queued": GaugeMetricFamily(
-                "arena_rq_queue_depth", "Jobs waiting in each rq queue.", labels=["queue"]
-            ),
-            "started": GaugeMetricFamily(
-                "arena_rq_started_jobs", "Jobs a worker runs now, per rq queue.", labels=["queue"]
-            ),
-            "failed": GaugeMetricFamily(
-                "arena_rq_failed_jobs", "Jobs in each rq queue's failed registry.", labels=["queue"]
-            ),
-        }
-        for queue in queues:
-            for attribute, family in families.items():
-                family.add_metric([queue.name], getattr(queue, attribute))
-        yield from families.values()
+        yield _family(
+            "arena_rq_queue_depth",
+            "Jobs waiting in each rq queue.",
+            "queue",
+            ((q.name, q.queued) for q in queues),
+        )
+        yield _family(
+            "arena_rq_started_jobs",
+            "Jobs a worker runs now, per rq queue.",
+            "queue",
+            ((q.name, q.started) for q in queues),
+        )
+        yield _family(
+            "arena_rq_failed_jobs",
+            "Jobs in each rq queue's failed registry.",
+            "queue",
+            ((q.name, q.failed) for q in queues),
+        )
 
 
 class _Scrape(Collector):

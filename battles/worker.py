@@ -107,13 +107,16 @@ class BattleWorker(HostDutiesMixin, ArenaWorker):
         are freed when each ends): the work horse leaves by ``os._exit`` right after,
         which runs no ``atexit``, and would leave their leases held and containers on
         the engine for the janitor."""
+        from sandboxes.reclaim import RECLAIM_WAIT_S
         from sandboxes.services import reclaims_wait
 
         try:
             return super().perform_job(*args, **kwargs)
         finally:
-            if not reclaims_wait(60.0):
-                logger.warning("a sandbox of this job was not reclaimed within 60 s")
+            if not reclaims_wait(RECLAIM_WAIT_S):
+                logger.warning(
+                    "a sandbox of this job was not reclaimed within %.0f s", RECLAIM_WAIT_S
+                )
 
 
 class PooledBattleWorker(HostDutiesMixin, PoolWorker):

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 
 from django.core.cache import cache
 
+from arena_site.perprocess import PerProcess
 from arena_site.redis import redis_client
 
 LEASE_S = 30.0  # a dead holder's place comes free within this long
@@ -107,14 +108,11 @@ class Gates:
                 self._renew(keys=[key], args=[*tokens, self.lease_ms])
 
 
-_gates: Gates | None = None
-_gates_lock = threading.Lock()
+# A forked child holds none of its parent's places and has no keeper thread: it
+# makes its own gates on first use.
+_gates: PerProcess[Gates] = PerProcess(Gates)
 
 
 def gates() -> Gates:
     """This process's gates (one keeper thread per process)."""
-    global _gates
-    with _gates_lock:
-        if _gates is None:
-            _gates = Gates()
-        return _gates
+    return _gates.get()

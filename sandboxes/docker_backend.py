@@ -108,8 +108,6 @@ BUILD_HINT = (
     "with DOCKER_HOST naming the engine"
 )
 PROVISION_TIMEOUT_S = 60.0
-# How long close() waits for the destroyed sandboxes' reclaims (sandboxes.reclaim).
-CLOSE_WAIT_S = 60.0
 # An engine that does not answer its ping in this long is taken for lost (engine_problem).
 ENGINE_PING_TIMEOUT_S = 5.0
 STATUS_CHECK_INTERVAL_S = 0.25
@@ -203,9 +201,9 @@ class DockerBackend(SandboxBackend):
 
     def close(self) -> None:
         """Closes the engine client, once the reclaims under way (which use it) ended."""
-        from sandboxes.reclaim import reclaims_wait
+        from sandboxes.reclaim import RECLAIM_WAIT_S, reclaims_wait
 
-        reclaims_wait(CLOSE_WAIT_S)
+        reclaims_wait(RECLAIM_WAIT_S)
         with self._client_lock:
             if self._client is not None:
                 self._client.close()

@@ -20,24 +20,27 @@ what runs under the slot's uids, removes the run dir and frees the lease, and th
 janitor removes the run's containers (and volumes) now that no live lease holds their
 run. A worker killed between the two phases leaves the same: a lease of a dead pid.
 
-A forked child forgets its parent's reclaimer (``os.register_at_fork``: the thread is
-not copied, a lock may be held); its own is made on first use. A process waits for its
-pending reclaims at exit (``atexit``); a forked RQ work horse, which leaves by
-``os._exit``, waits at the end of each job (``battles.worker.BattleWorker``)."""
+A forked child forgets its parent's reclaimer (``arena_site.perprocess.PerProcess``: the
+thread is not copied, a lock may be held); its own is made on first use. A process
+waits for its pending reclaims at exit (``atexit``); a forked RQ work horse, which
+leaves by ``os._exit``, waits at the end of each job (``battles.worker.BattleWorker``)."""
 
 import atexit
 import logging
-import os
 import queue
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from arena_site.perprocess import PerProcess
+
 logger = logging.getLogger(__name__)
 
-# How long a process leaving waits for its pending reclaims (atexit).
-EXIT_WAIT_S = 60.0
+# How long a process waits for its pending reclaims: at exit (atexit), at the end of a
+# battle job (battles.worker.BattleWorker), before closing an engine client
+# (sandboxes.docker_backend.DockerBackend.close).
+RECLAIM_WAIT_S = 60.0
 # One more try after this long when a reclaim could not confirm its containers gone.
 RETRY_AFTER_S = 2.0
 
@@ -63,7 +66,7 @@ class Reclaim:
             if self._submitted:
                 return
             self._submitted = True
-        _reclaimer().put(self)
+        _reclaimer.get().put(self)
 
     def then(self, callback: Callable[[], None]) -> None:
         """Runs ``callback`` once the reclaim succeeded: on the reclaimer's thread, or
@@ -159,32 +162,19 @@ def _close_db_connection() -> None:
         connection.close()
 
 
-_instance: _Reclaimer | None = None
-_instance_lock = threading.Lock()
+def _start_reclaimer() -> _Reclaimer:
+    reclaimer = _Reclaimer()
+    atexit.register(reclaims_wait, RECLAIM_WAIT_S)
+    return reclaimer
 
 
-def _reclaimer() -> _Reclaimer:
-    global _instance
-    with _instance_lock:
-        if _instance is None:
-            _instance = _Reclaimer()
-            atexit.register(reclaims_wait, EXIT_WAIT_S)
-        return _instance
+# In a forked child the parent's thread does not exist and its reclaims are the
+# parent's: the child makes its own reclaimer on first use.
+_reclaimer: PerProcess[_Reclaimer] = PerProcess(_start_reclaimer)
 
 
 def reclaims_wait(timeout_s: float) -> bool:
     """Waits up to ``timeout_s`` for every reclaim this process queued; whether they
     all ran."""
-    with _instance_lock:
-        instance = _instance
+    instance = _reclaimer.peek()
     return True if instance is None else instance.wait(timeout_s)
-
-
-def _forget_parents_reclaimer() -> None:
-    """In a forked child: the parent's thread does not exist here and its reclaims are
-    the parent's; the child makes its own reclaimer on first use."""
-    global _instance, _instance_lock
-    _instance, _instance_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_parents_reclaimer)

@@ -9,10 +9,8 @@ and the gateway's refusals; the output's end is kept on the run's CLI span, whic
 those who may see the agent's name see (its run page)."""
 
 import logging
-import os
 import shlex
 import tempfile
-import threading
 from dataclasses import asdict, dataclass, replace
 from decimal import Decimal
 from pathlib import Path
@@ -27,6 +25,7 @@ from agents.gateway import HOST, ModelGateway, grant_for
 from agents.gateway_usage import GatewayCall
 from agents.providers.base import ProviderError
 from agents.services import outbound_policy
+from arena_site.perprocess import PerProcess
 from battles.coding_models import CodingOutcome
 from battles.models import Run, Span, Step
 from battles.parity import LaneInputs
@@ -49,19 +48,6 @@ USAGE_OF = {
     "codex": metrics.usage_from_codex_jsonl,
     "aider": metrics.usage_from_aider,
 }
-
-_gateway: ModelGateway | None = None
-_gateway_lock = threading.Lock()
-
-
-def _forget_parents_gateway() -> None:
-    """In a forked child: the parent's gateway serves on the parent's threads; the child
-    starts its own on first use, with a fresh lock."""
-    global _gateway, _gateway_lock
-    _gateway, _gateway_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_parents_gateway)
 
 
 def _store_span(run_id: int, call: GatewayCall) -> None:
@@ -93,17 +79,21 @@ def _span_create(run_id: int, call: GatewayCall) -> None:
     )
 
 
+def _gateway_start() -> ModelGateway:
+    proxy = egress_proxy()
+    gateway = ModelGateway(on_span=_store_span, stamp_key=proxy.proxy.stamp_key).start()
+    simulated_host_add(gateway.simulated_host())
+    return gateway
+
+
+# This process's (a forked child's own: the parent's serves on the parent's threads)
+_gateway: PerProcess[ModelGateway] = PerProcess(_gateway_start)
+
+
 def worker_gateway() -> ModelGateway:
     """This worker process's gateway (started on first use), served to its sandboxes as
     ``models.arena.internal`` by its egress proxy, whose stamp it verifies."""
-    global _gateway
-    with _gateway_lock:
-        if _gateway is None:
-            proxy = egress_proxy()
-            gateway = ModelGateway(on_span=_store_span, stamp_key=proxy.proxy.stamp_key).start()
-            simulated_host_add(gateway.simulated_host())
-            _gateway = gateway
-        return _gateway
+    return _gateway.get()
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,11 @@ policy refuses loopback); only the egress proxy dials it, for ``demo.arena.test`
 
 import ipaddress
 import logging
-import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Self
 
+from arena_site.perprocess import PerProcess
 from sandboxes.demoweb import data
 from sandboxes.demoweb.pages import Response, respond
 from sandboxes.netpolicy import IPAddress, SimulatedHost
@@ -138,24 +138,11 @@ class DemoWebServer:
             self._thread.join(5)
 
 
-_server: DemoWebServer | None = None
-_lock = threading.Lock()
-
-
-def _forget_parents_server() -> None:
-    """In a forked child: the parent's server thread is not copied, so the child starts
-    its own (the parent's object is dropped unclosed: its socket is the parent's)."""
-    global _server, _lock
-    _server, _lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_parents_server)
+# This process's (a forked child's own: the parent's server thread is not copied, and
+# its object is dropped unclosed, the socket being the parent's)
+_server: PerProcess[DemoWebServer] = PerProcess(lambda: DemoWebServer().start())
 
 
 def demo_server() -> DemoWebServer:
     """This process's demo web server, started on first use (a forked child's own)."""
-    global _server
-    with _lock:
-        if _server is None:
-            _server = DemoWebServer().start()
-        return _server
+    return _server.get()

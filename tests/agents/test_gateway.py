@@ -163,6 +163,17 @@ class Answer:
         return json.loads(self.body)
 
 
+def read_until(client: socket.socket, marker: bytes) -> bytes:
+    """What ``client`` received up to and including the chunk that completes ``marker``;
+    fails if the connection closes first."""
+    received = b""
+    while marker not in received:
+        chunk = client.recv(65536)
+        assert chunk, f"the connection closed before {marker!r}"
+        received += chunk
+    return received
+
+
 def dechunk(body: bytes) -> bytes:
     out = bytearray()
     while body:
@@ -409,11 +420,7 @@ def test_streamed_events_reach_the_client_before_the_upstream_has_finished(world
     with world.connect() as client:
         client.sendall(post("/anthropic/v1/messages", claude_request(stream=True)))
         # The upstream has sent message_start and now waits until the test releases it
-        received = b""
-        while b"message_start" not in received:
-            chunk = client.recv(65536)
-            assert chunk, "the connection closed before the first event"
-            received += chunk
+        received = read_until(client, b"message_start")
         arrived_while_held = not stream.finished.is_set() and b"content_block_start" not in received
         stream.release.set()
         while chunk := client.recv(65536):
@@ -441,11 +448,7 @@ def test_a_client_that_leaves_mid_stream_is_still_charged_for_what_was_reported(
 
     with world.connect() as client:
         client.sendall(post("/anthropic/v1/messages", claude_request(stream=True)))
-        received = b""
-        while b"message_start" not in received:
-            chunk = client.recv(65536)
-            assert chunk, "the connection closed before the first event"
-            received += chunk
+        read_until(client, b"message_start")
     stream.release.set()  # the rest is written to a client that has gone
 
     ((_, call),) = world.calls()
@@ -656,8 +659,7 @@ def test_concurrent_calls_of_one_run_are_bounded(world, fake_sse):
         for client in clients:
             client.sendall(post("/anthropic/v1/messages", claude_request(stream=True)))
         for client in clients:  # each has its first event: all are in flight
-            while b"message_start" not in client.recv(65536):
-                pass
+            read_until(client, b"message_start")
 
         over = world.send(post("/anthropic/v1/messages", claude_request(stream=True)))
     finally:
