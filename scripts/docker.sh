@@ -2,7 +2,8 @@
 # A private Docker engine for the docker sandbox backend's tests (and for trying the
 # backend by hand), and the desktop image it runs, built without a registry.
 #
-#   scripts/docker.sh install   Debian's docker.io and mmdebstrap, each only when missing
+#   scripts/docker.sh install   Debian's docker.io, mmdebstrap and openssh-server (the
+#                               ssh:// remote engine's test), each only when missing
 #                               (root only)
 #   scripts/docker.sh start     the private daemon; prints DOCKER_HOST=unix://…
 #   scripts/docker.sh stop      stops it (by its pid file) and whatever it left running,
@@ -59,6 +60,8 @@ cmd_install() {
     local missing=()
     command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
     command -v mmdebstrap >/dev/null 2>&1 || missing+=(mmdebstrap)  # scripts/image.sh
+    # tests/sandboxes/test_docker_ssh.py: an engine reached with DOCKER_HOST=ssh://
+    [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
     [ ${#missing[@]} -eq 0 ] && return 0
     if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
         say "missing: ${missing[*]} (run: sudo apt-get install ${missing[*]}); the real-engine tests skip"
