@@ -304,6 +304,9 @@ KILL_LEFTOVERS = (
     '    case "$keep" in *" $q "*) continue ;; esac\n'
     "    s=$(sed 's/.*) \\([A-Za-z]\\) .*/\\1/' $d/stat 2>/dev/null) || continue\n"
     '    [ "$s" = Z ] && continue\n'
+    # (a parent outside the sandbox's pid namespace: the worker's own exec, a channel)
+    "    pp=$(sed 's/.*) [A-Za-z] //; s/ .*//' $d/stat 2>/dev/null) || continue\n"
+    '    [ "$pp" = 0 ] && continue\n'
     '    kill -KILL "$q" 2>/dev/null && n=$((n + 1))\n'
     "  done\n"
     '  [ "$n" = 0 ] && { quiet=1; break; }\n'

@@ -1,10 +1,13 @@
 """The sandbox backend interface. The battle orchestrator provisions sandboxes and calls
 tools only through this (via ``sandboxes.tools.tool_call``); nothing reaches around it."""
 
+import os
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from sandboxes.inside import seal
 
 # The fixed tool set every agent sees (DESIGN "Agent interface").
 TOOL_NAMES = (
@@ -53,6 +56,10 @@ class SandboxSpec:
     # Bind the CLI coding agents and the judge's tools (var/toolchain, scripts/toolchain.sh)
     # read-only at /opt/arena/toolchain in the agent's sandbox, its bin first on PATH.
     toolchain: bool = False
+    # The worker seals trees in it (the coding judge's, ``Sandbox.seal_tree``): a remote
+    # engine's sandbox then has its /work on a volume of the run, which a short root
+    # container of the seal's own reaches (``sandboxes.docker_seal``).
+    seals: bool = False
 
 
 @dataclass
@@ -154,6 +161,21 @@ class Sandbox(ABC):
         (bubblewrap's sandboxes, a local engine's containers); a remote engine's
         sandbox puts the files over its channel."""
         return []
+
+    def seal_tree(self, path: str) -> bool:
+        """Makes the tree at ``path`` (under /work) read-only for the sandbox
+        (``sandboxes.inside.seal``: owned by root, writable by none but root); whether
+        it did. Here the worker seals the tree through ``work_dir`` where that is the
+        sandbox's /work and the worker is root; a remote engine's sandbox has it sealed
+        on the engine (``sandboxes.docker_seal``). Nothing of the sandbox may run
+        meanwhile."""
+        work_dir = getattr(self, "work_dir", None)
+        relative = path.removeprefix("/work/")
+        if work_dir is None or relative == path or not getattr(self, "uid", None):
+            return False
+        if os.geteuid() != 0 or ".." in relative.split("/"):
+            return False
+        return seal.seal(str(Path(work_dir) / relative)) is not None
 
 
 class SandboxLost(RuntimeError):

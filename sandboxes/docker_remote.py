@@ -26,9 +26,11 @@ used for files: it does not see a container's tmpfs mounts, where ``/work`` is.
 The worker keeps one dir of its own per run (``root/run-…``, mode 0700, never shared):
 the proxy's listeners for the run's tunnels. No host cgroup groups the containers (the
 engine's host is not this one); each keeps the run's memory, process and CPU limits.
-Coding lanes (a spec with ``toolchain``) stay on a local engine: the judge's sealing
-changes the tree's owner from the host (the coding image carries the toolchain, but
-not the sealing).
+Coding lanes (a spec with ``toolchain``) run from the coding image, which carries the
+toolchain (the worker's is never bound); files for ``/work`` go in over the channel
+(``push_work_dir``, big ones in several requests), and the judge's sealing is a short
+root container of its own on the judge's /work volume (``seal_tree``,
+``sandboxes.docker_seal``).
 """
 
 import base64
@@ -38,7 +40,6 @@ import logging
 import os
 import secrets
 import shutil
-import threading
 import time
 import zlib
 from pathlib import Path
@@ -50,35 +51,32 @@ from docker.errors import DockerException, ImageNotFound, NotFound
 from docker.models.containers import Container
 from docker.types import Mount
 
+from arena_site.perprocess import PerProcess
 from sandboxes.base import SandboxLost, SandboxSpec, ToolError, ToolResult
 from sandboxes.channel import ChannelClient, ChannelError, exec_connector, front_argv, new_secret
 from sandboxes.control import supervisor_config
 from sandboxes.docker_backend import (
     BUILD_HINT,
-    LABEL_HOST,
-    LABEL_RUN,
-    LABEL_SANDBOX,
     STATUS_CHECK_INTERVAL_S,
     DockerBackend,
-    _label_run_id,
     roles,
     sandbox_uid,
 )
-from sandboxes.docker_images import binds_host_usr, unsupported_image
+from sandboxes.docker_images import binds_host_usr, carries_toolchain, unsupported_image
 from sandboxes.docker_sandbox import (
     DockerSandbox,
     in_parallel,
     remove_container,
     remove_containers,
 )
+from sandboxes.docker_seal import Sealer, sealer_kwargs
+from sandboxes.docker_volumes import remove_volume, run_volume
 from sandboxes.egress_tunnel import Tunnel, TunnelLoop, open_egress_tunnel
 from sandboxes.inside import relay
 from sandboxes.local import workspace_parts
 from sandboxes.screens import ScreenError, framebuffer_bound, framebuffer_bytes_png
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from sandboxes.egress import EgressProxyThread
 
 logger = logging.getLogger(__name__)
@@ -88,6 +86,8 @@ PING_TIMEOUT_S = 10.0
 SCREENSHOT_TIMEOUT_S = 15.0
 FILE_TIMEOUT_S = 30.0
 DISPLAY_REPLY_BYTES = 1 << 20  # the display's replies but the framebuffer's
+# A file put into /work goes in requests of this many bytes (base64 under the 16 MiB frame)
+PUT_CHUNK_BYTES = 8 * 1024**2
 
 
 def b64_bound(size: int) -> int:
@@ -112,25 +112,11 @@ def remote_mode_implied(docker_host: str | None) -> bool:
 
 # -- one tunnel loop per process -------------------------------------------------------
 
-_loop: TunnelLoop | None = None
-_loop_lock = threading.Lock()
+_loop: PerProcess[TunnelLoop] = PerProcess(TunnelLoop)  # (a fork copies no thread)
 
 
 def tunnel_loop() -> TunnelLoop:
-    global _loop
-    with _loop_lock:
-        if _loop is None:
-            _loop = TunnelLoop()
-        return _loop
-
-
-def _forget_parents_loop() -> None:
-    """A fork copies no thread: the child makes its own loop on first use."""
-    global _loop, _loop_lock
-    _loop, _loop_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_parents_loop)
+    return _loop.get()
 
 
 # -- the sandbox -----------------------------------------------------------------------
@@ -157,10 +143,14 @@ class RemoteDockerSandbox(DockerSandbox):
         display_uid: int | None,
         api: Any,
         secrets_by_role: dict[str, bytes],
-        volume: Any | None,
+        volumes: dict[str, Any],
+        sealer: Sealer | None = None,
     ) -> None:
         super().__init__(spec, run_dir, uid, containers, egress, display_uid=display_uid)
-        self.volume = volume
+        self.volumes = volumes  # the downloads (a desktop's), /work (a sandbox that seals)
+        self.volume = volumes.get("downloads")
+        self.sealer = sealer
+        self.api = api
         self.tunnels: list[Tunnel] = []
         # Where the worker places files for /work before pushing them (push_work_dir):
         # its own dir, never the container's.
@@ -258,20 +248,44 @@ class RemoteDockerSandbox(DockerSandbox):
 
     def put_file(self, name: str, data: bytes, *, mode: int = 0o444) -> str:
         """Writes ``data`` as a new file ``name`` under /work (its dirs made as needed;
-        never over an existing file or through a link); returns its path inside."""
+        never over an existing file or through a link), in requests of at most
+        ``PUT_CHUNK_BYTES`` (each appended where the last ended); returns its path
+        inside."""
         parts = workspace_parts(name)
-        if b64_bound(len(data)) > relay.MAX_MESSAGE_BYTES - 4096:
-            raise ToolError(f"{name!r} is too big to put into the sandbox")
-        request = {
-            "op": "write_file",
-            "path": parts,
-            "data": base64.b64encode(data).decode(),
-            "mode": mode,
-        }
-        reply = self._call("put_file", request, timeout_s=FILE_TIMEOUT_S)
-        if reply.get("ok") is not True:
-            raise ToolError(f"{name!r} could not be put into the sandbox: {_reason(reply)}")
-        return "/work/" + "/".join(parts)
+        offset = 0
+        while True:
+            chunk = data[offset : offset + PUT_CHUNK_BYTES]
+            more = offset + len(chunk) < len(data)
+            request = {
+                "op": "write_file",
+                "path": parts,
+                "data": base64.b64encode(chunk).decode(),
+                "mode": mode,
+                "offset": offset,
+                "more": more,
+            }
+            reply = self._call("put_file", request, timeout_s=FILE_TIMEOUT_S)
+            if reply.get("ok") is not True:
+                raise ToolError(f"{name!r} could not be put into the sandbox: {_reason(reply)}")
+            offset += len(chunk)
+            if not more:
+                return "/work/" + "/".join(parts)
+
+    def seal_tree(self, path: str) -> bool:
+        """Seals the tree inside (``sandboxes.inside.seal``), as root, from a short
+        container of its own on the run's /work volume (``sandboxes.docker_seal``):
+        the sandbox's container never holds a capability. False where the spec does
+        not seal, the engine refuses it or the tree is none."""
+        relative = path.removeprefix("/work/")
+        if self.sealer is None or relative == path or ".." in relative.split("/"):
+            return False
+        try:
+            return self.sealer.seal(path)
+        except (DockerException, requests.RequestException) as exc:
+            if self._engine_lost():
+                raise SandboxLost(f"the sandbox's engine does not answer: {exc}") from exc
+            logger.warning("sealing %s of run %s failed: %s", path, self.spec.run_id, exc)
+            return False
 
     def push_work_dir(self) -> list[str]:
         """Puts every file the worker placed in :attr:`work_dir` (a dir of its own here,
@@ -301,11 +315,11 @@ class RemoteDockerSandbox(DockerSandbox):
         super()._stop()
 
     def _reclaim(self) -> bool:
-        """The containers (all at once), then the downloads volume and the worker's own
+        """The containers (all at once), then the run's volumes and the worker's own
         dir of the run; whether every container is gone."""
         gone = remove_containers(self.containers.values())
-        if self.volume is not None:
-            remove_volume(self.volume)
+        for volume in self.volumes.values():
+            remove_volume(volume)
         shutil.rmtree(self.run_dir, ignore_errors=True)
         return gone
 
@@ -326,17 +340,6 @@ def inflate_bounded(value: object, bound: int) -> bytes:
     return data
 
 
-def remove_volume(volume: Any) -> None:
-    """Removes a run's downloads volume; one the engine cannot remove now (a container
-    still holding it) is left to the janitor."""
-    try:
-        volume.remove(force=True)
-    except NotFound:
-        pass
-    except (DockerException, requests.RequestException):
-        logger.warning("could not remove sandbox volume %s", volume.name, exc_info=True)
-
-
 # -- the backend -----------------------------------------------------------------------
 
 
@@ -348,13 +351,6 @@ class RemoteDockerBackend(DockerBackend):
     def provision(
         self, spec: SandboxSpec, *, slot: int = 0, background: bool = False
     ) -> RemoteDockerSandbox:
-        if spec.toolchain:
-            raise RuntimeError(
-                "coding lanes (a sandbox with the toolchain) run only on a local Docker "
-                "engine: the judge seals the tree from the host (the coding image, which "
-                "carries the toolchain, is not enough while it does); unset "
-                "ARENA_DOCKER_REMOTE and name a local engine in DOCKER_HOST"
-            )
         client = self.client()
         uids = {role: sandbox_uid(self.uid_base, slot, role) for role in roles(spec)}
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -365,37 +361,35 @@ class RemoteDockerBackend(DockerBackend):
         egress = spec.egress and self.egress is not None
         made: dict[str, Container] = {}
         tunnels: list[Tunnel] = []
-        volume = None
+        volumes: dict[str, Any] = {}
+        sealer: Sealer | None = None
         try:
-            image_attrs = client.images.get(self.image).attrs
-            if refusal := unsupported_image(self.image, image_attrs):
+            image, image_attrs, _ = self._image_for(spec, client)
+            if refusal := unsupported_image(image, image_attrs):
                 raise RuntimeError(refusal)
             entrypoint = list((image_attrs.get("Config") or {}).get("Entrypoint") or [])
             host_usr = binds_host_usr(image_attrs)
             base = self._create_kwargs(spec, slot, run_dir, uids["agent"], name, host_usr=host_usr)
+            labels = {k: v for k, v in base["labels"].items() if k != "arena.role"}
             if spec.desktop:
-                display = uids["display"]
-                volume = client.volumes.create(
-                    name=f"{name}-downloads",
-                    driver="local",
-                    driver_opts={
-                        "type": "tmpfs",
-                        "device": "tmpfs",
-                        "o": f"size={spec.disk_bytes},nr_inodes={spec.disk_inodes},"
-                        f"uid={display},gid={display},mode=0755",
-                    },
-                    labels={k: v for k, v in base["labels"].items() if k != "arena.role"},
+                volumes["downloads"] = run_volume(
+                    client, f"{name}-downloads", spec, uids["display"], labels
                 )
+            if spec.seals:
+                volumes["work"] = run_volume(client, f"{name}-work", spec, uids["agent"], labels)
 
             def launch(role: str) -> None:
                 kwargs = self._remote_kwargs(
-                    spec, slot, run_dir, uids[role], f"{name}-{role}", role, host_usr, volume
+                    spec, slot, run_dir, uids[role], f"{name}-{role}", role, host_usr, volumes
                 )
+                if role == "agent" and "work" in volumes:
+                    nonlocal sealer
+                    sealer = Sealer(client, image, sealer_kwargs(kwargs, volumes["work"].name))
                 kwargs["environment"][relay.SECRET_ENV] = keys[role].hex()
                 config = json.dumps(supervisor_config(spec, role))
                 command = front_argv([*entrypoint, config], egress=egress)
                 made[role] = client.containers.create(
-                    self.image, command[1:], entrypoint=command[:1], **kwargs
+                    image, command[1:], entrypoint=command[:1], **kwargs
                 )
                 made[role].start()
                 if egress:
@@ -414,13 +408,13 @@ class RemoteDockerBackend(DockerBackend):
 
             in_parallel(launch, uids)  # the display's (the slower) on this thread
         except ImageNotFound as exc:
-            self._discard_remote(spec, run_dir, made, volume, tunnels)
+            self._discard_remote(spec, run_dir, made, volumes, tunnels)
             hint = BUILD_HINT.format(image=self.image)
             raise RuntimeError(
                 f"the sandbox image {self.image!r} is not on the engine; build it: {hint}"
             ) from exc
         except BaseException as exc:
-            self._discard_remote(spec, run_dir, made, volume, tunnels)
+            self._discard_remote(spec, run_dir, made, volumes, tunnels)
             if isinstance(exc, Exception) and (problem := self.engine_problem()):
                 raise SandboxLost(f"the sandbox could not be made: {problem}") from exc
             raise
@@ -433,7 +427,8 @@ class RemoteDockerBackend(DockerBackend):
             display_uid=uids.get("display"),
             api=client.api,
             secrets_by_role=keys,
-            volume=volume,
+            volumes=volumes,
+            sealer=sealer,
         )
         sandbox.tunnels = tunnels
         try:
@@ -442,6 +437,27 @@ class RemoteDockerBackend(DockerBackend):
             sandbox.destroy()
             raise
         return sandbox
+
+    def _image_for(
+        self, spec: SandboxSpec, client: docker.DockerClient
+    ) -> tuple[str, dict[str, Any], bool]:
+        """As a local engine's, but a spec with ``toolchain`` (a repo lane's, a judge's)
+        runs from the coding image alone: nothing of the worker's toolchain reaches
+        another host's engine."""
+        if not spec.toolchain:
+            return super()._image_for(spec, client)
+        try:
+            attrs = client.images.get(self.coding_image).attrs
+        except ImageNotFound:
+            attrs = {}
+        if not carries_toolchain(attrs):
+            raise RuntimeError(
+                f"coding sandboxes on a remote engine run from the coding image "
+                f"{self.coding_image!r}, which carries the toolchain, and the engine has "
+                f"none: build it there (scripts/image.sh --coding {self.coding_image} "
+                f"{self.image}, with DOCKER_HOST naming the engine)"
+            )
+        return self.coding_image, attrs, False
 
     def _remote_kwargs(
         self,
@@ -452,11 +468,14 @@ class RemoteDockerBackend(DockerBackend):
         name: str,
         role: str,
         host_usr: bool,
-        volume: Any | None,
+        volumes: dict[str, Any],
     ) -> dict[str, Any]:
         """The local mode's container less every bind of the run dir: tmpfs mounts
-        bounded in bytes and files, and the downloads volume."""
-        kwargs = self._create_kwargs(spec, slot, run_dir, uid, name, role=role, host_usr=host_usr)
+        bounded in bytes and files, the downloads volume, and /work on the run's volume
+        for a sandbox that seals (``sandboxes.docker_seal``)."""
+        kwargs = self._create_kwargs(
+            spec, slot, run_dir, uid, name, role=role, host_usr=host_usr, bind_toolchain=False
+        )
         prefix = str(run_dir)
         kwargs["mounts"] = [
             m for m in kwargs["mounts"] if not str(m.get("Source", "")).startswith(prefix)
@@ -465,15 +484,17 @@ class RemoteDockerBackend(DockerBackend):
         files = f"nr_inodes={spec.disk_inodes}"
         tmpfs = kwargs["tmpfs"]
         tmpfs["/run/arena"] = f"rw,nosuid,nodev,noexec,{CTL_TMPFS},{owned},mode=0700"
-        if role == "agent":
+        if role == "agent" and "work" in volumes:
+            kwargs["mounts"].append(Mount("/work", volumes["work"].name, type="volume"))
+        elif role == "agent":
             tmpfs["/work"] = f"rw,nosuid,nodev,size={spec.disk_bytes},{files},{owned},mode=0755"
         else:
             size = spec.display_disk_bytes
             tmpfs["/fb"] = f"rw,nosuid,nodev,noexec,size={size},{files},{owned},mode=0755"
-        if volume is not None:
+        if "downloads" in volumes:
             target = f"/home/{role}/Downloads"
             kwargs["mounts"].append(
-                Mount(target, volume.name, type="volume", read_only=role == "agent")
+                Mount(target, volumes["downloads"].name, type="volume", read_only=role == "agent")
             )
         return kwargs
 
@@ -511,45 +532,16 @@ class RemoteDockerBackend(DockerBackend):
         spec: SandboxSpec,
         run_dir: Path,
         containers: dict[str, Container],
-        volume: Any | None,
+        volumes: dict[str, Any],
         tunnels: list[Tunnel],
     ) -> None:
         for tunnel in tunnels:
             with contextlib.suppress(Exception):
                 tunnel.close()
         in_parallel(remove_container, containers.values())
-        if volume is not None:
+        for volume in volumes.values():
             remove_volume(volume)
         if spec.egress and self.egress is not None:
             with contextlib.suppress(Exception):
                 self.egress.release(spec.run_id)
         shutil.rmtree(run_dir, ignore_errors=True)
-
-
-def janitor_volumes(
-    client: docker.DockerClient, host: str, is_live: "Callable[[int | None], bool]"
-) -> int:
-    """Removes this host's runs' downloads volumes whose run no live lease holds (after
-    :func:`sandboxes.docker_backend.janitor` removed their containers). Returns how
-    many it removed."""
-    wanted = {LABEL_SANDBOX: "1", LABEL_HOST: host}
-    volumes = client.volumes.list(
-        filters={"label": [f"{key}={value}" for key, value in wanted.items()]}
-    )
-    removed = 0
-    for volume in volumes:
-        labels = volume.attrs.get("Labels") or {}
-        if any(labels.get(key) != value for key, value in wanted.items()):
-            continue
-        if is_live(_label_run_id(labels.get(LABEL_RUN))):
-            continue
-        try:
-            volume.remove(force=True)
-        except NotFound:
-            continue
-        except (DockerException, requests.RequestException):
-            logger.warning("janitor could not remove volume %s", volume.name, exc_info=True)
-            continue
-        removed += 1
-        logger.info("janitor removed sandbox volume %s", volume.name)
-    return removed

@@ -426,7 +426,7 @@ def _docker_janitor(host: str) -> int:
         root=settings.ARENA.sandbox_root,
     )
     if getattr(backend, "remote", False):  # the runs' downloads volumes, after their containers
-        from sandboxes.docker_remote import janitor_volumes
+        from sandboxes.docker_volumes import janitor_volumes
 
         janitor_volumes(backend.client(), host, lambda run_id: run_id in live_runs)
     return removed

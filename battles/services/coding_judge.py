@@ -132,7 +132,9 @@ def coding_judge(*, outcome: CodingOutcome, source: RepoSource, battle_id: int |
         repo,
         egress=False,
     )
-    spec = replace(spec, output_max_bytes=max(spec.output_max_bytes, JUDGE_OUTPUT_MAX_BYTES))
+    spec = replace(
+        spec, output_max_bytes=max(spec.output_max_bytes, JUDGE_OUTPUT_MAX_BYTES), seals=True
+    )
     with job.phase("judge sandbox"):
         session = sandbox_session(spec)
         sandbox = session.__enter__()

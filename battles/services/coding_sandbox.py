@@ -47,13 +47,15 @@ def sh(sandbox: Sandbox, script: str, timeout_s: float) -> ToolResult:
 
 
 def place_bundle(sandbox: Sandbox, *, name: str, path: str, sha256: str, size: int) -> str:
-    """Copies a stored bundle (or upload) into the sandbox's work dir, verified by hash;
+    """Copies a stored bundle (or upload) into the sandbox's work dir, verified by hash
+    (then into its /work, where that is not the work dir: a remote engine's sandbox);
     returns its path inside."""
     attachments_place(
         work_dir=sandbox.work_dir,  # type: ignore[attr-defined]
         owner_uid=getattr(sandbox, "uid", None),
         attachments=(LaneAttachment(name=name, sha256=sha256, size=size, path=path),),
     )
+    sandbox.push_work_dir()
     return f"/work/attachments/{name}"
 
 

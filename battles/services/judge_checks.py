@@ -8,7 +8,6 @@ is marked unverified)."""
 import hashlib
 import json
 import os
-import stat
 import tempfile
 import time
 from collections.abc import Callable
@@ -37,10 +36,11 @@ def harness_sums() -> dict[str, str]:
 
 def harness_install(sandbox: Sandbox) -> dict[str, str]:
     """Copies the harness into the fresh judge sandbox at ``scripts.JUDGE_DIR``: a new
-    directory opened without following links, owned by this worker (root: the
+    directory, placed where the worker places a lane's files (opened without following
+    links, made visible inside by ``push_work_dir``), then sealed (owned by root: the
     sandbox's uid can read it, never change it). Returns the files' hashes, which the
-    sandbox checks before each run (a worker that is not root cannot keep the sandbox
-    from writing there)."""
+    sandbox checks before each run (where the tree could not be sealed, nothing else
+    keeps the sandbox from writing there)."""
     work_fd = os.open(sandbox.work_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)  # type: ignore[attr-defined]
     name = Path(scripts.JUDGE_DIR).name
     try:
@@ -57,32 +57,17 @@ def harness_install(sandbox: Sandbox) -> dict[str, str]:
         os.fchmod(dir_fd, 0o755)
     finally:
         os.close(dir_fd)
+    sandbox.push_work_dir()
+    sandbox.seal_tree(scripts.JUDGE_DIR)
     return harness_sums()
 
 
 def seal(sandbox: Sandbox) -> bool:
-    """Makes the repository read-only for the sandbox before any code of the patch runs:
-    every entry owned by root, readable by all, writable by none but root. The tests and their
-    configuration (and the code under test) then cannot change, between two commands or
-    during one. Only a root worker can; returns whether it did. Nothing of the sandbox
-    runs meanwhile (the judge has started nothing of the patch yet), and links are
-    changed as links, never followed."""
-    uid = getattr(sandbox, "uid", None)
-    if os.geteuid() != 0 or not uid:
-        return False
-    root = Path(sandbox.work_dir) / Path(scripts.REPO_DIR).name  # type: ignore[attr-defined]
-    if root.is_symlink() or not root.is_dir():
-        return False
-    for directory, dirs, files in os.walk(root, followlinks=False):
-        for name in [*dirs, *files, "."]:
-            path = os.path.join(directory, name) if name != "." else directory
-            info = os.lstat(path)
-            os.lchown(path, 0, 0)
-            if stat.S_ISDIR(info.st_mode):
-                os.chmod(path, 0o755)  # noqa: S103 - the sandbox reads, never writes
-            elif not stat.S_ISLNK(info.st_mode):  # readable by all, written by none
-                os.chmod(path, (stat.S_IMODE(info.st_mode) & 0o755) | 0o444)
-    return True
+    """Makes the repository read-only for the sandbox before any code of the patch runs
+    (``Sandbox.seal_tree``): the tests and their configuration (and the code under
+    test) then cannot change, between two commands or during one. Returns whether it
+    did (a worker that is not root cannot, unless its sandboxes seal inside)."""
+    return sandbox.seal_tree(scripts.REPO_DIR)
 
 
 def read_out(sandbox: Sandbox, name: str) -> bytes | None:

@@ -85,7 +85,8 @@ def in_sandbox() -> bool:
 
 
 def kill_leftovers(passes: int = 50) -> bool:
-    """Kills every process of the sandbox but this one and its ancestors, pass after
+    """Kills every process of the sandbox but this one, its ancestors and what the
+    engine started in it from outside (a remote engine's channels), pass after
     pass until one finds nothing to kill; True when the last pass found nothing.
     Refuses outside a sandbox (``NotInSandbox``)."""
     if not in_sandbox():
@@ -98,8 +99,10 @@ def kill_leftovers(passes: int = 50) -> bool:
                 continue
             try:
                 with open(f"/proc/{name}/stat", "rb") as stat:
-                    state = stat.read().rsplit(b")", 1)[1].split()[0]
-                if state == b"Z":
+                    state, ppid = stat.read().rsplit(b")", 1)[1].split()[:2]
+                # A zombie runs nothing; a parent outside the sandbox's pid namespace
+                # (ppid 0) is the worker's own exec (a channel), never the agent's.
+                if state == b"Z" or ppid == b"0":
                     continue
                 os.kill(int(name), signal.SIGKILL)
                 killed += 1

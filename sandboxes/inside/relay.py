@@ -6,8 +6,9 @@ only, run as ``/usr/bin/python3 -I /opt/arena/inside/relay.py ROLE ...``:
   started as the container's command (its sockets in DIR, ``/run/arena`` by default).
   It reads and forgets the per-sandbox secret (hex, in ``ARENA_CHANNEL_SECRET``), binds
   ``channel.sock`` and with ``--egress`` the egress socket the supervisor forwards
-  ``127.0.0.1:3128`` to, then forks: the child serves the channel, the parent execs ARGV
-  (the supervisor), which finds the egress socket in place and never sees the secret.
+  ``127.0.0.1:3128`` to, then forks: the parent serves the channel and ends with its
+  child, which execs ARGV (the supervisor), finds the egress socket in place and never
+  sees the secret.
 - ``pipe [SOCKET] [--wait S]``: copies bytes between its stdin/stdout and a unix socket
   here (``CHANNEL_SOCKET`` by default; waiting up to S seconds, 10 by default, for it to
   appear): the in-sandbox end of a transport that carries a process's stdio, such as
@@ -476,6 +477,13 @@ def bind_unix(path: str) -> socket.socket:
     return listener
 
 
+def _exit_with(child: int) -> None:
+    """Ends the front as its supervisor ended (with its status): the container stops."""
+    _, status = os.waitpid(child, 0)
+    code = os.waitstatus_to_exitcode(status)
+    os._exit(code if code >= 0 else 128 - code)
+
+
 def front(args: list) -> None:
     options, argv = (
         (args[: args.index("--")], args[args.index("--") + 1 :]) if "--" in args else (args, [])
@@ -492,14 +500,16 @@ def front(args: list) -> None:
     listener = bind_unix(channel_path + ".tmp")
     egress_path = os.path.join(folder, os.path.basename(EGRESS_SOCKET))
     egress_listener = bind_unix(egress_path) if "--egress" in options else None
-    parent = os.getpid()
-    if argv and os.fork() != 0:
-        # The supervisor: the container's main process, as without the front.
+    front_pid = os.getpid()
+    if argv and (child := os.fork()) == 0:
+        # The supervisor, below the front: the front is then an ancestor of every
+        # command the sandbox runs, which the judge's kill loops keep (coding.scripts).
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # dies with the front
+        if os.getppid() != front_pid:
+            os._exit(0)
         os.execv(argv[0], argv)  # noqa: S606 - the container's own command
     if argv:
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # dies with the supervisor
-        if os.getppid() != parent:
-            sys.exit(0)
+        threading.Thread(target=_exit_with, args=(child,), daemon=True).start()
     prctl(PR_SET_DUMPABLE, 0)  # no process of this uid reads the secret out of this one
     os.rename(channel_path + ".tmp", channel_path)
     control_path = os.path.join(folder, os.path.basename(CONTROL_SOCKET))

@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sv_display import start_browser, start_display
 from sv_egress import EGRESS_SOCKET, PROXY_PORT, egress_client
 from sv_limits import harden
-from sv_protocol import Channel
+from sv_protocol import REQUEST_MAX_BYTES, Channel
 from sv_xtest import XTestInput
 
 CTL_DIR = "/run/arena"
@@ -105,9 +105,13 @@ class Supervisor(Channel):
             log(f"page painted after {1000 * (time.monotonic() - started):.0f} ms")
         if "control_fd" in self.config:
             listener = socket.socket(fileno=int(self.config["control_fd"]))
-            server = await asyncio.start_unix_server(self.client, sock=listener)
+            server = await asyncio.start_unix_server(
+                self.client, sock=listener, limit=REQUEST_MAX_BYTES
+            )
         else:
-            server = await asyncio.start_unix_server(self.client, CTL_SOCKET + ".tmp")
+            server = await asyncio.start_unix_server(
+                self.client, CTL_SOCKET + ".tmp", limit=REQUEST_MAX_BYTES
+            )
             os.rename(CTL_SOCKET + ".tmp", CTL_SOCKET)  # appears only when everything is up
         if "ready_fd" in self.config:
             os.write(int(self.config["ready_fd"]), b"ready\n")

@@ -82,27 +82,41 @@ def read_file(path: object, max_bytes: int) -> dict:
     return {"ok": True, "data": base64.b64encode(data).decode()}
 
 
-def write_file(path: object, data: object, mode: object) -> dict:
+def write_file(path: object, data: object, mode: object, offset: object = 0,
+               more: object = False) -> dict:  # fmt: skip
+    """Writes a new file in one request or in several: the first (``offset`` 0) makes
+    it (never over an existing file), each next one appends at ``offset``, which must
+    be the file's size. While ``more`` the file stays the writer's alone (0600); the
+    last request gives it ``mode``."""
     parts = _parts(path)
     if parts is None or not isinstance(data, str):
         return {"ok": False, "error": "not a path in the workspace"}
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        return {"ok": False, "error": "the offset is not a size"}
     try:
         content = base64.b64decode(data, validate=True)
     except ValueError:
         return {"ok": False, "error": "the data is not base64"}
     mode = mode if isinstance(mode, int) and 0 <= mode <= 0o777 else 0o444
     try:
-        dir_fd = _open_dir(parts[:-1], create=True)
+        dir_fd = _open_dir(parts[:-1], create=offset == 0)
     except OSError as exc:
         return {"ok": False, "error": f"cannot make the directory: {exc.strerror}"}
     try:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        if offset == 0:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        else:
+            flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK
         fd = os.open(parts[-1], flags, 0o600, dir_fd=dir_fd)
         with os.fdopen(fd, "wb") as out:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_size != offset:
+                return {"ok": False, "error": "the file to append to is not as written"}
             out.write(content)
-            os.fchmod(out.fileno(), mode)
+            out.flush()
+            os.fchmod(fd, 0o600 if more is True else mode)
     except OSError as exc:
         return {"ok": False, "error": f"cannot write the file: {exc.strerror}"}
     finally:
         os.close(dir_fd)
-    return {"ok": True, "size": len(content)}
+    return {"ok": True, "size": offset + len(content)}

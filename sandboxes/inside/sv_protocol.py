@@ -9,7 +9,8 @@ One JSON request per line on a unix socket, one JSON reply per line (the host's 
 - ``{"op": "navigate", "url", "state"?}``, ``{"op": "state"}`` and ``{"op": "page_text",
   "max_text"?, "max_elements"?}`` (display; the page as text): ``sv_display.Browser``.
 - ``{"op": "read_file", "path": [...], "max_bytes"}``, ``{"op": "write_file", "path",
-  "data", "mode"?}`` (agent; under /work, data in base64) and ``{"op": "framebuffer"}``
+  "data", "mode"?, "offset"?, "more"?}`` (agent; under /work, data in base64; a big file
+  in several requests) and ``{"op": "framebuffer"}``
   (display; Xvfb's file deflated, in base64): ``sv_files``, ``sv_display``; for a
   worker that shares no file system with the sandbox.
 
@@ -36,6 +37,9 @@ if TYPE_CHECKING:
 # The page as text (``page_text``): at most this much visible text and this many
 # interactive elements (a request may ask for fewer).
 PAGE_TEXT_MAX_CHARS = 8000
+# The longest request line read (a file's piece in base64, ``write_file``): the channel's
+# frame bound (``relay.MAX_MESSAGE_BYTES``), over asyncio's 64 KiB default.
+REQUEST_MAX_BYTES = 16 * 1024**2
 PAGE_TEXT_MAX_ELEMENTS = 150
 # Which requests each role serves.
 OPS = {
@@ -121,7 +125,13 @@ class Channel:
             max_bytes = int(bounded(request.get("max_bytes"), MAX_FILE_BYTES))
             return read_file(request.get("path"), max_bytes)
         if op == "write_file":
-            return write_file(request.get("path"), request.get("data"), request.get("mode"))
+            return write_file(
+                request.get("path"),
+                request.get("data"),
+                request.get("mode"),
+                request.get("offset", 0),
+                request.get("more", False),
+            )
         if op == "framebuffer":
             width, height = self.config.get("width", 1280), self.config.get("height", 800)
             return framebuffer(int(width), int(height))

@@ -164,11 +164,52 @@ def test_a_battle_worker_runs_two_desktop_lanes_on_docker(
     assert list(sandbox_root.glob("run-*")) == []
 
 
+class BindWatcher:
+    """The bind mounts of every container the engine starts with the host's label, seen
+    (inspected) as each starts: a run's containers are gone by the battle's end."""
+
+    def __init__(self, docker_host: str, host: str) -> None:
+        self.client = docker.DockerClient(base_url=docker_host)
+        self.binds: list[tuple[str, str]] = []
+        self.started = 0
+        self.events = self.client.events(
+            filters={"type": "container", "event": "start", "label": f"arena.host={host}"},
+            decode=True,
+        )
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.thread.start()
+
+    def _watch(self) -> None:
+        try:
+            for event in self.events:
+                self.started += 1
+                try:
+                    attrs = self.client.api.inspect_container(event["id"])
+                except docker.errors.NotFound:  # (a seal's, done and removed meanwhile:
+                    continue  # its settings are its agent container's, seen here)
+                name = attrs["Name"]
+                self.binds += [(name, m["Source"]) for m in attrs["Mounts"] if m["Type"] == "bind"]
+        except Exception:  # noqa: S110 - the stream closed at the test's end
+            pass
+
+    def close(self) -> None:
+        self.events.close()
+        self.thread.join(10)
+        self.client.close()
+
+
 @pytest.mark.parametrize(
-    "worker_class", ["battles.worker.BattleWorker", "battles.worker.PooledBattleWorker"]
+    ("worker_class", "remote"),
+    [
+        ("battles.worker.BattleWorker", False),
+        ("battles.worker.PooledBattleWorker", False),
+        ("battles.worker.BattleWorker", True),
+    ],
+    ids=["BattleWorker", "PooledBattleWorker", "BattleWorker-remote-mode"],
 )
 def test_a_battle_worker_runs_a_coding_battle_on_docker(
     worker_class,
+    remote,
     docker_engine,  # noqa: F811
     transactional_db,
     terms,
@@ -176,11 +217,13 @@ def test_a_battle_worker_runs_a_coding_battle_on_docker(
     sandbox_root,
     monkeypatch,
 ):
-    """Claude Code against the Codex CLI (their real binaries from the toolchain, bound
-    read-only into the agents' containers) through the worker's model gateway, then a
-    judge container per side: the patch applied, the tree sealed from the host through
-    the bind mount, pytest through the harness (whose guard wants docker-init as pid 1
-    and a uid that is not root)."""
+    """Claude Code against the Codex CLI (their real binaries from the coding image)
+    through the worker's model gateway, then a judge container per side: the patch
+    applied, the tree sealed, pytest through the harness (whose guard wants docker-init
+    as pid 1 and a uid that is not root). On a local engine the worker seals the tree
+    through the bind mount; in remote mode (``ARENA_DOCKER_REMOTE``: the engine is taken
+    for another host's, no file of the worker's in any container) the files go in over
+    the channel and each seal is a short root container on the judge's /work volume."""
     ensure_public_arena()
     alice = make_person("alice", "Acme", terms)
     with claude_and_codex(monkeypatch) as (claude, codex, claude_api, openai_api):
@@ -190,8 +233,14 @@ def test_a_battle_worker_runs_a_coding_battle_on_docker(
         )
         # (the fake providers are on loopback, which an operator allow-lists here)
         env["ARENA_INTERNAL_ALLOWLIST"] = LOOPBACK
+        if remote:
+            env["ARENA_DOCKER_REMOTE"] = "true"
         started = int(time.time())
-        logs = run_battle_worker(worker_class, env, tmp_path / "logs", 240)
+        watcher = BindWatcher(docker_engine, env["ARENA_HOST_ID"])
+        try:
+            logs = run_battle_worker(worker_class, env, tmp_path / "logs", 240)
+        finally:
+            watcher.close()
 
     battle.refresh_from_db()
     said = [(r.side, r.end_reason, r.error) for r in battle.runs.order_by("side")]
@@ -216,9 +265,15 @@ def test_a_battle_worker_runs_a_coding_battle_on_docker(
     # Both agents' and both judges' containers from the coding image (no bind of the
     # worker's toolchain), the clone's from the desktop image
     images = created_images(docker_engine, env["ARENA_HOST_ID"], started)
-    assert [i for i in images if i[0] == DEFAULT_CODING_IMAGE] == [
-        (DEFAULT_CODING_IMAGE, "agent")
-    ] * 4
+    coding = [(DEFAULT_CODING_IMAGE, "agent")] * 4
+    if remote:  # and each judge's two seals (the harness, the repository)
+        coding += [(DEFAULT_CODING_IMAGE, "seal")] * 4
+    assert [i for i in images if i[0] == DEFAULT_CODING_IMAGE] == coding
+    assert watcher.started >= len(coding) + 1
+    if remote:
+        assert watcher.binds == []
+    else:
+        assert any(source.startswith(str(sandbox_root)) for _, source in watcher.binds)
     assert leftovers(docker_engine, env["ARENA_HOST_ID"]) == []
     assert list(sandbox_root.glob("run-*")) == []
 

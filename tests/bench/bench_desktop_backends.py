@@ -46,7 +46,8 @@ import docker
 
 from sandboxes.base import SandboxSpec
 from sandboxes.docker_backend import DEFAULT_IMAGE, DockerBackend, janitor
-from sandboxes.docker_remote import RemoteDockerBackend, janitor_volumes
+from sandboxes.docker_remote import RemoteDockerBackend
+from sandboxes.docker_volumes import janitor_volumes
 from sandboxes.local_backend import LocalBackend
 from sandboxes.pool import DesktopPool, FixedSlots
 from sandboxes.reclaim import after_reclaim

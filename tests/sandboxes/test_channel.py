@@ -108,6 +108,25 @@ def front(tmp_path: Path) -> Iterator[Front]:
         proc.wait()
 
 
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [("0", 0), ("7", 7), ("__import__('os').kill(__import__('os').getpid(), 9)", 137)],
+)
+def test_the_front_ends_as_its_supervisor_ends(code: str, expected: int, tmp_path: Path) -> None:
+    """The container's main process is the front: it ends when the supervisor below it
+    ends, with its status (a signal as 128 + its number), so the container stops."""
+    argv = ["/usr/bin/python3", "-I", str(RELAY), "front", "--dir", str(tmp_path)]
+    script = f"import sys, time; time.sleep(0.2); {code}; sys.exit({code if code.isdigit() else 0})"
+    proc = subprocess.Popen(
+        [*argv, "--", "/usr/bin/python3", "-c", script],
+        env={"PATH": "/usr/bin:/bin", relay.SECRET_ENV: new_secret().hex()},
+    )
+    try:
+        assert proc.wait(timeout=10) == expected
+    finally:
+        proc.kill()
+
+
 def test_control_round_trip(front: Front) -> None:
     client = front.client()
     assert client.call({"op": "ping"}, timeout_s=5)["ok"] is True
@@ -141,9 +160,11 @@ def test_the_secret_reaches_neither_the_supervisor_nor_a_process_of_its_uid() ->
         while not (folder / "channel.sock").exists():
             assert time.monotonic() < deadline
             time.sleep(0.02)
+        # The front is the process started, the supervisor its one child (so the front
+        # is an ancestor of every command the supervisor runs)
         children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
-        [front_pid] = children
-        peek = f"open('/proc/{front_pid}/environ', 'rb').read()"
+        [supervisor_pid] = children
+        peek = f"open('/proc/{proc.pid}/environ', 'rb').read()"
         same_uid = subprocess.run(
             ["/usr/bin/python3", "-c", peek], user=uid, group=uid, capture_output=True, check=False
         )
@@ -160,8 +181,8 @@ def test_the_secret_reaches_neither_the_supervisor_nor_a_process_of_its_uid() ->
         proc.wait()
         shutil.rmtree(folder)
     deadline = time.monotonic() + 5
-    while alive(int(front_pid)):  # it dies with its parent
-        assert time.monotonic() < deadline, "the front outlived the supervisor"
+    while alive(int(supervisor_pid)):  # it dies with its parent, the front
+        assert time.monotonic() < deadline, "the supervisor outlived the front"
         time.sleep(0.02)
 
 

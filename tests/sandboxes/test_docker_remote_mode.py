@@ -7,6 +7,7 @@ counted under the run's id, and nothing left after destroy or the janitor. The l
 framebuffers the local reader refuses are refused in bytes too."""
 
 import base64
+import hashlib
 import io
 import secrets
 import shutil
@@ -25,15 +26,16 @@ import pytest
 from django.conf import settings as django_settings
 from PIL import Image
 
+from coding import scripts
 from sandboxes.base import SandboxSpec, ToolError
 from sandboxes.docker_backend import DockerBackend, janitor
 from sandboxes.docker_remote import (
     RemoteDockerBackend,
     RemoteDockerSandbox,
     inflate_bounded,
-    janitor_volumes,
     remote_mode_implied,
 )
+from sandboxes.docker_volumes import janitor_volumes
 from sandboxes.egress import EgressProxy, EgressProxyThread
 from sandboxes.screens import ScreenError, frame_from_bytes, framebuffer_bytes_png
 from sandboxes.services import reclaims_wait
@@ -179,6 +181,7 @@ def test_a_desktop_on_the_remote_engine_over_the_channel_alone(
         assert box.click(200, 150).ok
         assert wait_for(lambda: (box.page_state() or {}).get("title") == "clicked")
 
+        assert box.seal_tree("/work") is False  # (a spec that does not seal)
         shell = box.shell("id -u; pwd; ls -a /run/arena")
         assert shell.ok and shell.stdout.split()[:2] == [str(box.uid), "/work"], shell
 
@@ -264,10 +267,74 @@ def test_a_pooled_remote_desktop_is_assigned_a_run_and_its_egress_identity(
     assert on_engine(backend) == ([], [])
 
 
-def test_coding_lanes_are_refused_in_remote_mode(backend: RemoteDockerBackend) -> None:
+def test_coding_lanes_without_the_coding_image_are_refused_with_how_to_build_it(
+    backend: RemoteDockerBackend,
+) -> None:
+    # The remote engine has the desktop image only: the worker's toolchain never goes
+    # to another host's engine as a bind.
     spec = SandboxSpec(run_id=new_run_id(), desktop=False, toolchain=True)
-    with pytest.raises(RuntimeError, match="run only on a local Docker engine"):
+    with pytest.raises(RuntimeError, match=r"build it there \(scripts/image.sh --coding"):
         backend.provision(spec)
+    assert on_engine(backend) == ([], [])
+
+
+def test_a_tree_is_sealed_inside_and_a_big_file_goes_in_in_pieces(
+    backend: RemoteDockerBackend,
+) -> None:
+    """The judge's two needs on an engine that shares no file with the worker: a
+    bundle bigger than one channel request, and a tree the sandbox's uid can no longer
+    change (sealed by the one root process the worker starts inside, through the
+    engine; the container itself keeps no capability)."""
+    spec = SandboxSpec(run_id=new_run_id(), desktop=False, shell_timeout_s=20, seals=True)
+    box = backend.provision(spec, slot=SLOT + 3)
+    try:
+        data = secrets.token_bytes(20 * 1024**2 + 7)  # three requests of at most 8 MiB
+        assert box.put_file("attachments/source.bundle", data) == "/work/attachments/source.bundle"
+        seen = box.shell("sha256sum attachments/source.bundle; stat -c '%a %s' attachments/*")
+        assert seen.stdout.split() == [
+            hashlib.sha256(data).hexdigest(),
+            "attachments/source.bundle",
+            "444",
+            str(len(data)),
+        ], seen
+        made = box.shell(
+            "mkdir -p t/d && printf x > t/f && printf y > t/d/g && chmod 6777 t/f && "
+            "chmod 777 t/d && ln -s /work/outside t/link && printf z > outside && chmod 700 t"
+        )
+        assert made.ok and made.exit_code == 0, made
+        assert box.seal_tree("/work/t") is True
+        seen = box.shell("stat -c '%u %a %n' t t/d t/f t/d/g outside; stat -c '%u %N' t/link")
+        assert seen.stdout.splitlines() == [
+            "0 755 t",
+            "0 755 t/d",
+            "0 755 t/f",  # (6777 & 0755) | 0444: no set-id bit, written by none
+            "0 644 t/d/g",
+            f"{box.uid} 644 outside",  # the link's target, never followed
+            "0 't/link' -> '/work/outside'",
+        ], seen
+        tries = box.shell(
+            "printf w >> t/f; printf w > t/d/new; rm -f t/d/g; mv t/f t/h; chmod 777 t/f; "
+            "cat t/f t/d/g; grep -E 'CapEff|CapBnd' /proc/self/status"
+        )
+        # (the sandbox's container holds no capability: the seals ran beside it)
+        caps = "CapEff:\t0000000000000000\nCapBnd:\t0000000000000000\n"
+        assert tries.stdout == "xy" + caps, tries
+        assert tries.stderr.count("Permission denied") >= 3, tries
+        # The judge's "kill the leftovers" kills what the sandbox left (detached or
+        # not) and spares the front and the worker's exec channels it is reached by
+        box.shell("(setsid sleep 300 > /dev/null 2>&1 &); sleep 301 > /dev/null 2>&1 &")
+        quiet = box.shell(scripts.quiesce(()))
+        assert quiet.stdout == "quiet=1\n", quiet
+        left = box.shell("cat /proc/[0-9]*/cmdline | tr '\\0' ' '").stdout
+        assert "sleep 30" not in left and "relay.py front" in left, left
+        assert box.seal_tree("/work/missing") is False
+        assert box.seal_tree("/work/../etc") is False
+        assert box.seal_tree("/etc") is False
+        assert box.shell("stat -c %u /etc").stdout.strip() == "0"
+        assert on_engine(backend) == ([box.container.name], [box.volumes["work"].name])
+    finally:
+        box.destroy()
+    assert reclaims_wait(30)
     assert on_engine(backend) == ([], [])
 
 
