@@ -151,6 +151,9 @@ build_layer() {
     rm -rf "$context"
 }
 
+# What the toolchain's builds run on: Python's version and the C library's.
+RUNTIME_PY='import platform, sys; print("python %d.%d" % sys.version_info[:2], *platform.libc_ver())'
+
 # The coding image's inputs: the desktop image under it (its own inputs label), the
 # toolchain's stamps (the hashes of its locks and python), its wrappers and ruff.
 coding_hash() {
@@ -228,6 +231,14 @@ if [ "${1:-}" = --coding ]; then
     trap 'rm -rf "$STATE"/context.*' EXIT
     want=$(coding_hash "$DESKTOP")
     [ "$(label "$IMAGE" arena.inputs)" = "$want" ] && exit 0
+    # The toolchain is this host's build (Aider's venv of /usr/bin/python3, Claude Code
+    # and ruff linked to the C library): it runs in the image only where both match.
+    here=$(/usr/bin/python3 -c "$RUNTIME_PY")
+    there=$(docker run --rm --network none --entrypoint /usr/bin/python3 "$DESKTOP" -c "$RUNTIME_PY" 2>&1) || true
+    if [ "$here" != "$there" ]; then
+        say "the toolchain was built here on Python and C library '$here'; $DESKTOP has '$there': build the coding image on a host of the desktop image's Debian release"
+        exit 1
+    fi
     say "building $IMAGE on $DESKTOP (var/toolchain at /opt/arena/toolchain)"
     started=$SECONDS
     build_coding "$IMAGE" "$DESKTOP" "$want"

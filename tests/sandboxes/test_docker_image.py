@@ -3,8 +3,10 @@ checkout's private engine: what it carries, its labels, and a worker refusing an
 of a version it does not run."""
 
 import io
+import os
 import secrets
 import subprocess
+import tarfile
 
 import docker
 import pytest
@@ -45,6 +47,44 @@ def test_the_coding_image_is_the_desktop_image_and_a_layer_with_the_toolchain(cl
     assert labels["arena.inputs"] not in ("", desktop.labels["arena.inputs"])
     assert coding.attrs["RootFS"]["Layers"][:-1] == desktop.attrs["RootFS"]["Layers"]
     assert len(coding.attrs["RootFS"]["Layers"]) == len(desktop.attrs["RootFS"]["Layers"]) + 1
+
+
+def test_the_coding_image_is_refused_on_a_desktop_image_whose_python_differs(
+    client,
+    docker_engine,  # noqa: F811
+):
+    """The toolchain is this host's build: on a desktop image whose Python or C library
+    differs, its venv and binaries would not run, so the build refuses and says why."""
+    desktop = f"arena-test-other-python-{secrets.token_hex(3)}"
+    script = b"#!/bin/sh\necho python 3.9 glibc 2.31\n"
+    dockerfile = f"FROM {DEFAULT_IMAGE}\nCOPY python3 /usr/bin/python3\nLABEL arena.inputs=other\n"
+    context = io.BytesIO()
+    with tarfile.open(fileobj=context, mode="w") as tar:
+        for name, data, mode in (
+            ("Dockerfile", dockerfile.encode(), 0o644),
+            ("python3", script, 0o755),
+        ):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+    context.seek(0)
+    client.images.build(fileobj=context, custom_context=True, tag=desktop, rm=True)
+    coding = f"{desktop}-coding"
+    try:
+        built = subprocess.run(
+            ["bash", str(REPO / "scripts" / "image.sh"), "--coding", coding, desktop],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "DOCKER_HOST": docker_engine},
+            cwd=REPO,
+        )
+        assert built.returncode == 1, built
+        assert "'python 3.9 glibc 2.31': build the coding image on a host" in built.stderr
+        with pytest.raises(docker.errors.ImageNotFound):
+            client.images.get(coding)
+    finally:
+        client.images.remove(desktop, force=True)
 
 
 def test_the_image_carries_the_desktop_and_the_judges_tools(client):
