@@ -5,6 +5,8 @@ only: ``scripts/setup.sh`` runs it before anything else (``python -m arena_site.
 There is no built-in fallback key: a key published in the repository signs nothing."""
 
 import contextlib
+import hashlib
+import hmac
 import os
 import secrets
 import sys
@@ -143,6 +145,13 @@ def key_encryption_keys_load(data_dir: Path, environ: Mapping[str, str] | None =
         except OSError as exc:
             raise SecretKeyError(f"Cannot read the key-encryption key file {path}: {exc}") from exc
     return [key.strip() for key in raw.replace("\n", ",").split(",") if key.strip()]
+
+
+def key_fingerprint(key: str) -> str:
+    """A key-encryption key's fingerprint: what hosts compare to know they hold the same
+    key (``sandboxes.fleet``), from which the key cannot be had back (an HMAC of a fixed
+    text under the key, 16 hex digits)."""
+    return hmac.new(key.encode(), b"arena key-encryption key", hashlib.sha256).hexdigest()[:16]
 
 
 if __name__ == "__main__":

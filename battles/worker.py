@@ -20,6 +20,7 @@ from django.db import connection
 
 from arena_site.worker import ArenaWorker
 from battles.services.hosts import host_duties, host_start
+from sandboxes.fleet import FleetMismatch
 from sandboxes.heartbeats import HostIdTaken
 from sandboxes.pool import PoolWorker
 from sandboxes.services import sandbox_engine_problem
@@ -74,7 +75,7 @@ class HostDutiesMixin:
     def work(self, *args: Any, **kwargs: Any) -> bool:
         try:
             host_start()
-        except HostIdTaken as exc:
+        except (HostIdTaken, FleetMismatch) as exc:
             raise SystemExit(f"battle worker not started: {exc}") from None
         connection.close()  # the thread and the jobs open their own
         duties = HostDuties().start()

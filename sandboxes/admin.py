@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from sandboxes.models import SandboxLease, WorkerHost
+from sandboxes.models import FleetSettings, SandboxLease, WorkerHost
 
 
 @admin.register(SandboxLease)
@@ -20,4 +20,21 @@ class WorkerHostAdmin(admin.ModelAdmin):
     readonly_fields = ["host_id", "machine", "started_at", "heartbeat_at", "lost_at"]
 
     def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(FleetSettings)
+class FleetSettingsAdmin(admin.ModelAdmin):
+    """The fleet's one row (``sandboxes.fleet``): its times can be changed here (every
+    host must then be restarted with the same ARENA_HOST_HEARTBEAT_S and
+    ARENA_HOST_DEAD_AFTER_S); its key ring only by ``manage.py agent_keys_rotate``."""
+
+    list_display = ["__str__", "set_by", "updated_at"]
+    fields = ["heartbeat_s", "dead_after_s", "kek_fingerprints", "set_by", "updated_at"]
+    readonly_fields = ["kek_fingerprints", "set_by", "updated_at"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
         return False

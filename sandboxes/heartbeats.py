@@ -5,12 +5,13 @@ any host's janitor reads which hosts went silent and re-queues their battles
 sandboxes cannot be reached from another machine: the host reaps them itself at its
 next start (``sandboxes.services.sandbox_janitor``)."""
 
-from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
+from django.db.models.functions import Now
 
+from arena_site.dbclock import db_now
 from arena_site.hosts import host_id, machine_id
 from sandboxes.models import SandboxLease, WorkerHost
+from sandboxes.selectors import fleet_times
 
 
 class HostIdTaken(RuntimeError):
@@ -24,10 +25,11 @@ def host_beat(*, starting: bool = False) -> WorkerHost:
     host's current life starts now if it had been declared lost or never beat, and the
     row becomes this machine's, unless another machine beat it within
     ``ARENA_HOST_DEAD_AFTER_S`` and was not declared lost: then :class:`HostIdTaken`,
-    and nothing changes."""
-    now = timezone.now()
+    and nothing changes. Every time here is the database's (``arena_site.dbclock``): a
+    host whose clock runs late does not look dead."""
     machine = machine_id()
     with transaction.atomic():
+        now = db_now()
         host, created = WorkerHost.objects.select_for_update().get_or_create(
             host_id=host_id(), defaults={"started_at": now, "heartbeat_at": now, "machine": machine}
         )
@@ -47,19 +49,17 @@ def _refuse_if_taken(host: WorkerHost, machine: str, now) -> None:
     if not host.machine or host.machine == machine or host.lost_at is not None:
         return  # (a row from before machines were recorded is anyone's)
     silent_s = (now - host.heartbeat_at).total_seconds()
-    dead_after_s = settings.ARENA.host_dead_after_s
+    _, dead_after_s = fleet_times()
     if silent_s >= dead_after_s:
         return  # that machine is gone (a janitor will say so): this one takes the id over
     raise HostIdTaken(
         f"the host id {host.host_id!r} (ARENA_HOST_ID) is in use by another machine "
         f"({host.machine}, last beat {max(silent_s, 0):.0f} s ago): give every worker "
         f"host an id of its own, or start this one once that machine has been silent "
-        f"for ARENA_HOST_DEAD_AFTER_S ({dead_after_s:g} s)"
+        f"for the fleet's dead-after time ({dead_after_s:g} s)"
     )
 
 
 def host_mark_lost(*, host: str) -> bool:
     """Records that a janitor took ``host`` for dead (once per silence)."""
-    return bool(
-        WorkerHost.objects.filter(host_id=host, lost_at=None).update(lost_at=timezone.now())
-    )
+    return bool(WorkerHost.objects.filter(host_id=host, lost_at=None).update(lost_at=Now()))

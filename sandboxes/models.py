@@ -2,6 +2,7 @@
 on which host and under which worker pid, so a janitor can find what dead workers left;
 and worker hosts' heartbeats, so any host's janitor sees a host that stopped."""
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
@@ -48,3 +49,32 @@ class WorkerHost(models.Model):
 
     def __str__(self) -> str:
         return self.host_id
+
+
+class FleetSettings(models.Model):
+    """What every worker host of the arena must agree on, in one row all hosts read
+    (``sandboxes.fleet``): the heartbeat and dead-after times (a janitor's "dead" is the
+    fleet's, whatever its own environment says) and the key-encryption key ring's
+    fingerprints (the first, the key that seals; a host holding another key would fail
+    to open teams' keys and charge the failures to their agents). The first worker host
+    to start writes it; an operator changes it in the admin (the times) or with
+    ``manage.py agent_keys_rotate`` (the ring)."""
+
+    heartbeat_s = models.FloatField()
+    dead_after_s = models.FloatField()
+    kek_fingerprints = models.JSONField(default=list, blank=True)
+    set_by = models.CharField(max_length=255, blank=True, default="")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "fleet settings"
+
+    def __str__(self) -> str:
+        return f"heartbeat {self.heartbeat_s:g} s, dead after {self.dead_after_s:g} s"
+
+    def clean(self) -> None:
+        if self.heartbeat_s <= 0 or self.dead_after_s < 2 * self.heartbeat_s:
+            raise ValidationError(
+                "The dead-after time must be at least twice the heartbeat: one late beat "
+                "must not make a live host look dead."
+            )

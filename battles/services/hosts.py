@@ -10,6 +10,7 @@ from battles.services.orchestration import (
     battles_recover_dead_hosts,
     battles_recover_dead_workers,
 )
+from sandboxes.fleet import fleet_join
 from sandboxes.heartbeats import host_beat
 from sandboxes.services import sandbox_janitor
 
@@ -20,7 +21,9 @@ def host_start() -> None:
     """A battle worker starts: the host beats, then reaps its own orphans (leases of
     dead pids with their processes, cgroups, mounts and run dirs; containers) and
     re-queues the battles its dead workers held. Nothing here waits for a heartbeat to
-    go stale: on its own host a worker's death is known by its pid."""
+    go stale: on its own host a worker's death is known by its pid. First the host is
+    checked against the fleet (``sandboxes.fleet``: its times and key ring)."""
+    fleet_join()
     host = host_beat(starting=True)
     reaped = sandbox_janitor()
     requeued, failed = battles_recover_dead_workers()

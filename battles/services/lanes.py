@@ -21,6 +21,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from django.db import close_old_connections
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from agents.models import Agent
@@ -67,9 +68,9 @@ def _heartbeat(run: Run) -> None:
             raise LaneLost(f"run {run.pk} was re-queued while this lane ran")
         battle_heartbeat(battle_id=run.battle_id)
     elif run.test_drive_id is not None:
-        TestDrive.objects.filter(pk=run.test_drive_id).update(heartbeat_at=timezone.now())
+        TestDrive.objects.filter(pk=run.test_drive_id).update(heartbeat_at=Now())
     else:  # an evaluation's lane beats on itself
-        Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())
+        Run.objects.filter(pk=run.pk).update(heartbeat_at=Now())
 
 
 def _snapshot(run: Run, inputs: LaneInputs, spec) -> None:

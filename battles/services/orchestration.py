@@ -5,14 +5,17 @@ import logging
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from contextvars import copy_context
 
+import structlog
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
 from django.db.models import Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
+from arena_site.dbclock import db_ago
 from arena_site.exceptions import ApplicationError
 from arena_site.hosts import host_id
 from arena_site.redis import queue
@@ -60,7 +63,7 @@ def battles_fail_stuck(*, stuck_after_s: int | None = None) -> list[int]:
     """Fails running battles whose lanes stopped beating (a worker killed mid-battle):
     a visible reason on the battle, runs ended with "error". Returns their ids."""
     seconds = stuck_after_s or settings.ARENA.stuck_after_s
-    cutoff = timezone.now() - timedelta(seconds=seconds)
+    cutoff = db_ago(seconds)  # beats are on the database's clock
     stuck = Battle.objects.filter(status=Battle.Status.RUNNING).filter(
         Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at=None, dequeued_at__lt=cutoff)
     )
@@ -85,12 +88,12 @@ def battles_fail_stuck(*, stuck_after_s: int | None = None) -> list[int]:
 
 
 def _claimed() -> dict:
-    """The fields a claim sets: running, and which process on which host drives it."""
-    now = timezone.now()
+    """The fields a claim sets: running, and which process on which host drives it
+    (its first beat on the database's clock)."""
     return {
         "status": Battle.Status.RUNNING,
-        "dequeued_at": now,
-        "heartbeat_at": now,
+        "dequeued_at": Now(),
+        "heartbeat_at": Now(),
         "worker_host": host_id(),
         "worker_pid": os.getpid(),
     }
@@ -270,7 +273,9 @@ def battle_run_next() -> int | None:
     battle_id = battle_claim_oldest()
     if battle_id is not None:
         fault_point("claimed")
-        _battle_drive(battle_id)
+        # every line logged while it runs names it (arena_site/logs.py), lanes included
+        with structlog.contextvars.bound_contextvars(battle_id=battle_id):
+            _battle_drive(battle_id)
     return battle_id
 
 
@@ -281,7 +286,8 @@ def battle_run(*, battle_id: int) -> None:
     if not claimed:
         logger.info("battle %s is not queued; nothing to do", battle_id)
         return
-    _battle_drive(battle_id)
+    with structlog.contextvars.bound_contextvars(battle_id=battle_id):
+        _battle_drive(battle_id)
 
 
 def _battle_drive(battle_id: int) -> None:
@@ -302,7 +308,11 @@ def _battle_drive(battle_id: int) -> None:
     )
     barrier = threading.Barrier(len(runs), action=lambda: _lanes_started(battle_id))
     with ThreadPoolExecutor(max_workers=len(runs)) as pool:
-        futures = [pool.submit(_lane_thread, run.pk, inputs, barrier) for run in runs]
+        # each lane logs with the battle's context (a context per thread: one cannot be
+        # entered by two threads at once)
+        futures = [
+            pool.submit(copy_context().run, _lane_thread, run.pk, inputs, barrier) for run in runs
+        ]
     # (every lane has ended: the pool waited for both)
     errors = [future.exception() for future in futures]
     if lost := next((e for e in errors if isinstance(e, SandboxLost)), None):

@@ -12,10 +12,12 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models import Q
+from django.db.models.functions import Now
 from django.http import Http404
 from django.utils import timezone
 
 from agents.selectors import access_agent
+from arena_site.dbclock import db_ago
 from arena_site.exceptions import ApplicationError
 from arena_site.redis import queue
 from battles.models import Run, TestDrive
@@ -123,7 +125,7 @@ def test_drive_run(*, drive_id: int) -> None:
     that is not queued any more is left alone."""
     now = timezone.now()
     claimed = TestDrive.objects.filter(pk=drive_id, status=TestDrive.Status.QUEUED).update(
-        status=TestDrive.Status.RUNNING, started_at=now, heartbeat_at=now
+        status=TestDrive.Status.RUNNING, started_at=now, heartbeat_at=Now()
     )
     if not claimed:
         logger.info("test drive %s is not queued; nothing to do", drive_id)
@@ -162,7 +164,8 @@ def test_drives_fail_stuck(*, stuck_after_s: int | None = None) -> list[int]:
     Returns their ids."""
     seconds = stuck_after_s or settings.ARENA.stuck_after_s
     now = timezone.now()
-    stale = Q(status=TestDrive.Status.RUNNING, heartbeat_at__lt=now - timedelta(seconds=seconds))
+    # (beats are on the database's clock)
+    stale = Q(status=TestDrive.Status.RUNNING, heartbeat_at__lt=db_ago(seconds))
     late = Q(status=TestDrive.Status.QUEUED, created_at__lt=now - QUEUED_FOR_AT_MOST)
     failed = []
     for drive_id, status in TestDrive.objects.filter(stale | late).values_list("pk", "status"):

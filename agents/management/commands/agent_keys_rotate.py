@@ -5,6 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from agents.keys import KeyEncryptionError, key_ring
 from agents.registration import provider_keys_reseal
+from sandboxes.fleet import fleet_ring_set, kek_fingerprints_here
 
 
 class Command(BaseCommand):
@@ -20,6 +21,10 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         done, unreadable = provider_keys_reseal()
         self.stdout.write(f"re-encrypted {done} provider key(s) under the first key")
+        # The fleet's ring is now this one: hosts must hold its first key to start
+        ring = kek_fingerprints_here()
+        fleet_ring_set(ring)
+        self.stdout.write(f"the fleet's key ring is now {', '.join(ring)} (fingerprints)")
         if unreadable:
             raise CommandError(
                 f"{len(unreadable)} key(s) open under none of the keys (agents "
