@@ -3,6 +3,7 @@ carry (``ARENA_HOST_ID``, else the machine's host name). Hosts sharing one datab
 must have distinct ids; two "hosts" on one machine (the multi-host test) differ only
 by it, their sandbox roots and their uid ranges."""
 
+import os
 import socket
 from functools import cache
 from pathlib import Path
@@ -24,3 +25,17 @@ def machine_id() -> str:
     except OSError:
         boot = "unknown"
     return f"{socket.gethostname()} boot {boot}"[:255]
+
+
+def process_token(pid: int | None = None) -> str:
+    """A process of this machine, told apart from any later process given the same pid
+    (a restarted container's, a recycled pid): its pid and its start time in clock ticks
+    since boot (``/proc/<pid>/stat``); "" when it is gone. Recorded beside a worker's pid
+    on its leases and battles (``sandboxes.services.pid_alive``)."""
+    pid = os.getpid() if pid is None else pid
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return ""
+    fields = stat.rsplit(b")", 1)[-1].split()
+    return f"{pid}:{int(fields[19])}" if len(fields) > 19 else ""

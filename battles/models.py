@@ -164,6 +164,7 @@ class Battle(models.Model):
     # that it died, without waiting for the heartbeat to go stale.
     worker_host = models.CharField(max_length=255, blank=True)
     worker_pid = models.PositiveIntegerField(null=True, blank=True)
+    worker_token = models.CharField(max_length=64, blank=True, default="")  # process_token
     # Live admissible votes on the battle, kept by judging.services.tallies (recounted
     # in every transaction that casts, takes back or re-judges a vote, the battle row
     # locked): the judge's next battle is then one index walk, not a count per battle.

@@ -12,6 +12,9 @@ class SandboxLease(models.Model):
     backend = models.CharField(max_length=20)
     host = models.CharField(max_length=255)
     worker_pid = models.PositiveIntegerField()
+    # The worker process itself (``arena_site.hosts.process_token``): its pid may be
+    # given again to another process once it is dead.
+    worker_token = models.CharField(max_length=64, blank=True, default="")
     run = models.ForeignKey("battles.Run", null=True, blank=True, on_delete=models.SET_NULL)
     path = models.CharField(max_length=500, blank=True)
     acquired_at = models.DateTimeField(auto_now_add=True)

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
+from arena_site.hosts import process_token
 from arena_site.worker import ArenaSimpleWorker
 from sandboxes.base import SandboxSpec
 from sandboxes.local import LocalSandbox
@@ -157,7 +158,9 @@ class LeaseSlots:
     def claimed(self, token: Any, run_id: int | None) -> None:
         from sandboxes.models import SandboxLease
 
-        SandboxLease.objects.filter(pk=token.pk).update(run_id=run_id, worker_pid=os.getpid())
+        SandboxLease.objects.filter(pk=token.pk).update(
+            run_id=run_id, worker_pid=os.getpid(), worker_token=process_token()
+        )
 
     def release(self, token: Any) -> None:
         from sandboxes.services import lease_release

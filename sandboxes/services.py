@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from arena_site.hosts import host_id
+from arena_site.hosts import host_id, process_token
 from sandboxes import cgroups, disk, netpolicy, reclaim
 from sandboxes.base import Sandbox, SandboxBackend, SandboxSpec
 from sandboxes.egress import EgressProxy, EgressProxyThread
@@ -230,6 +230,7 @@ def lease_acquire(*, backend: str, run_id: int | None, path: str = "") -> Sandbo
                     backend=backend,
                     host=host,
                     worker_pid=os.getpid(),
+                    worker_token=process_token(),
                     run_id=run_id,
                     path=path,
                 )
@@ -320,15 +321,17 @@ def _run_dir_pattern(backend: SandboxBackend, run_id: int | None) -> str:
     return str(Path(root) / f"run-{run_id}-*")
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether a process of this pid runs on this host (pid namespace)."""
+def pid_alive(pid: int, token: str = "") -> bool:
+    """Whether a process of this pid runs on this host (pid namespace) and, given its
+    ``token`` (``arena_site.hosts.process_token``, recorded when it took a lease or a
+    battle), is that same process, not a later one given the pid again."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    return not token or process_token(pid) == token
 
 
 def sandbox_janitor() -> int:
@@ -343,7 +346,7 @@ def sandbox_janitor() -> int:
     # none of the run's (the Docker janitor below removes its containers by label).
     remote = settings.ARENA.sandbox_backend == "docker" and docker_remote_mode()
     for lease in SandboxLease.objects.filter(host=host, released_at=None):
-        if pid_alive(lease.worker_pid):
+        if pid_alive(lease.worker_pid, lease.worker_token):
             continue
         if os.geteuid() == 0 and not remote:
             base = settings.ARENA.sandbox_uid_base
@@ -377,7 +380,7 @@ def _reap_run_dirs(lease: SandboxLease) -> None:
             for other in SandboxLease.objects.filter(host=lease.host, released_at=None).exclude(
                 pk=lease.pk
             )
-            if pid_alive(other.worker_pid)
+            if pid_alive(other.worker_pid, other.worker_token)
         ]
         if any(other.path == lease.path for other in live):
             return
@@ -411,7 +414,7 @@ def _docker_janitor(host: str) -> int:
 
     live_runs: set[int | None] = set()
     for lease in SandboxLease.objects.filter(host=host, released_at=None):
-        if pid_alive(lease.worker_pid):
+        if pid_alive(lease.worker_pid, lease.worker_token):
             live_runs.add(lease.run_id)
             # A pooled desktop's containers carry the pool's identity (negative), named
             # by its run dir, before and after a run claims it (sandboxes.pool).

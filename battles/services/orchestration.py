@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from arena_site.dbclock import db_ago
 from arena_site.exceptions import ApplicationError
-from arena_site.hosts import host_id
+from arena_site.hosts import host_id, process_token
 from arena_site.redis import queue
 from arena_site.worker import fault_point
 from battles.media import run_media_delete
@@ -96,6 +96,7 @@ def _claimed() -> dict:
         "heartbeat_at": Now(),
         "worker_host": host_id(),
         "worker_pid": os.getpid(),
+        "worker_token": process_token(),
     }
 
 
@@ -117,11 +118,15 @@ def battles_recover_dead_workers() -> tuple[list[int], list[int]]:
     running = Battle.objects.filter(status=Battle.Status.RUNNING, worker_host=host_id()).exclude(
         worker_pid=None
     )
-    dead = [(pk, pid) for pk, pid in running.values_list("pk", "worker_pid") if not pid_alive(pid)]
+    dead = [
+        (pk, {"worker_pid": pid, "worker_token": token})
+        for pk, pid, token in running.values_list("pk", "worker_pid", "worker_token")
+        if not pid_alive(pid, token)
+    ]
     if not dead:
         return [], []
     sandbox_janitor()
-    return _battles_recover([(pk, {"worker_pid": pid}) for pk, pid in dead])
+    return _battles_recover(dead)
 
 
 def battles_recover_dead_hosts() -> tuple[list[int], list[int]]:
@@ -224,6 +229,7 @@ def _battle_requeue(battle: Battle) -> None:
         ended_at=None,
         worker_host="",
         worker_pid=None,
+        worker_token="",
     )
     battle_id = battle.pk
 

@@ -5,6 +5,7 @@ the fleet: one with a shorter dead-after, one with another key-encryption key, o
 whose clock runs five minutes late. (Two hosts with one id: ``test_host_ids.py``.)"""
 
 import datetime
+import os
 import random
 import subprocess
 
@@ -14,10 +15,14 @@ from cryptography.fernet import Fernet
 from django.core.management import call_command
 from django.utils import timezone
 
+from arena_site.hosts import process_token
 from arena_site.secret import KEK_ENV_NAME, key_fingerprint
 from battles.models import Battle
 from battles.services import task_submit
-from battles.services.orchestration import battles_recover_dead_hosts
+from battles.services.orchestration import (
+    battles_recover_dead_hosts,
+    battles_recover_dead_workers,
+)
 from sandboxes.fleet import FleetMismatch, fleet_join
 from sandboxes.heartbeats import host_beat
 from sandboxes.models import FleetSettings, WorkerHost
@@ -145,3 +150,24 @@ def test_a_battle_worker_whose_settings_are_not_the_fleets_does_not_start(
     ), done.stderr[-2000:]
     assert not WorkerHost.objects.filter(host_id="misconfigured").exists()
     assert still_running(live_battle)
+
+
+def test_a_battle_whose_workers_pid_now_names_another_process_is_taken_for_dead(
+    alice, roster, settings
+):
+    """A worker's pid is given again (a restarted container's worker is pid 1 again, a
+    recycled pid): the battle it held is recovered, not kept by a stranger's pid. The
+    process token (pid and start time) tells the two apart; a live worker keeps its own."""
+    settings.ARENA = settings.ARENA.replace(host_id="here")
+    battle = task_submit(user=alice, instruction="what is 6*7", rng=random.Random(2))
+    mine = process_token()
+    assert mine.startswith(f"{os.getpid()}:")
+    running = {"status": "running", "worker_host": "here", "worker_pid": os.getpid()}
+    Battle.objects.filter(pk=battle.pk).update(**running, worker_token=mine)
+    assert battles_recover_dead_workers() == ([], [])  # this very process: alive
+
+    stale = f"{os.getpid()}:{int(mine.split(':')[1]) - 1}"  # the pid's earlier owner
+    Battle.objects.filter(pk=battle.pk).update(worker_token=stale)
+    assert battles_recover_dead_workers() == ([battle.pk], [])
+    battle.refresh_from_db()
+    assert (battle.status, battle.attempt, battle.worker_token) == ("queued", 2, "")

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from arena_site.hosts import host_id
+from arena_site.hosts import host_id, process_token
 from sandboxes import disk
 from sandboxes.models import SandboxLease
 from sandboxes.reaping import become_subreaper
@@ -98,3 +98,23 @@ def test_a_remote_engines_janitor_kills_nothing_under_the_slots_uids_here(settin
     finally:
         bystander.kill()
         bystander.wait()
+
+
+def test_a_lease_whose_pid_now_names_another_process_is_reaped():
+    """The lease's pid runs, but it is not the process that took the lease (its start
+    time differs: the pid was given again): the lease is freed, not kept alive by a
+    stranger. The lease of this very process is kept."""
+    mine = SandboxLease.objects.create(
+        slot=0, backend="local", host=host_id(), worker_pid=os.getpid(),
+        worker_token=process_token(),
+    )  # fmt: skip
+    earlier = f"{os.getpid()}:{int(process_token().split(':')[1]) - 1}"
+    stale = SandboxLease.objects.create(
+        slot=1, backend="local", host=host_id(), worker_pid=os.getpid(), worker_token=earlier
+    )
+
+    assert sandbox_janitor() == 1
+
+    mine.refresh_from_db()
+    stale.refresh_from_db()
+    assert mine.released_at is None and stale.released_at is not None
