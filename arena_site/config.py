@@ -56,6 +56,10 @@ class ArenaConfig:
     # request never queues for a connection. Past a few per core, more in flight only
     # adds latency (each waits for the CPU); a browser loads up to 6 requests at once.
     max_inflight: int = knob(16, "ARENA_MAX_INFLIGHT", lo=1, hi=100_000)
+    # --- logs (docs/operations.md "Logs") --------------------------------------------
+    # One JSON object per line (for a log collector) or text for people; `make run`
+    # sets plain, everything else gets JSON unless it says otherwise.
+    log_format: str = knob("json", "ARENA_LOG_FORMAT", choices=("json", "plain"))
     # --- SPEC §2 admission ---------------------------------------------------------
     queue_max: int = knob(1000, "ARENA_QUEUE_MAX", lo=1)  # QUEUE_MAX
     team_queue_quota: int = knob(100, "ARENA_TEAM_QUEUE_QUOTA", lo=1)

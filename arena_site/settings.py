@@ -171,6 +171,9 @@ MIDDLEWARE = [
     # first: /healthz, /readyz and /metrics/prometheus, answered before host checks,
     # HTTPS redirects, shedding and sessions apply (arena_site/ops.py)
     "arena_site.ops.OpsEndpointsMiddleware",
+    # every line logged while a request is handled carries its id (X-Request-ID, echoed
+    # in the response); after the probes, which stay as fast and quiet as they were
+    "arena_site.logs.RequestIdMiddleware",
     # HTTP latency by route (arena_site/prometheus.py); before shedding, to count it too
     "arena_site.prometheus.RequestLatencyMiddleware",
     # a request beyond ARENA_MAX_INFLIGHT is answered 503 before anything else runs
@@ -495,11 +498,15 @@ SPECTACULAR_SETTINGS = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    # Provider keys never reach a log line, whatever logs them.
-    "filters": {"redact": {"()": "agents.providers.redaction.RedactingFilter"}},
+    # One line per record, from every logger (structlog's stdlib integration,
+    # arena_site/logs.py): a JSON object with the request, user, host and battle ids
+    # (ARENA_LOG_FORMAT=json, the default), or text (plain, as `make run` shows it).
+    "formatters": {"arena": {"()": "arena_site.logs.formatter", "log_format": ARENA.log_format}},
+    # Provider keys never reach a log line, whatever logs them (the formatter redacts
+    # the formatted traceback and every context value too).
+    "filters": {"redact": {"()": "arena_site.logs.RedactingFilter"}},
     "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}
+        "console": {"class": "logging.StreamHandler", "formatter": "arena", "filters": ["redact"]}
     },
     "root": {"handlers": ["console"], "level": env_str("ARENA_LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},

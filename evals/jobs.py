@@ -5,6 +5,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from structlog.contextvars import bound_contextvars
+
 from arena_site.realtime import group_send
 from evals.presenters import progress_group, render_progress
 from evals.services import evaluation_execute
@@ -59,7 +61,9 @@ def evaluation_run(evaluation_id: int) -> None:
     resume one): runs what it is missing, publishing its progress to the live page.
     Idempotent: a second job finds nothing left."""
     publish = Throttled(lambda: evaluation_publish(evaluation_id))
-    try:
-        evaluation_execute(evaluation_id=evaluation_id, progress=publish)
-    finally:
-        evaluation_publish(evaluation_id)  # the last word: done, cancelled or stopped
+    # its log lines carry evaluation_id (arena_site/logs.py)
+    with bound_contextvars(evaluation_id=evaluation_id):
+        try:
+            evaluation_execute(evaluation_id=evaluation_id, progress=publish)
+        finally:
+            evaluation_publish(evaluation_id)  # the last word: done, cancelled or stopped

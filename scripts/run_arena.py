@@ -201,6 +201,9 @@ def logins() -> list[str]:
 def main() -> None:
     env = dict(os.environ)
     env.setdefault("DJANGO_SETTINGS_MODULE", "arena_site.settings")
+    # Logs for the person at this terminal: text, not one JSON object per line
+    # (docs/operations.md "Logs"; an operator's environment can still ask for json).
+    env.setdefault("ARENA_LOG_FORMAT", "plain")
     if not env.get(ENV_NAME, "").strip():
         # the data dir's own key, generated once and kept with its data
         secret_key_generate(Path(env.get("ARENA_DATA_DIR", ROOT / "var")))

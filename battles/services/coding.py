@@ -9,6 +9,7 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from contextvars import copy_context
 from dataclasses import asdict
 from pathlib import Path
 
@@ -84,7 +85,10 @@ def coding_battle_drive(battle_id: int, barrier_action) -> None:
     barrier = threading.Barrier(len(runs), action=barrier_action)
     with _beating(battle_id), ThreadPoolExecutor(max_workers=len(runs)) as pool:
         futures = [
-            pool.submit(coding_lane, battle_id, run, inputs, outcomes[run.pk], barrier)
+            # the battle's log context in each lane (a copy per thread)
+            pool.submit(
+                copy_context().run, coding_lane, battle_id, run, inputs, outcomes[run.pk], barrier
+            )
             for run in runs
         ]
         for future in futures:

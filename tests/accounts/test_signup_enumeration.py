@@ -37,8 +37,11 @@ def answer(response, echoed: tuple[str, str] | None = None) -> tuple:
     content = _CSRF.sub(rb"\1-", response.content)
     if echoed is not None:
         content = content.replace(echoed[0].encode(), echoed[1].encode())
-    # (a never-cached page's Expires is the clock's; the CSRF cookie is random)
-    headers = {k: v for k, v in response.headers.items() if k not in ("Expires", "Date")}
+    # (a never-cached page's Expires is the clock's; the CSRF cookie and the request id
+    # of X-Request-ID are random)
+    headers = {
+        k: v for k, v in response.headers.items() if k not in ("Expires", "Date", "X-Request-ID")
+    }
     cookies = {k: "-" if k == "csrftoken" else v.value for k, v in response.cookies.items()}
     return response.status_code, sorted(headers.items()), sorted(cookies.items()), content
 
