@@ -9,10 +9,14 @@ from datetime import datetime, timedelta
 from django.db import connection
 from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Now
+from django.utils import timezone
 
 
 def db_now() -> datetime:
-    """The database's time now (its transaction's start, inside one)."""
+    """The database's time now (its transaction's start, inside one). SQLite (``make
+    run`` without PostgreSQL) is a file of one machine: its clock is this process's."""
+    if connection.vendor != "postgresql":
+        return timezone.now()
     with connection.cursor() as cursor:
         cursor.execute("SELECT CURRENT_TIMESTAMP")
         return cursor.fetchone()[0]

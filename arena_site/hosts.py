@@ -5,6 +5,7 @@ by it, their sandbox roots and their uid ranges."""
 
 import os
 import socket
+import tomllib
 from functools import cache
 from pathlib import Path
 
@@ -39,3 +40,17 @@ def process_token(pid: int | None = None) -> str:
         return ""
     fields = stat.rsplit(b")", 1)[-1].split()
     return f"{pid}:{int(fields[19])}" if len(fields) > 19 else ""
+
+
+@cache
+def app_version() -> str:
+    """The arena's version as a host reports it: ``ARENA_RELEASE`` (a deployment's image
+    tag) when set, else the project's version from pyproject.toml."""
+    release = os.environ.get("ARENA_RELEASE", "").strip()
+    if release:
+        return release[:64]
+    try:
+        with (Path(__file__).resolve().parent.parent / "pyproject.toml").open("rb") as file:
+            return str(tomllib.load(file)["project"]["version"])[:64]
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        return ""

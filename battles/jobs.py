@@ -4,6 +4,7 @@ import logging
 import secrets
 import socket
 
+import structlog
 from django.conf import settings
 
 from arena_site.worker import fault_point
@@ -16,20 +17,29 @@ from battles.services import (
     test_drives_fail_stuck,
 )
 from battles.services import test_drive_run as test_drive_run_service
+from battles.services.hosts import host_takes_no_battle
 from battles.snapshots import snapshots_prune as snapshots_prune_service
-from sandboxes.services import pid_alive, sandbox_engine_problem
+from sandboxes.services import pid_alive
 
 logger = logging.getLogger(__name__)
 
 
 def battle_run(battle_id: int) -> None:
     """Enqueued once per admitted battle (``battle_id``); runs the oldest queued battle,
-    which is ``battle_id`` itself unless an older one still waits (FIFO)."""
+    which is ``battle_id`` itself unless an older one still waits (FIFO). Its log lines
+    carry ``battle_id`` (arena_site/logs.py): the job's, or the one it runs while it
+    runs it."""
+    with structlog.contextvars.bound_contextvars(battle_id=battle_id):
+        _battle_run(battle_id)
+
+
+def _battle_run(battle_id: int) -> None:
     fault_point("queued")  # the job is taken, no battle claimed yet
-    if problem := sandbox_engine_problem():
-        # This worker cannot make sandboxes now (its engine stopped answering after it
-        # took the job): the job goes back for another worker, and this one takes no
-        # more until its engine answers (battles.worker).
+    if refusal := host_takes_no_battle():
+        # This worker takes no battle now (its engine stopped answering, or an operator
+        # cordoned its host, after it took the job): the job goes back for another
+        # worker, and this one takes no more until that ends (battles.worker).
+        problem = refusal[0]
         import django_rq
 
         job_id = f"battle-{battle_id}-handed-on-{secrets.token_hex(4)}"

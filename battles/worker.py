@@ -19,15 +19,14 @@ from django.conf import settings
 from django.db import connection
 
 from arena_site.worker import ArenaWorker
-from battles.services.hosts import host_duties, host_start
+from battles.services.hosts import host_duties, host_start, host_takes_no_battle
 from sandboxes.fleet import FleetMismatch
-from sandboxes.heartbeats import HostIdTaken
+from sandboxes.heartbeats import HostIdTaken, host_leave
 from sandboxes.pool import PoolWorker
-from sandboxes.services import sandbox_engine_problem
 
 logger = logging.getLogger(__name__)
 
-# How often a worker whose sandbox engine does not answer asks it again.
+# How often a worker that takes no battle (engine away, host cordoned) asks again.
 ENGINE_RETRY_S = 2.0
 
 
@@ -45,6 +44,10 @@ class HostDuties:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=30)
+        try:
+            host_leave()  # out of the fleet's capacity at once
+        except Exception:  # the database is away: the entry ages out instead
+            logger.warning("could not leave the host's workers", exc_info=True)
 
     def _loop(self) -> None:
         arena = settings.ARENA
@@ -67,10 +70,11 @@ class HostDuties:
 
 class HostDutiesMixin:
     """Mixed into an RQ worker class (before it). A worker takes no battle while its
-    sandbox engine does not answer (``sandbox_engine_problem``): it waits, beating,
-    until the engine is back (a burst worker stops), so a battle that lost its
-    sandboxes with an engine (``SandboxLost``: queued again) goes to a worker whose
-    engine answers."""
+    host is cordoned by an operator or its sandbox engine does not answer
+    (``host_takes_no_battle``): it waits, beating, until that ends (a burst worker
+    stops), so a battle that lost its sandboxes with an engine (``SandboxLost``: queued
+    again) goes to a worker whose engine answers. On a draining host it stops once
+    idle."""
 
     def work(self, *args: Any, **kwargs: Any) -> bool:
         try:
@@ -86,17 +90,18 @@ class HostDutiesMixin:
 
     def dequeue_job_and_maintain_ttl(self, timeout: int | None, max_idle_time: int | None = None):
         waited = ""
-        while problem := sandbox_engine_problem():
+        while refusal := host_takes_no_battle():
+            problem, stop = refusal
             if problem != waited:
-                logger.warning("%s; this worker takes no battle until it answers", problem)
+                logger.warning("%s", problem)
             waited = problem
-            if timeout is None:  # a burst worker: nothing it could run
+            if stop or timeout is None:  # draining, or a burst worker: it stops
                 return None
             self.heartbeat()  # type: ignore[attr-defined]
-            self.procline(f"waiting for the sandbox engine: {problem}")  # type: ignore[attr-defined]
+            self.procline(f"taking no battle: {problem}")  # type: ignore[attr-defined]
             time.sleep(ENGINE_RETRY_S)  # a stop signal meanwhile raises StopRequested
         if waited:
-            logger.warning("the sandbox engine answers again; this worker takes battles")
+            logger.warning("this worker takes battles again")
         return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)  # type: ignore[misc]
 
 

@@ -11,6 +11,7 @@ from django.db.models.functions import Coalesce
 from battles.models import Battle
 from ratings import metrics
 from ratings.models import RatingSnapshot
+from sandboxes.selectors import fleet_capacity
 
 HOUR_S = 3600
 # The refit figures count the snapshots of this many days back.
@@ -72,7 +73,9 @@ def arena_metrics(
     - Latencies: observed in the window ``(now − window_s, now]`` (a latency counts when
       its closing stamp falls in the window; see ``ratings.metrics``).
     - λ: battles submitted in the window per second; E[S] and E[T] over battles that
-      ended in the window; ρ = λ E[S] / C with C = ``ARENA.battle_slots``.
+      ended in the window; ρ = λ E[S] / C with C the live battle workers of the hosts
+      that take battles (``sandboxes.selectors.fleet_capacity``), or ``ARENA.battle_slots``
+      while no worker host beats.
     - F(α): over every decided battle, age = now − first_judgment_at, weight =
       evidence_weight (1 when unset); a decided battle without h has no age and is left
       out (of F and D alike).
@@ -85,7 +88,8 @@ def arena_metrics(
     since = now - timedelta(seconds=window_s)
     fresh_since = now - timedelta(seconds=alpha_s)
     theta = settings.ARENA.dup_theta
-    slots = settings.ARENA.battle_slots
+    capacity = fleet_capacity()
+    slots = capacity["slots"] or settings.ARENA.battle_slots
     cap = metrics.DUPLICATE_CORPUS_MAX
 
     # Live figures: battles decided by an import of historical votes are not live.
@@ -152,6 +156,8 @@ def arena_metrics(
         "queue_depth": status_counts[Battle.Status.QUEUED],
         "slots_busy": status_counts[Battle.Status.RUNNING],
         "slots": slots,
+        "slots_source": "hosts" if capacity["slots"] else "setting",
+        "hosts": capacity["hosts"],
         "arrivals": totals["arrivals"],
         "arrival_rate_per_s": arrival_rate,
         "mean_service_s": mean_service,

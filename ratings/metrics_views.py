@@ -102,6 +102,16 @@ class RefitOutput(serializers.Serializer):
     problem = serializers.BooleanField(help_text="The newest snapshot did not converge.")
 
 
+class HostOutput(serializers.Serializer):
+    host = serializers.CharField()
+    backend = serializers.CharField(allow_blank=True)
+    version = serializers.CharField(allow_blank=True)
+    load_1m = serializers.FloatField(allow_null=True)
+    workers = serializers.IntegerField(min_value=0, help_text="Its live battle workers.")
+    cordoned = serializers.BooleanField()
+    draining = serializers.BooleanField()
+
+
 class MetricsOutput(serializers.Serializer):
     arena = serializers.CharField()
     now = serializers.DateTimeField()
@@ -109,7 +119,13 @@ class MetricsOutput(serializers.Serializer):
     latencies = serializers.DictField(child=LatencyOutput(), help_text="By latency name.")
     queue_depth = serializers.IntegerField(min_value=0)
     slots_busy = serializers.IntegerField(min_value=0)
-    slots = serializers.IntegerField(min_value=1, help_text="C, the battle slots.")
+    slots = serializers.IntegerField(
+        min_value=1,
+        help_text="C, the battle slots: the live battle workers of the hosts that take "
+        "battles (their rows), or ARENA_BATTLE_SLOTS while no worker host beats.",
+    )
+    slots_source = serializers.ChoiceField(choices=["hosts", "setting"])
+    hosts = HostOutput(many=True, help_text="The live worker hosts and what they run.")
     arrivals = serializers.IntegerField(min_value=0)
     arrival_rate_per_s = serializers.FloatField(min_value=0, help_text="λ.")
     mean_service_s = serializers.FloatField(allow_null=True, help_text="E[S].")

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from sandboxes.models import FleetSettings, SandboxLease, WorkerHost
+from sandboxes.models import FleetSettings, SandboxLease
 
 
 @admin.register(SandboxLease)
@@ -10,17 +10,6 @@ class SandboxLeaseAdmin(admin.ModelAdmin):
         "released_at",
     ]  # fmt: skip
     list_filter = ["backend", "host"]
-
-
-@admin.register(WorkerHost)
-class WorkerHostAdmin(admin.ModelAdmin):
-    """Read-only: hosts register themselves by beating."""
-
-    list_display = ["host_id", "machine", "started_at", "heartbeat_at", "lost_at"]
-    readonly_fields = ["host_id", "machine", "started_at", "heartbeat_at", "lost_at"]
-
-    def has_add_permission(self, request) -> bool:
-        return False
 
 
 @admin.register(FleetSettings)

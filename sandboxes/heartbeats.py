@@ -5,13 +5,17 @@ any host's janitor reads which hosts went silent and re-queues their battles
 sandboxes cannot be reached from another machine: the host reaps them itself at its
 next start (``sandboxes.services.sandbox_janitor``)."""
 
+import os
+from datetime import datetime, timedelta
+
 from django.db import transaction
 from django.db.models.functions import Now
 
 from arena_site.dbclock import db_now
-from arena_site.hosts import host_id, machine_id
+from arena_site.hosts import app_version, host_id, machine_id, process_token
 from sandboxes.models import SandboxLease, WorkerHost
 from sandboxes.selectors import fleet_times
+from sandboxes.services import backend_name
 
 
 class HostIdTaken(RuntimeError):
@@ -33,16 +37,56 @@ def host_beat(*, starting: bool = False) -> WorkerHost:
         host, created = WorkerHost.objects.select_for_update().get_or_create(
             host_id=host_id(), defaults={"started_at": now, "heartbeat_at": now, "machine": machine}
         )
-        if not created:
-            changes = {"heartbeat_at": now, "lost_at": None}
-            if starting:
-                _refuse_if_taken(host, machine, now)
-                changes["machine"] = machine
-                if host.lost_at is not None:
-                    changes["started_at"] = now
-            WorkerHost.objects.filter(pk=host.pk).update(**changes)
+        changes = {"heartbeat_at": now, "lost_at": None, **_what_runs(host, now)}
+        if not created and starting:
+            _refuse_if_taken(host, machine, now)
+            changes["machine"] = machine
+            if host.lost_at is not None:
+                changes["started_at"] = now
+        WorkerHost.objects.filter(pk=host.pk).update(**changes)
     SandboxLease.objects.filter(host=host.host_id, released_at=None).update(heartbeat_at=now)
     return host
+
+
+def _what_runs(host: WorkerHost, now: datetime, *, leaving: bool = False) -> dict:
+    """The row's record of this host: its backend, version and load, and its battle
+    workers (this process's beat now, or gone when ``leaving``; those silent past the
+    fleet's dead-after dropped)."""
+    _, dead_after_s = fleet_times()
+    oldest = now - timedelta(seconds=dead_after_s)
+    workers = {
+        token: at
+        for token, at in (host.workers or {}).items()
+        if isinstance(at, str) and _time(at) is not None and _time(at) >= oldest
+    }
+    token = f"{machine_id()} {process_token()}"
+    if leaving:
+        workers.pop(token, None)
+    else:
+        workers[token] = now.isoformat()
+    return {
+        "workers": workers,
+        "backend": backend_name(),
+        "version": app_version(),
+        "load_1m": round(os.getloadavg()[0], 2),
+    }
+
+
+def _time(value: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def host_leave() -> None:
+    """This worker process stops: it leaves its host's workers (the fleet's capacity)
+    at once rather than after the dead-after time."""
+    with transaction.atomic():
+        host = WorkerHost.objects.select_for_update().filter(host_id=host_id()).first()
+        if host is not None:
+            changes = _what_runs(host, db_now(), leaving=True)
+            WorkerHost.objects.filter(pk=host.pk).update(workers=changes["workers"])
 
 
 def _refuse_if_taken(host: WorkerHost, machine: str, now) -> None:

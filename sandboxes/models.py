@@ -49,6 +49,19 @@ class WorkerHost(models.Model):
     # The machine whose workers beat it (``arena_site.hosts.machine_id``), set at a
     # worker's start: another machine starting with the same id is refused while it beats.
     machine = models.CharField(max_length=255, blank=True, default="")
+    # What it runs and how loaded it is, from its beats (``sandboxes.heartbeats``): the
+    # fleet's capacity is read from these rows (``sandboxes.selectors.fleet_capacity``).
+    backend = models.CharField(max_length=32, blank=True, default="")
+    version = models.CharField(max_length=64, blank=True, default="")
+    load_1m = models.FloatField(null=True, blank=True)
+    # Its battle workers' process tokens and their last beats (ISO times, the database's
+    # clock); one that stopped beating drops out after the fleet's dead-after time.
+    workers = models.JSONField(default=dict, blank=True)
+    # An operator's: a cordoned host's workers take no new battle; draining, they also
+    # stop once the battle in hand ends (``battles.services.hosts``, the admin).
+    cordoned_at = models.DateTimeField(null=True, blank=True)
+    draining = models.BooleanField(default=False)
+    cordon_reason = models.CharField(max_length=500, blank=True, default="")
 
     def __str__(self) -> str:
         return self.host_id

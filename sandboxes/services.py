@@ -214,6 +214,13 @@ def docker_remote_mode() -> bool:
     return settings.ARENA.docker_remote or remote_mode_implied(os.environ.get("DOCKER_HOST"))
 
 
+def backend_name() -> str:
+    """This host's sandbox backend as its host row shows it: ``local``, ``docker`` or
+    ``docker-remote``."""
+    name = settings.ARENA.sandbox_backend
+    return "docker-remote" if name == "docker" and docker_remote_mode() else name
+
+
 def lease_acquire(*, backend: str, run_id: int | None, path: str = "") -> SandboxLease:
     """Takes the lowest free slot on this host. Slots map to uids, so two live sandboxes
     never share a uid (RLIMIT_NPROC counts per uid). ``path`` is where the sandbox's

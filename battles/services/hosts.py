@@ -6,13 +6,15 @@ and for hosts that stopped beating."""
 
 import logging
 
+from arena_site.hosts import host_id
 from battles.services.orchestration import (
     battles_recover_dead_hosts,
     battles_recover_dead_workers,
 )
 from sandboxes.fleet import fleet_join
 from sandboxes.heartbeats import host_beat
-from sandboxes.services import sandbox_janitor
+from sandboxes.selectors import host_cordon_state
+from sandboxes.services import sandbox_engine_problem, sandbox_janitor
 
 logger = logging.getLogger(__name__)
 
@@ -55,3 +57,18 @@ def host_duties(*, check: bool) -> tuple[list[int], list[int]]:
     requeued, failed = battles_recover_dead_workers()
     again, dead = battles_recover_dead_hosts()
     return requeued + again, failed + dead
+
+
+def host_takes_no_battle() -> tuple[str, bool] | None:
+    """Why this host's battle workers take no battle now, and whether they should stop
+    (draining): an operator cordoned or drained the host (``host_admin``), or its
+    sandbox engine does not answer. None when they take battles."""
+    cordoned, draining, reason = host_cordon_state(host_id())
+    if cordoned:
+        how = "draining" if draining else "cordoned"
+        until = "it stops once idle" if draining else "takes none until it is uncordoned"
+        why = reason or "no reason given"
+        return f"this host is {how} by an operator ({why}): this worker {until}", draining
+    if problem := sandbox_engine_problem():
+        return f"{problem}; this worker takes no battle until it answers", False
+    return None

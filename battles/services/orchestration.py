@@ -139,14 +139,21 @@ def battles_recover_dead_hosts() -> tuple[list[int], list[int]]:
     ids, failed ids)."""
     requeued, failed = [], []
     for host in hosts_silent():
-        battles = Battle.objects.filter(status=Battle.Status.RUNNING, worker_host=host)
-        ids = list(battles.values_list("pk", flat=True))
-        if host_mark_lost(host=host) or ids:
-            logger.warning("host %s stopped beating; re-queueing its battles %s", host, ids)
-        again, dead = _battles_recover([(pk, {"worker_host": host}) for pk in ids])
+        lost = host_mark_lost(host=host)
+        again, dead = battles_recover_host(host, say=lost)
         requeued += again
         failed += dead
     return requeued, failed
+
+
+def battles_recover_host(host: str, *, say: bool = True) -> tuple[list[int], list[int]]:
+    """Re-queues (or fails, on their last attempt) the running battles of ``host``, a
+    host taken for dead or forgotten by an operator. Returns (re-queued, failed) ids."""
+    battles = Battle.objects.filter(status=Battle.Status.RUNNING, worker_host=host)
+    ids = list(battles.values_list("pk", flat=True))
+    if say or ids:
+        logger.warning("host %s stopped beating; re-queueing its battles %s", host, ids)
+    return _battles_recover([(pk, {"worker_host": host}) for pk in ids])
 
 
 def _battles_recover(battles: list[tuple[int, dict]]) -> tuple[list[int], list[int]]:

@@ -140,7 +140,7 @@ def test_one_engine_killed_mid_battle_its_battle_is_run_again_on_the_other(
                 "leases": list(SandboxLease.objects.filter(released_at=None).values()),
                 "killed engine": on_engine(engines[killed], hosts[killed]),
                 "surviving engine": on_engine(engines[survivor], hosts[survivor]),
-                "worker waits": "answers again" not in log,
+                "worker waits": "takes battles again" not in log,
             }
 
         try:
