@@ -11,16 +11,34 @@ read time out (arena_site/redis.py ``probe_client``)."""
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, Exists, Min, OuterRef, Q
+from django.db.models import (
+    Case,
+    CharField,
+    Count,
+    DurationField,
+    Exists,
+    ExpressionWrapper,
+    F,
+    Min,
+    OuterRef,
+    Q,
+    Sum,
+    Value,
+    When,
+)
+from django.db.models.functions import Greatest
 from rq import Queue
 
 from agents.models import PUBLIC_ARENA_SLUG
+from arena_site.dbclock import db_ago
 from arena_site.redis import probe_client
 from battles.models import Battle, Run
+from battles.services.failures import FAILED_NO_RERUN, FAILED_RERUN
+from battles.services.orchestration import DIED_REASON, LOST_REASON, STUCK_REASON
 from judging.models import Vote
 from ratings.models import RefitState
 from sandboxes.models import SandboxLease, WorkerHost
@@ -32,6 +50,61 @@ FIGURES_STATEMENT_TIMEOUT_MS = 5000
 FAILURE_CAUSES = ("agent", "arena", "other")
 VOTE_STATES = ("admissible", "inadmissible", "retracted")
 
+# The recent figures (phase latencies, failures by cause) cover battles whose closing
+# event fell in the last hour, on the database's clock.
+RECENT_WINDOW_S = 3600
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A stretch of a battle's life, between two of its event stamps (SPEC §6). It is
+    observed when its closing stamp (``end``) falls in the window."""
+
+    name: str
+    start: str
+    end: str
+
+
+BATTLE_PHASES = (
+    Phase("queue", "submitted_at", "dequeued_at"),  # waiting for a battle worker
+    Phase("provisioning", "dequeued_at", "lanes_started_at"),  # sandboxes up, lanes start
+    Phase("lanes", "lanes_started_at", "ended_at"),  # both lanes run (or the battle fails)
+    Phase("judgment", "ended_at", "first_judgment_at"),  # screening, then the first human vote
+    Phase("decision", "ended_at", "decided_at"),  # screening, judging and resolution
+)
+# Upper bounds in seconds: a warm sandbox starts in under a second, judging may wait a day.
+PHASE_BUCKETS_S = (
+    0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 3 * 3600, 6 * 3600, 24 * 3600,
+)  # fmt: skip
+
+
+def _prefix(template: str) -> str:
+    """The fixed opening of a reason template ("… {attempts} …" → "…")."""
+    return template.split("{", 1)[0]
+
+
+# Why a recent battle failed or was voided, a small fixed set (never the free text of a
+# reason): the first that applies, in this order.
+RECENT_FAILURE_CAUSES = (
+    "sandbox_lost",  # its sandboxes' engine stopped answering on every attempt
+    "worker_died",  # its worker process or host died on every attempt
+    "worker_stuck",  # its lanes stopped beating (a worker killed mid-battle)
+    "repository",  # the task's repository could not be prepared
+    "agent",  # a side's agent failed (unreachable, broke the protocol)
+    "orchestrator",  # the orchestrator itself raised
+    "lane_error",  # a lane ended in error through the arena (sandbox, worker, engine)
+    "other",
+)
+_REASON_PREFIXES = (
+    ("sandbox_lost", _prefix(LOST_REASON)),
+    ("worker_died", _prefix(DIED_REASON)),
+    ("worker_stuck", _prefix(STUCK_REASON)),
+    ("repository", "the task's repository could not be prepared"),
+    ("agent", _prefix(FAILED_RERUN)),
+    ("agent", _prefix(FAILED_NO_RERUN)),
+    ("orchestrator", "orchestrator error"),
+)
+
 
 @dataclass(frozen=True)
 class BattleFigures:
@@ -42,6 +115,14 @@ class BattleFigures:
     # decided, rated battles (not excluded, with an outcome) no refit includes yet
     awaiting_refit: int
     oldest_awaiting_refit_at: datetime | None
+
+
+@dataclass(frozen=True)
+class PhaseFigures:
+    # (upper bound in seconds, battles whose phase took at most that long): cumulative
+    buckets: tuple[tuple[float, int], ...]
+    count: int
+    sum_s: float
 
 
 @dataclass(frozen=True)
@@ -110,6 +191,88 @@ def battle_figures() -> BattleFigures:
         awaiting_refit=totals["awaiting_refit"],
         oldest_awaiting_refit_at=totals["oldest_awaiting_refit_at"],
     )
+
+
+def recent_phase_figures() -> dict[str, PhaseFigures]:
+    """Each phase of ``BATTLE_PHASES`` observed in the last ``RECENT_WINDOW_S``: how many
+    battles took at most each bound of ``PHASE_BUCKETS_S``, how many in all, and their
+    total seconds. Imported battles are left out (their stamps are not the arena's). One
+    statement; a negative duration (stamps of two clocks) counts as 0."""
+    since = db_ago(RECENT_WINDOW_S)
+    aggregates = {}
+    for phase in BATTLE_PHASES:
+        observed = Q(**{f"{phase.end}__gt": since, f"{phase.start}__isnull": False})
+        duration = ExpressionWrapper(F(phase.end) - F(phase.start), output_field=DurationField())
+        for i, bound in enumerate(PHASE_BUCKETS_S):
+            within = Q(**{f"{phase.end}__lte": F(phase.start) + timedelta(seconds=bound)})
+            aggregates[f"{phase.name}_le{i}"] = Count("pk", filter=observed & within)
+        aggregates[f"{phase.name}_count"] = Count("pk", filter=observed)
+        aggregates[f"{phase.name}_sum"] = Sum(
+            Greatest(duration, Value(timedelta(0), output_field=DurationField())),
+            filter=observed,
+        )
+    recent = Q()
+    for end in {phase.end for phase in BATTLE_PHASES}:
+        recent |= Q(**{f"{end}__gt": since})
+    with _bounded_reads():
+        totals = (
+            Battle.objects.filter(recent)
+            .exclude(decision_source=Battle.DecisionSource.IMPORT)
+            .aggregate(**aggregates)
+        )
+    return {
+        phase.name: PhaseFigures(
+            buckets=tuple(
+                (bound, totals[f"{phase.name}_le{i}"]) for i, bound in enumerate(PHASE_BUCKETS_S)
+            ),
+            count=totals[f"{phase.name}_count"],
+            sum_s=(totals[f"{phase.name}_sum"] or timedelta(0)).total_seconds(),
+        )
+        for phase in BATTLE_PHASES
+    }
+
+
+def recent_failure_figures() -> dict[str, int]:
+    """Battles whose lanes ended in the last ``RECENT_WINDOW_S`` and that failed, or were
+    excluded because a side could not run through the arena's fault, by cause (each of
+    ``RECENT_FAILURE_CAUSES``, 0 included). The cause is read from the failure reason's
+    fixed opening and the runs' errors, never reported as text. One statement."""
+    errors = Run.objects.filter(battle=OuterRef("pk"), end_reason=Run.EndReason.ERROR)
+    failed = Q(status=Battle.Status.FAILED)
+    cause = Case(
+        *(
+            When(failed & Q(failure_reason__startswith=prefix), then=Value(name))
+            for name, prefix in _REASON_PREFIXES
+        ),
+        When(failed & Q(agent_error=True), then=Value("agent")),
+        When(
+            Q(status=Battle.Status.EXCLUDED) | Q(any_error=True),
+            then=Value("lane_error"),
+        ),
+        default=Value("other"),
+        output_field=CharField(),
+    )
+    with _bounded_reads():
+        rows = (
+            Battle.objects.filter(ended_at__gt=db_ago(RECENT_WINDOW_S))
+            .filter(
+                failed
+                | Q(
+                    status=Battle.Status.EXCLUDED,
+                    exclusion_reason=Battle.ExclusionReason.ARENA_FAULT,
+                )
+            )
+            .annotate(
+                agent_error=Exists(errors.filter(agent_fault=True)),
+                any_error=Exists(errors),
+            )
+            .annotate(cause=cause)
+            .values("cause")
+            .annotate(n=Count("pk"))
+            .values_list("cause", "n")
+        )
+        counts = dict(rows)
+    return {name: counts.get(name, 0) for name in RECENT_FAILURE_CAUSES}
 
 
 def vote_figures() -> dict[str, int]:

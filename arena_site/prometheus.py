@@ -1,12 +1,14 @@
 """``/metrics/prometheus``: the arena's figures and this process's HTTP latency in
 Prometheus' exposition format, written by ``prometheus-client`` (docs/deployment.md,
-"Probes and metrics", lists every family).
+"Probes and metrics", lists the families; docs/operations.md, "Metrics: the last hour's
+battles", the ``arena_recent_*`` ones).
 
 - The arena's figures (battles, votes, decisions, queues, refit, worker hosts) are read
   at scrape time from PostgreSQL and Redis by ``ArenaCollector`` through
   ``arena_site.ops_selectors``: the same answer from every replica. Their labels are
   statuses, sources, causes, queue names and host ids: never a team, a user or an arena,
-  so nothing private can show.
+  so nothing private can show. The ``arena_recent_*`` figures (phase latencies as a
+  gauge histogram, failures by cause) cover the battles of the last hour.
 - ``arena_http_request_duration_seconds`` is this process's own histogram, kept by
   ``RequestLatencyMiddleware``, labelled by the resolved route's name (never the raw
   path, whose values are unbounded), the method and the status class. With several web
@@ -30,9 +32,15 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 from prometheus_client import REGISTRY, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeHistogramMetricFamily,
+    GaugeMetricFamily,
+    Metric,
+)
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from arena_site import ops_selectors
 
@@ -89,6 +97,41 @@ def _family(
     for label_value, value in items:
         family.add_metric([label_value], value)
     return family
+
+
+def _recent_families() -> Iterator[Metric]:
+    """The last hour's battles: how long each phase took, and why battles failed. A
+    gauge histogram (OpenMetrics ``gaugehistogram``; in the classic text format a
+    ``histogram`` with ``_gcount``/``_gsum`` gauges): its buckets count the window's
+    battles, so they go down as well as up and need no ``rate()``."""
+    window = ops_selectors.RECENT_WINDOW_S
+    phases = ops_selectors.recent_phase_figures()
+    failures = ops_selectors.recent_failure_figures()
+    yield GaugeMetricFamily(
+        "arena_recent_window_seconds",
+        "The window of the arena_recent_* figures: battles whose event fell this long ago or less.",
+        value=window,
+    )
+    histogram = GaugeHistogramMetricFamily(
+        "arena_recent_battle_phase_seconds",
+        "How long the phases of battles took, over the battles whose phase ended in the "
+        "window: queue (submitted to dequeued), provisioning (dequeued to lanes started), "
+        "lanes (lanes started to ended), judgment (ended to the first human judgment), "
+        "decision (ended to decided or excluded). Imported battles are left out.",
+        labels=["phase"],
+    )
+    for name, figures in phases.items():
+        buckets = [(floatToGoString(bound), n) for bound, n in figures.buckets]
+        histogram.add_metric([name], [*buckets, ("+Inf", figures.count)], figures.sum_s)
+    yield histogram
+    yield _family(
+        "arena_recent_battle_failures",
+        "Battles whose lanes ended in the window and that failed, or were excluded because "
+        "a side could not run through the arena's fault, by cause: sandbox_lost, "
+        "worker_died, worker_stuck, repository, agent, orchestrator, lane_error, other.",
+        "cause",
+        failures.items(),
+    )
 
 
 class ArenaCollector(Collector):
@@ -149,6 +192,8 @@ class ArenaCollector(Collector):
             "cause",
             battles.failed_by_cause.items(),
         )
+
+        yield from _recent_families()
 
         yield _family(
             "arena_votes",
