@@ -16,6 +16,7 @@ import posixpath
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from botocore.exceptions import ClientError
@@ -260,6 +261,28 @@ def media_delete(name: str) -> None:
         return
     with contextlib.suppress(FileNotFoundError, SuspiciousFileOperation):
         private_storage().delete(name)
+
+
+def media_walk() -> Iterator[str]:
+    """Every stored name, in order (a backup's: ``accounts.backups``). Links and other
+    files that are not plain files on the local disk are not the arena's: left out."""
+    storage = private_storage()
+    if isinstance(storage, FileSystemStorage):
+        root = Path(storage.location)
+        for directory, dirs, files in os.walk(root):
+            dirs.sort()
+            for file in sorted(files):
+                path = Path(directory) / file
+                name = path.relative_to(root).as_posix()
+                if path.is_file() and not path.is_symlink() and media_name_ok(name):
+                    yield name
+        return
+    key_prefix = storage._normalize_name("")  # type: ignore[attr-defined]
+    key_prefix = key_prefix.rstrip("/") + "/" if key_prefix else ""
+    for item in sorted(storage.bucket.objects.filter(Prefix=key_prefix), key=lambda o: o.key):  # type: ignore[attr-defined]
+        name = item.key[len(key_prefix) :]
+        if media_name_ok(name):
+            yield name
 
 
 def media_delete_tree(prefix: str) -> None:
