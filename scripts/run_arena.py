@@ -175,10 +175,16 @@ def wait_for_web(children: list[subprocess.Popen]) -> None:
 
 def watch(children: list[subprocess.Popen]) -> None:
     reap_orphans(keep={child.pid for child in children})
-    for child in children:
-        if child.poll() is not None:
-            say(f"a child exited with code {child.returncode} ({child.args[:4]}); stopping")
-            raise Stop
+    for child in list(children):
+        if child.poll() is None:
+            continue
+        if child.returncode == 0 and "battles" in child.args:
+            # (a drained host's battle worker stops once idle: docs/deployment.md)
+            say("a battle worker stopped (this host is drained); the rest goes on")
+            children.remove(child)
+            continue
+        say(f"a child exited with code {child.returncode} ({child.args[:4]}); stopping")
+        raise Stop
 
 
 def logins() -> list[str]:

@@ -84,3 +84,32 @@ def test_a_killed_launcher_takes_its_children_with_it(arena):
     while run.processes() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert run.processes() == []
+
+
+def test_a_drained_battle_worker_leaves_the_arena_running_and_any_other_exit_stops_it():
+    """A battle worker of a drained host exits 0 once idle (docs/deployment.md,
+    "Operating hosts"): `make run` goes on without it; any other child's exit stops it."""
+    import importlib.util
+    import subprocess
+
+    spec = importlib.util.spec_from_file_location(
+        "run_arena", Path(settings.BASE_DIR) / "scripts" / "run_arena.py"
+    )
+    run_arena = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_arena)
+    drained = subprocess.Popen(["true", "rqworker", "battles"])
+    web = subprocess.Popen(["sleep", "30"])
+    drained.wait()
+    children = [drained, web]
+    run_arena.watch(children)
+    assert children == [web]
+    other = subprocess.Popen(["true", "rqworker", "judging"])
+    other.wait()
+    with pytest.raises(run_arena.Stop):
+        run_arena.watch([web, other])
+    failed = subprocess.Popen(["false", "rqworker", "battles"])
+    failed.wait()
+    with pytest.raises(run_arena.Stop):
+        run_arena.watch([web, failed])
+    web.kill()
+    web.wait()
