@@ -38,7 +38,13 @@ from arena_site.dbclock import db_ago
 from arena_site.redis import probe_client
 from battles.models import Battle, Run
 from battles.services.failures import FAILED_NO_RERUN, FAILED_RERUN
-from battles.services.orchestration import DIED_REASON, LOST_REASON, STUCK_REASON
+from battles.services.orchestration import (
+    DIED_REASON,
+    LOST_REASON,
+    ORCHESTRATOR_REASON,
+    REPOSITORY_REASON,
+    STUCK_REASON,
+)
 from judging.models import Vote
 from ratings.models import RefitState
 from sandboxes.models import SandboxLease, WorkerHost
@@ -99,10 +105,10 @@ _REASON_PREFIXES = (
     ("sandbox_lost", _prefix(LOST_REASON)),
     ("worker_died", _prefix(DIED_REASON)),
     ("worker_stuck", _prefix(STUCK_REASON)),
-    ("repository", "the task's repository could not be prepared"),
+    ("repository", _prefix(REPOSITORY_REASON)),
     ("agent", _prefix(FAILED_RERUN)),
     ("agent", _prefix(FAILED_NO_RERUN)),
-    ("orchestrator", "orchestrator error"),
+    ("orchestrator", _prefix(ORCHESTRATOR_REASON)),
 )
 
 

@@ -100,6 +100,11 @@ def _claimed() -> dict:
     }
 
 
+# Why a battle failed, as people read it (the metrics map them to causes by their
+# fixed openings: arena_site/ops_selectors.py)
+ORCHESTRATOR_REASON = "orchestrator error: {error}"
+REPOSITORY_REASON = "the task's repository could not be prepared: {error}"
+
 MAX_ATTEMPTS = 2
 DIED_REASON = (
     "the worker running this battle died on each of its {attempts} attempts (its process "
@@ -338,7 +343,7 @@ def _battle_drive(battle_id: int) -> None:
         logger.exception("battle %s failed", battle_id)
         Battle.objects.filter(pk=battle_id).update(
             status=Battle.Status.FAILED,
-            failure_reason=f"orchestrator error: {exc}",
+            failure_reason=ORCHESTRATOR_REASON.format(error=exc),
             ended_at=timezone.now(),
         )
         battle_publish(battle_id=battle_id)
@@ -355,12 +360,12 @@ def _coding_battle_drive(battle_id: int, attempt: int) -> None:
         _battle_sandbox_lost(battle_id, attempt, exc)
         return
     except CodingBattleFailed as exc:
-        _battle_fail(battle_id, f"the task's repository could not be prepared: {exc}")
+        _battle_fail(battle_id, REPOSITORY_REASON.format(error=exc))
         battle_publish(battle_id=battle_id)
         return
     except Exception as exc:
         logger.exception("coding battle %s failed", battle_id)
-        _battle_fail(battle_id, f"orchestrator error: {exc}")
+        _battle_fail(battle_id, ORCHESTRATOR_REASON.format(error=exc))
         battle_publish(battle_id=battle_id)
         return
     _lanes_done(battle_id, attempt)
