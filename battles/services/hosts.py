@@ -6,6 +6,8 @@ and for hosts that stopped beating."""
 
 import logging
 
+from django.db import DatabaseError, connection
+
 from arena_site.hosts import host_id
 from battles.services.orchestration import (
     battles_recover_dead_hosts,
@@ -63,7 +65,11 @@ def host_takes_no_battle() -> tuple[str, bool] | None:
     """Why this host's battle workers take no battle now, and whether they should stop
     (draining): an operator cordoned or drained the host (``host_admin``), or its
     sandbox engine does not answer. None when they take battles."""
-    cordoned, draining, reason = host_cordon_state(host_id())
+    try:
+        cordoned, draining, reason = host_cordon_state(host_id())
+    except DatabaseError as exc:  # a worker waits out a database outage, it never dies of it
+        connection.close()
+        return f"the database does not answer ({exc}); this worker takes no battle", False
     if cordoned:
         how = "draining" if draining else "cordoned"
         until = "it stops once idle" if draining else "takes none until it is uncordoned"

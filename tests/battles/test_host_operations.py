@@ -152,3 +152,18 @@ def test_a_silent_host_is_forgotten_with_its_leases_freed_and_battles_requeued(
     assert entry.object_repr == "b"
     assert entry.change_message.startswith("forgotten (1 leases freed, battles re-queued")
     assert entry.change_message.endswith(": machine retired")
+
+
+def test_a_worker_waits_out_a_database_outage_at_its_gate(monkeypatch):
+    """The gate reads the host's row before each battle: the database away is a reason
+    to wait (beating), never an exception that would end the worker."""
+    from django.db import OperationalError
+
+    from battles.services import hosts
+
+    def away(host):
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(hosts, "host_cordon_state", away)
+    problem, stop = hosts.host_takes_no_battle()
+    assert "the database does not answer (connection refused)" in problem and not stop
