@@ -170,12 +170,20 @@ class Sandbox(ABC):
         on the engine (``sandboxes.docker_seal``). Nothing of the sandbox may run
         meanwhile."""
         work_dir = getattr(self, "work_dir", None)
-        relative = path.removeprefix("/work/")
-        if work_dir is None or relative == path or not getattr(self, "uid", None):
+        relative = work_relative(path)
+        if work_dir is None or relative is None or not getattr(self, "uid", None):
             return False
-        if os.geteuid() != 0 or ".." in relative.split("/"):
+        if os.geteuid() != 0:
             return False
         return seal.seal(str(Path(work_dir) / relative)) is not None
+
+
+def work_relative(path: str) -> str | None:
+    """``path`` below /work, relative to it; None for any other path (or one with ``..``)."""
+    relative = path.removeprefix("/work/")
+    if relative == path or not relative or ".." in relative.split("/"):
+        return None
+    return relative
 
 
 class SandboxLost(RuntimeError):

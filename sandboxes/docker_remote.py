@@ -52,7 +52,7 @@ from docker.models.containers import Container
 from docker.types import Mount
 
 from arena_site.perprocess import PerProcess
-from sandboxes.base import SandboxLost, SandboxSpec, ToolError, ToolResult
+from sandboxes.base import SandboxLost, SandboxSpec, ToolError, ToolResult, work_relative
 from sandboxes.channel import ChannelClient, ChannelError, exec_connector, front_argv, new_secret
 from sandboxes.control import supervisor_config
 from sandboxes.docker_backend import (
@@ -148,7 +148,6 @@ class RemoteDockerSandbox(DockerSandbox):
     ) -> None:
         super().__init__(spec, run_dir, uid, containers, egress, display_uid=display_uid)
         self.volumes = volumes  # the downloads (a desktop's), /work (a sandbox that seals)
-        self.volume = volumes.get("downloads")
         self.sealer = sealer
         self.api = api
         self.tunnels: list[Tunnel] = []
@@ -173,6 +172,11 @@ class RemoteDockerSandbox(DockerSandbox):
             )
         else:
             self.display_client = self.client
+
+    @property
+    def volume(self) -> Any | None:
+        """The run's downloads volume (a desktop's)."""
+        return self.volumes.get("downloads")
 
     def _call(
         self,
@@ -276,8 +280,7 @@ class RemoteDockerSandbox(DockerSandbox):
         container of its own on the run's /work volume (``sandboxes.docker_seal``):
         the sandbox's container never holds a capability. False where the spec does
         not seal, the engine refuses it or the tree is none."""
-        relative = path.removeprefix("/work/")
-        if self.sealer is None or relative == path or ".." in relative.split("/"):
+        if self.sealer is None or work_relative(path) is None:
             return False
         try:
             return self.sealer.seal(path)

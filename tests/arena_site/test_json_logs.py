@@ -6,7 +6,6 @@ import io
 import json
 import logging
 import os
-import random
 import secrets
 import subprocess
 import sys
@@ -17,13 +16,12 @@ import structlog
 from django.conf import settings
 from rest_framework.test import APIClient
 
-from agents.models import Agent
 from agents.providers.redaction import register_secret
 from arena_site import logs
 from arena_site.hosts import host_id
 from battles import jobs
-from battles.models import Battle, Run
-from battles.services import task_submit
+from battles.models import Battle
+from tests.battles.pairing import submitted_between
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -138,7 +136,7 @@ def test_a_battle_run_by_an_older_job_logs_the_battle_it_runs(alice, roster, log
     """FIFO: the job of the newer battle runs the older one; while it does, its lines
     (rq's among them) carry the older battle's id, the job's own line its own."""
     older, newer = (
-        _battle_between(alice, f"list the files ({n})", "rulebook", "idle") for n in (1, 2)
+        submitted_between(alice, f"list the files ({n})", "rulebook", "idle") for n in (1, 2)
     )
     rq_log = logging.getLogger("rq.queue")  # its debug line: the screening job enqueued
     rq_log.setLevel(logging.DEBUG)
@@ -156,15 +154,6 @@ def test_a_battle_run_by_an_older_job_logs_the_battle_it_runs(alice, roster, log
     [enqueued] = [line for line in lines if line["event"].startswith("Enqueueing job screen-")]
     assert enqueued["logger"] == "rq.queue" and enqueued["battle_id"] == older.pk
     assert enqueued["event"].startswith(f"Enqueueing job screen-{older.pk} ")
-
-
-def _battle_between(user, instruction, slug_a, slug_b) -> Battle:
-    battle = task_submit(user=user, instruction=instruction, rng=random.Random(0))
-    a, b = Agent.objects.get(slug=slug_a), Agent.objects.get(slug=slug_b)
-    Battle.objects.filter(pk=battle.pk).update(agent_a=a, agent_b=b)
-    Run.objects.filter(battle=battle, side="A").update(agent=a)
-    Run.objects.filter(battle=battle, side="B").update(agent=b)
-    return battle
 
 
 def test_provider_keys_are_redacted_in_the_json(log_lines):

@@ -41,19 +41,11 @@ from tests.docker_engine import (
     docker_engine,  # noqa: F401 - the session fixture
 )
 from tests.docker_ssh import SSHGateway, require_gateway, session_processes, ssh_gateway
+from tests.sandboxes.test_docker_remote_mode import wait_for
 
 # A page of one colour (its pixels are checked in the screenshot).
 START_PAGE = "data:text/html,<title>start</title><body style='background:%23cc0033'></body>"
 SLOT = 41  # no other test's
-
-
-def wait_for(predicate, timeout_s: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
 
 
 @pytest.fixture(scope="module")
