@@ -2,7 +2,7 @@
 # `make test` (the whole suite). Both install what is missing first.
 # `setup` installs the runtime only (requirements.lock); `setup-test` adds the test tools
 # (requirements-test.lock), which `make test`, `make lint` and `make bench` need.
-.PHONY: setup setup-test run test soak lint bench doctor
+.PHONY: setup setup-test run test soak lint bench doctor deploy-check
 
 setup:
 	@bash scripts/setup.sh run
@@ -31,3 +31,8 @@ bench: setup-test
 doctor: setup
 	@.venv/bin/python manage.py migrate --noinput -v 0
 	@.venv/bin/python manage.py sandbox_doctor --json
+
+# deploy/compose.yaml on the private Docker engine from the offline-built images: up,
+# a battle submitted, run, judged and rated through its proxy, down (docs/deployment.md).
+deploy-check: setup-test
+	@.venv/bin/python scripts/deploy_check.py

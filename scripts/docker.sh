@@ -2,8 +2,9 @@
 # A private Docker engine for the docker sandbox backend's tests (and for trying the
 # backend by hand), and the desktop image it runs, built without a registry.
 #
-#   scripts/docker.sh install   Debian's docker.io, mmdebstrap and openssh-server (the
-#                               ssh:// remote engine's test), each only when missing
+#   scripts/docker.sh install   Debian's docker.io, mmdebstrap, openssh-server (the
+#                               ssh:// remote engine's test) and docker-compose (the
+#                               compose stack's check), each only when missing
 #                               (root only)
 #   scripts/docker.sh start     the private daemon; prints DOCKER_HOST=unix://…
 #   scripts/docker.sh stop      stops it (by its pid file) and whatever it left running,
@@ -20,14 +21,15 @@
 #
 # The daemon is this checkout's own: its socket, data root, pid file and log are under
 # var/docker/ (the socket under /run when that path would be too long for a unix
-# socket), its exec root under /run. It has no bridge, touches no iptables, ip6tables or
-# sysctl, runs no userland proxy and stores images and containers with overlay2 where
+# socket), its exec root under /run. It has no default bridge, touches no iptables,
+# ip6tables or sysctl (a published port of the compose stack, `make deploy-check`, goes
+# through Docker's userland proxy on the host) and stores images and containers with overlay2 where
 # this kernel and file system mount it (a probe at start), else with vfs (plain copies
 # of the whole image per container); ARENA_DOCKER_STORAGE=vfs|overlay2 decides instead.
 # It reads no /etc/docker/daemon.json. ARENA_DOCKER_STATE names another state dir (a
 # second engine beside this one, for a benchmark). Every subcommand is idempotent:
 # `start` reuses a running daemon, `image` rebuilds only when its inputs changed.
-# Containers are only ever started with network mode `none`.
+# The sandboxes' containers are only ever started with network mode `none`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -62,6 +64,7 @@ cmd_install() {
     command -v mmdebstrap >/dev/null 2>&1 || missing+=(mmdebstrap)  # scripts/image.sh
     # tests/sandboxes/test_docker_ssh.py: an engine reached with DOCKER_HOST=ssh://
     [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+    command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)  # make deploy-check
     [ ${#missing[@]} -eq 0 ] && return 0
     if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
         say "missing: ${missing[*]} (run: sudo apt-get install ${missing[*]}); the real-engine tests skip"
@@ -135,7 +138,7 @@ cmd_start() {
         --storage-driver "$driver" \
         --bridge none \
         --iptables=false --ip6tables=false --ip-forward=false --ip-masq=false \
-        --userland-proxy=false \
+        --userland-proxy=true \
         --exec-opt native.cgroupdriver=cgroupfs \
         --shutdown-timeout 2 \
         --log-level warn \

@@ -34,27 +34,9 @@ SUITE=bookworm
 ARCH=$(dpkg --print-architecture)
 
 say() { printf 'image.sh: %s\n' "$*" >&2; }
-
-# The Debian archives apt uses (origin Debian), as one-line sources: "deb URI SUITE COMP".
-sources() {
-    apt-cache policy | awk '
-        /^ *[0-9]+ (https?|file):/ { uri = $2; split($3, sc, "/"); next }
-        uri != "" && /release .*o=Debian,/ { print "deb " uri " " sc[1] " " sc[2] }
-        { uri = "" }' | sort -u
-}
-
-# The build's clock: the date of the snapshot apt's sources name (the comment Debian's
-# images leave above each URI), else a fixed date; a new one means a new base.
-epoch() {
-    local stamp
-    stamp=$(grep -rhoE 'snapshot\.debian\.org/archive/debian/[0-9]{8}T[0-9]{6}Z' \
-        /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null | head -n1 | grep -oE '[0-9]{8}T[0-9]{6}' || true)
-    if [ -n "$stamp" ]; then
-        date -u -d "${stamp:0:8} ${stamp:9:2}:${stamp:11:2}:${stamp:13:2}" +%s
-    else
-        echo 1748736000 # 2025-06-01
-    fi
-}
+# sources, epoch, label: shared with scripts/app_image.sh
+# shellcheck source=scripts/image_lib.sh
+. scripts/image_lib.sh
 
 packages() { grep -v '^#' sandboxes/docker/packages | grep -v '^$' | sort -u; }
 
@@ -73,8 +55,6 @@ inputs_hash() {
         sed -n '/^build_layer()/,/^}/p' "$SELF"
     } | sha256sum | cut -c1-16
 }
-
-label() { docker image inspect -f "{{ index .Config.Labels \"$2\" }}" "$1" 2>/dev/null || true; }
 
 # The base image: bookworm's Essential set and sandboxes/docker/packages (without
 # recommends, manuals or documentation but the copyrights), the image's own agent user
