@@ -104,7 +104,7 @@ def _command(root: Path, ports: dict[str, int]) -> list[str]:
         "-iam=false", "-filer", "-s3", f"-s3.config={config}",
         "-s3.port.iceberg=0", "-s3.port.lance=0",
         f"-filer.localSocket={root / 'filer.sock'}", f"-s3.localSocket={root / 's3.sock'}",
-        "-volume.max=4", "-master.volumeSizeLimitMB=64", "-volume.preStopSeconds=0",
+        "-volume.max=24", "-master.volumeSizeLimitMB=64", "-volume.preStopSeconds=0",
         *(f"-{name}={port}" for name, port in ports.items()),
     ]  # fmt: skip
 

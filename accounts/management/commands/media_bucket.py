@@ -44,7 +44,8 @@ class Command(BaseCommand):
                 break
             except (BotoCoreError, ClientError, OSError) as exc:
                 code = getattr(exc, "response", {}).get("Error", {}).get("Code", "")
-                if code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
+                # (a HEAD's refusal has no body: its code is the status)
+                if code in ("403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
                     raise CommandError(f"bucket {bucket}: {code} (check the media keys)") from None
                 if time.monotonic() > deadline:
                     message = f"bucket {bucket} did not answer in {wait:.0f} s: {exc}"
