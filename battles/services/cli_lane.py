@@ -30,6 +30,7 @@ from battles.coding_models import CodingOutcome
 from battles.models import Run, Span, Step
 from battles.parity import LaneInputs
 from battles.services.coding_sandbox import sandbox_quiesce, sh
+from battles.services.lane_fence import fenced
 from coding import metrics, scripts
 from sandboxes.base import Sandbox, ToolError, ToolResult
 from sandboxes.services import egress_proxy, simulated_host_add
@@ -165,10 +166,11 @@ def cli_drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> CliEnd:
         history = _read_out(sandbox, "llm.history", AIDER_LLM_HISTORY) if cli == AIDER else ""
     finally:
         spent = gateway.revoke(run.pk)
-    _store_cli_span(
-        run, cli, result, started, errors[-OUTPUT_TAIL_CHARS:] or output[-OUTPUT_TAIL_CHARS:]
-    )
-    _store_steps(run, cli, output + "\n" + errors, started)
+    with fenced(run):  # (nothing of a lane that lost its run to a re-queue is kept)
+        _store_cli_span(
+            run, cli, result, started, errors[-OUTPUT_TAIL_CHARS:] or output[-OUTPUT_TAIL_CHARS:]
+        )
+        _store_steps(run, cli, output + "\n" + errors, started)
     usage = USAGE_OF[cli](output + "\n" + errors)
     if usage is not None:
         if usage.cost_usd is None and spent is not None and grant.price is not None:

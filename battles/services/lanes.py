@@ -38,6 +38,7 @@ from battles.models import Run, Span, Step, TestDrive
 from battles.parity import LaneInputs
 from battles.services.cli_lane import cli_drive
 from battles.services.coding_sandbox import repo_checkout, repo_spec
+from battles.services.lane_fence import LaneLost, fenced
 from battles.services.live import battle_heartbeat, battle_publish
 from battles.snapshots import SnapshotIncomplete, snapshot_record
 from sandboxes.base import Sandbox, SandboxLost, ToolResult
@@ -53,11 +54,6 @@ def _publish(run: Run) -> None:
     evaluation's page follows its evaluation, not each step)."""
     if run.battle_id is not None:
         battle_publish(battle_id=run.battle_id)
-
-
-class LaneLost(Exception):
-    """The battle was re-queued under this lane (its host was taken for dead): the lane
-    stops and writes nothing more, the new attempt owns the run."""
 
 
 def _heartbeat(run: Run) -> None:
@@ -158,7 +154,8 @@ def run_lane(
     finally:
         refusals = egress_refusals_take(run.pk)
         if refusals and not lost:
-            Run.objects.filter(pk=run.pk).update(egress_refusals=storable(refusals)[0])
+            mine = Run.objects.filter(pk=run.pk, started_at=run.started_at)
+            mine.update(egress_refusals=storable(refusals)[0])
     return run
 
 
@@ -191,16 +188,17 @@ def _store_screenshot(run: Run, index: int, png: bytes | None) -> str:
     return relative
 
 
-def _tool_call(sandbox: Sandbox, tool: str, args: object, deliveries: str) -> ToolResult:
+def _tool_call(run: Run, sandbox: Sandbox, tool: str, args: object, deliveries: str) -> ToolResult:
     """One tool call; a delivery lands in the private storage under ``deliveries``
-    (staged locally and uploaded when the storage is remote)."""
+    (staged locally and uploaded, fenced, when the storage is remote)."""
     if tool != "deliver":  # no other tool writes to the delivery directory
         return tool_call(sandbox, tool, args, deliver_dir=Path(os.devnull))
     deliver_dir = media_local_dir(deliveries)
     try:
         result = tool_call(sandbox, tool, args, deliver_dir=deliver_dir)
     finally:
-        media_store_dir(deliveries, deliver_dir)
+        with fenced(run):
+            media_store_dir(deliveries, deliver_dir)
     return result
 
 
@@ -210,6 +208,12 @@ def _store_spans(run: Run, index: int, policy: object) -> None:
     records = getattr(policy, "spans", None)
     if not records:
         return
+    with fenced(run):
+        _spans_create(run, index, records)
+    records.clear()
+
+
+def _spans_create(run: Run, index: int, records: list) -> None:
     Span.objects.bulk_create(
         Span(
             run=run,
@@ -227,7 +231,6 @@ def _store_spans(run: Run, index: int, policy: object) -> None:
         )
         for r in records
     )
-    records.clear()
 
 
 def _drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> None:
@@ -334,7 +337,7 @@ def _drive_policy(run: Run, inputs: LaneInputs, sandbox: Sandbox, policy: Policy
             )
         else:
             try:
-                result = _tool_call(sandbox, decision.tool, decision.args, deliveries)
+                result = _tool_call(run, sandbox, decision.tool, decision.args, deliveries)
             except OSError as exc:
                 if exc.errno not in DISK_FULL_ERRNOS:
                     raise
@@ -355,7 +358,7 @@ def _drive_policy(run: Run, inputs: LaneInputs, sandbox: Sandbox, policy: Policy
         tool, tool_escaped = storable_text(result.tool)
         tool = tool[: Step._meta.get_field("tool").max_length]  # the agent's own word, maybe
         error, _ = storable_text(result.error[:2000])
-        Span.objects.create(
+        tool_span = Span(
             run=run,
             step_index=index,
             kind=Span.Kind.TOOL,
@@ -380,19 +383,21 @@ def _drive_policy(run: Run, inputs: LaneInputs, sandbox: Sandbox, policy: Policy
         if args_escaped or tool_escaped or stored_escaped:
             stored["escaped"] = True
         try:
-            screenshot = _store_screenshot(run, index, screen)
+            with fenced(run):
+                tool_span.save()
+                screenshot = _store_screenshot(run, index, screen)
+                Step.objects.create(
+                    run=run,
+                    index=index,
+                    tool=tool,
+                    args=args,
+                    result=stored,
+                    screenshot=screenshot,
+                    started_at=started,
+                    duration_ms=duration_ms,
+                )
         except MediaWriteError as exc:
             return _end_run(run, Run.EndReason.ERROR, error=str(exc))
-        Step.objects.create(
-            run=run,
-            index=index,
-            tool=tool,
-            args=args,
-            result=stored,
-            screenshot=screenshot,
-            started_at=started,
-            duration_ms=duration_ms,
-        )
         _publish(run)
         fault_point("running")  # a lane mid-battle: a step stored, its sandbox live
         if decision.tool == "deliver" and result.ok:
@@ -422,15 +427,14 @@ def _end_run(
     run.error = storable_text(error)[0]
     run.delivered_files = storable(files or [])[0]
     run.ended_at = timezone.now()
-    run.save(
-        update_fields=[
-            "status",
-            "end_reason",
-            "final_message",
-            "error",
-            "delivered_files",
-            "ended_at",
-            "agent_fault",
-        ]
-    )
+    fields = (
+        "status", "end_reason", "final_message", "error", "delivered_files", "ended_at",
+        "agent_fault",
+    )  # fmt: skip
+    # (one statement, on this attempt's token: the end of a lane that lost its run to a
+    # re-queue is not taken)
+    mine = Run.objects.filter(pk=run.pk, started_at=run.started_at)
+    if not mine.update(**{field: getattr(run, field) for field in fields}):
+        logger.warning("run %s was re-queued; the end of this lane is not taken", run.pk)
+        return
     _publish(run)

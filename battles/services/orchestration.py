@@ -217,8 +217,9 @@ def _battle_requeue(battle: Battle) -> None:
     """Under the battle's row lock: forgets what the dead attempt did (steps, spans,
     run outcomes, stored screenshots and deliveries) and queues the battle again."""
     run_ids = list(battle.runs.values_list("pk", flat=True))
-    Step.objects.filter(run_id__in=run_ids).delete()
-    Span.objects.filter(run_id__in=run_ids).delete()
+    # The runs first: clearing their start time (the attempt's token) takes their row
+    # locks, so a lane's fenced write in hand (battles.services.lane_fence) commits before
+    # and is removed below, and any later one is refused.
     Run.objects.filter(pk__in=run_ids).update(
         status=Run.Status.PENDING,
         input_digest="",
@@ -231,6 +232,8 @@ def _battle_requeue(battle: Battle) -> None:
         started_at=None,
         ended_at=None,
     )
+    Step.objects.filter(run_id__in=run_ids).delete()
+    Span.objects.filter(run_id__in=run_ids).delete()
     attempt = battle.attempt + 1
     Battle.objects.filter(pk=battle.pk).update(
         status=Battle.Status.QUEUED,

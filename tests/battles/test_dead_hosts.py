@@ -3,11 +3,13 @@
 The two-host run with a real SIGKILL is tests/faults/test_two_hosts.py."""
 
 import random
+import threading
 from datetime import timedelta
 
 import django_rq
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from django.db import connection, transaction
 from django.utils import timezone
 
 from arena_site.config import ArenaConfig
@@ -15,8 +17,9 @@ from arena_site.hosts import host_id
 from battles.jobs import battles_janitor
 from battles.models import Battle, Run, Step
 from battles.services import battles_recover_dead_hosts, task_submit
-from battles.services.lanes import LaneLost, _heartbeat
-from battles.services.orchestration import _lanes_done
+from battles.services.lane_fence import LaneLost, fenced
+from battles.services.lanes import _end_run, _heartbeat
+from battles.services.orchestration import _battle_requeue, _lanes_done
 from sandboxes.heartbeats import host_beat
 from sandboxes.models import SandboxLease, WorkerHost
 from sandboxes.selectors import hosts_silent
@@ -136,3 +139,85 @@ def test_the_end_of_a_lost_attempt_is_not_taken(alice, roster):
 def test_the_dead_bound_must_cover_two_beats():
     with pytest.raises(ImproperlyConfigured, match="at least twice"):
         ArenaConfig.from_env({"ARENA_HOST_HEARTBEAT_S": "5", "ARENA_HOST_DEAD_AFTER_S": "9"})
+
+
+def test_a_lane_that_froze_mid_step_writes_nothing_into_the_next_attempts_run(alice, roster):
+    battle = task_submit(user=alice, instruction="what is 6*7", rng=random.Random(1))
+    _running_on(battle, host_id())
+    run = Run.objects.get(battle=battle, side="A")
+    with fenced(run):  # still its own: the step is kept
+        Step.objects.create(
+            run=run,
+            index=0,
+            tool="screenshot",
+            args={},
+            result={},
+            started_at=timezone.now(),
+            duration_ms=0,
+        )
+    # another janitor re-queues the battle, and the next attempt starts the run again
+    next_start = timezone.now() + timedelta(seconds=5)
+    Run.objects.filter(pk=run.pk).update(started_at=next_start, status="running")
+    with pytest.raises(LaneLost), fenced(run):
+        Step.objects.create(
+            run=run,
+            index=1,
+            tool="click",
+            args={},
+            result={},
+            started_at=timezone.now(),
+            duration_ms=0,
+        )
+    _end_run(run, Run.EndReason.DELIVERED, final_message="the frozen lane's answer")
+    fresh = Run.objects.get(pk=run.pk)
+    assert list(Step.objects.filter(run=run).values_list("index", flat=True)) == [0]
+    assert (fresh.status, fresh.end_reason, fresh.final_message) == ("running", "", "")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_requeue_waits_for_a_fenced_write_in_hand_then_removes_it(alice, roster):
+    battle = task_submit(user=alice, instruction="what is 6*7", rng=random.Random(1))
+    _running_on(battle, "host-a")
+    run = Run.objects.get(battle=battle, side="A")
+    in_fence, release = threading.Event(), threading.Event()
+
+    def frozen_lane() -> None:
+        try:
+            with fenced(run):
+                Step.objects.create(
+                    run=run,
+                    index=0,
+                    tool="click",
+                    args={},
+                    result={},
+                    started_at=timezone.now(),
+                    duration_ms=0,
+                )
+                in_fence.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    def requeue() -> None:
+        try:
+            with transaction.atomic():
+                _battle_requeue(Battle.objects.select_for_update().get(pk=battle.pk))
+        finally:
+            connection.close()
+
+    lane = threading.Thread(target=frozen_lane)
+    lane.start()
+    assert in_fence.wait(10)
+    janitor = threading.Thread(target=requeue)
+    janitor.start()
+    janitor.join(1.0)
+    assert janitor.is_alive()  # the re-queue waits for the write in hand…
+    release.set()
+    lane.join(10)
+    janitor.join(10)
+    assert not janitor.is_alive()
+    # …which landed first and went with the rest of the attempt
+    assert not Step.objects.filter(run=run).exists()
+    assert Run.objects.get(pk=run.pk).started_at is None
+    with pytest.raises(LaneLost), fenced(run):  # and nothing more of that lane is taken
+        pass
