@@ -45,40 +45,22 @@ packages() { grep -v '^#' deploy/image/packages | grep -v '^$' | sort -u; }
 
 base_hash() {
     { echo "arch $ARCH suite $SUITE epoch $(epoch)"; app_sources; packages
-      sed -n '/^build_base()/,/^}/p' "$SELF"; } | sha256sum | cut -c1-16
+      sed -n '/^build_base()/,/^}/p' "$SELF"; sed -n '/^debian_tar()/,/^}/p' scripts/image_lib.sh
+    } | sha256sum | cut -c1-16
 }
 
 build_base() {
     local tag=$1 hash=$2 tar="$STATE/base.tar"
-    mkdir -p "$STATE/debs"
-    local -a mirrors=()
-    while IFS= read -r line; do mirrors+=("$line"); done < <(app_sources)
-    [ ${#mirrors[@]} -gt 0 ] || { say "apt names no Debian mirror (apt-cache policy)"; exit 1; }
     local started=$SECONDS
-    SOURCE_DATE_EPOCH=$(epoch) TMPDIR="$STATE" mmdebstrap \
-        --quiet \
-        --mode=root \
-        --variant=apt \
-        --architectures="$ARCH" \
-        --format=tar \
-        --include="$(packages | paste -sd,)" \
-        --dpkgopt='path-exclude=/usr/share/man/*' \
-        --dpkgopt='path-exclude=/usr/share/info/*' \
-        --dpkgopt='path-exclude=/usr/share/doc/*' \
-        --dpkgopt='path-include=/usr/share/doc/*/copyright' \
-        --skip=download/empty --skip=essential/unlink \
-        --setup-hook='mkdir -p "$1"/var/cache/apt/archives' \
-        --setup-hook="sync-in '$STATE/debs' /var/cache/apt/archives/" \
-        --customize-hook="sync-out /var/cache/apt/archives '$STATE/debs'" \
-        --customize-hook='rm -f "$1"/var/cache/apt/archives/*.deb "$1"/etc/resolv.conf "$1"/etc/hostname' \
+    app_sources >"$STATE/sources.list"
+    debian_tar apt "$SUITE" "$(packages | paste -sd,)" "$tar" "$STATE/debs" "$STATE/sources.list" \
         --customize-hook='rm -rf "$1"/var/lib/postgresql/* "$1"/etc/postgresql/*' \
         --customize-hook='echo "arena:x:10001:10001:arena:/var/lib/arena:/usr/sbin/nologin" >> "$1"/etc/passwd' \
         --customize-hook='echo "arena:x:10001:" >> "$1"/etc/group' \
         --customize-hook='mkdir -p "$1"/var/lib/arena "$1"/var/lib/seaweedfs "$1"/var/lib/postgresql/data "$1"/opt/arena' \
         --customize-hook='chown 10001:10001 "$1"/var/lib/arena "$1"/var/lib/seaweedfs' \
         --customize-hook='chroot "$1" chown postgres:postgres /var/lib/postgresql/data' \
-        --customize-hook='chmod 0700 "$1"/var/lib/postgresql/data "$1"/var/lib/arena "$1"/var/lib/seaweedfs' \
-        "$SUITE" "$tar" "${mirrors[@]}"
+        --customize-hook='chmod 0700 "$1"/var/lib/postgresql/data "$1"/var/lib/arena "$1"/var/lib/seaweedfs'
     say "base: mmdebstrap took $((SECONDS - started)) s, tarball $(du -m "$tar" | cut -f1) MB"
     docker import --change "LABEL arena.inputs=$hash" "$tar" "$tag" >/dev/null
     rm -f "$tar"

@@ -267,7 +267,7 @@ def battle_round(stack: Stack, timer: Timer) -> dict:
         say(f"{judge} voted A on battle {battle} (served blind, {shots} screenshots read)")
     if not shots:
         raise CheckFailed("no screenshot was served from the media store")
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 300  # (the undo window, then the decision's job)
     while time.monotonic() < deadline:
         status = api(stack, tokens["demo"], "GET", f"/api/battles/{battle}/").json()["status"]
         if status == "decided" and board_battles(stack) > board_before and board.messages[1:]:

@@ -42,7 +42,8 @@ packages() { grep -v '^#' sandboxes/docker/packages | grep -v '^$' | sort -u; }
 
 base_hash() {
     { echo "arch $ARCH suite $SUITE epoch $(epoch)"; sources; packages
-      sed -n '/^build_base()/,/^}/p' "$SELF"; } | sha256sum | cut -c1-16
+      sed -n '/^build_base()/,/^}/p' "$SELF"; sed -n '/^debian_tar()/,/^}/p' scripts/image_lib.sh
+    } | sha256sum | cut -c1-16
 }
 
 # Everything the arena layer is made of, and the base under it.
@@ -63,32 +64,13 @@ inputs_hash() {
 # container only, so the agent's has none.
 build_base() {
     local tag=$1 hash=$2 tar="$STATE/base.tar"
-    mkdir -p "$STATE/debs"
-    local -a mirrors=()
-    while IFS= read -r line; do mirrors+=("$line"); done < <(sources)
-    [ ${#mirrors[@]} -gt 0 ] || { say "apt names no Debian mirror (apt-cache policy)"; exit 1; }
     local started=$SECONDS
-    SOURCE_DATE_EPOCH=$(epoch) TMPDIR="$STATE" mmdebstrap \
-        --quiet \
-        --mode=root \
-        --variant=essential \
-        --architectures="$ARCH" \
-        --format=tar \
-        --include="$(packages | paste -sd,)" \
-        --dpkgopt='path-exclude=/usr/share/man/*' \
-        --dpkgopt='path-exclude=/usr/share/info/*' \
-        --dpkgopt='path-exclude=/usr/share/doc/*' \
-        --dpkgopt='path-include=/usr/share/doc/*/copyright' \
-        --skip=download/empty --skip=essential/unlink \
-        --setup-hook='mkdir -p "$1"/var/cache/apt/archives' \
-        --setup-hook="sync-in '$STATE/debs' /var/cache/apt/archives/" \
-        --customize-hook="sync-out /var/cache/apt/archives '$STATE/debs'" \
-        --customize-hook='rm -f "$1"/var/cache/apt/archives/*.deb "$1"/etc/resolv.conf "$1"/etc/hostname' \
+    sources >"$STATE/sources.list"
+    debian_tar essential "$SUITE" "$(packages | paste -sd,)" "$tar" "$STATE/debs" "$STATE/sources.list" \
         --customize-hook='echo "agent:x:1000:1000:agent:/home/agent:/bin/sh" >> "$1"/etc/passwd' \
         --customize-hook='echo "agent:x:1000:" >> "$1"/etc/group' \
         --customize-hook='mkdir -p "$1"/home/agent "$1"/home/display "$1"/work "$1"/run/arena' \
-        --customize-hook='chown 1000:1000 "$1"/home/agent "$1"/work' \
-        "$SUITE" "$tar" "${mirrors[@]}"
+        --customize-hook='chown 1000:1000 "$1"/home/agent "$1"/work'
     say "base: mmdebstrap took $((SECONDS - started)) s, tarball $(du -m "$tar" | cut -f1) MB, sha256 $(sha256sum "$tar" | cut -c1-16)"
     # The image's configuration: the arena's layer adds files only (one build step, as
     # every step of the legacy builder copies the whole image under vfs).
