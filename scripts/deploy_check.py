@@ -16,7 +16,8 @@ offline-built images, used through its reverse proxy as people would, and taken 
    container, volume or network of the stack, and no sandbox container or volume of
    its battle host.
 
-Timings go to stdout and var/deploy-check/report.json. ``--keep`` leaves the stack up
+Timings go to stdout and var/deploy-check/report.json (on a failure, every container's
+log to var/deploy-check/logs.txt). ``--keep`` leaves the stack up
 for a look (then ``docker-compose -p arenacheck -f deploy/compose.yaml down -v``)."""
 
 import argparse
@@ -343,9 +344,13 @@ def main() -> None:
         ok = True
     except (CheckFailed, requests.RequestException, websocket.WebSocketException) as exc:
         say(f"FAILED: {exc}")
-        for what in (["ps"], ["logs", "--tail", "40"]):
-            subprocess.run(["docker-compose", "-p", PROJECT, "-f", str(COMPOSE), *what],
-                           cwd=ROOT, env=env)  # fmt: skip
+        compose = ["docker-compose", "-p", PROJECT, "-f", str(COMPOSE)]
+        subprocess.run([*compose, "ps"], cwd=ROOT, env=env)
+        # every container's whole log, for the post-mortem (the stack goes down next)
+        with (WORK / "logs.txt").open("w") as logs:
+            subprocess.run([*compose, "logs", "--no-color", "--timestamps"], cwd=ROOT, env=env,
+                           stdout=logs, stderr=subprocess.STDOUT)  # fmt: skip
+        say("every container's log: var/deploy-check/logs.txt")
     finally:
         if args.keep:
             down = f"docker-compose -p {PROJECT} -f deploy/compose.yaml down -v"

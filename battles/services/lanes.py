@@ -382,9 +382,10 @@ def _drive_policy(run: Run, inputs: LaneInputs, sandbox: Sandbox, policy: Policy
         stored, stored_escaped = storable(stored)
         if args_escaped or tool_escaped or stored_escaped:
             stored["escaped"] = True
+        with fenced(run):
+            tool_span.save()
         try:
             with fenced(run):
-                tool_span.save()
                 screenshot = _store_screenshot(run, index, screen)
                 Step.objects.create(
                     run=run,
