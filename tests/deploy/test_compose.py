@@ -208,22 +208,33 @@ def test_a_drained_battle_worker_leaves_the_rest_running_until_every_one_has_sto
 
 
 def test_a_crashed_child_stops_the_host_with_its_code_and_stops_the_others(tmp_path):
-    marker = tmp_path / "stopped"
+    marker, ready = tmp_path / "stopped", tmp_path / "ready"
     on_term = f"""
         import signal, sys, time
         def stop(*_):
             open({str(marker)!r}, "w").close()
             sys.exit(0)
         signal.signal(signal.SIGTERM, stop)
+        open({str(ready)!r}, "w").close()
         while True: time.sleep(0.1)
     """
-    code = hostrun.run([child("import sys; sys.exit(3)", "evals"), child(on_term, "battles")], 5)
+    # (the crash waits for the survivor to be listening: a busy machine starts Python slowly)
+    crash = f"""
+        import os, sys, time
+        while not os.path.exists({str(ready)!r}): time.sleep(0.05)
+        sys.exit(3)
+    """
+    code = hostrun.run([child(crash, "evals"), child(on_term, "battles")], 5)
     assert code == 3
     assert marker.exists()  # the survivor was told to stop, and stopped
 
 
 def test_a_stop_signal_reaches_every_child_and_one_that_ignores_it_is_killed(tmp_path):
-    ignorer = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n" + SLEEPER
+    ready = tmp_path / "ignoring"
+    ignorer = (
+        "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        f"open({str(ready)!r}, 'w').close()\n" + SLEEPER
+    )
     script = textwrap.dedent(f"""
         import sys
         from arena_site import hostrun
@@ -232,9 +243,17 @@ def test_a_stop_signal_reaches_every_child_and_one_that_ignores_it_is_killed(tmp
         sys.exit(hostrun.run(argv, grace_s=1.0))
     """)
     host = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT)
-    time.sleep(2.0)
-    children = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == host.pid]
+    deadline = time.monotonic() + 20
+    children: list[Path] = []
+    while len(children) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        children = [
+            p for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == host.pid
+        ]
     assert len(children) == 2
+    while not ready.exists() and time.monotonic() < deadline:  # the ignorer ignores now
+        time.sleep(0.05)
+    assert ready.exists()
     host.send_signal(signal.SIGTERM)
     assert host.wait(timeout=15) == 0
     for proc in children:
