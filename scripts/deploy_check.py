@@ -260,10 +260,12 @@ def battle_round(stack: Stack, timer: Timer) -> dict:
             if shot.status_code != 200 or not shot.content.startswith(b"\x89PNG"):
                 raise CheckFailed(f"screenshot {link}: {shot.status_code}")
             shots += 1
-        time.sleep(6)  # the minimum reading time (ARENA_MIN_READ_S, 5 s)
+        # the battle's reading time (its final messages' length; at least 5 s): a vote
+        # before it is inadmissible, and the battle would wait for others
+        time.sleep(served.json()["min_read_s"] + 1)
         votes = f"/api/battles/{battle}/votes/"
         vote = api(stack, tokens[judge], "POST", votes, json={"choice": "A"})
-        if vote.status_code != 201:
+        if vote.status_code != 201 or not vote.json()["admissible"]:
             raise CheckFailed(f"{judge}'s vote: {vote.status_code} {vote.text[:200]}")
         say(f"{judge} voted A on battle {battle} (served blind, {shots} screenshots read)")
     if not shots:
