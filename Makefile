@@ -2,7 +2,7 @@
 # `make test` (the whole suite). Both install what is missing first.
 # `setup` installs the runtime only (requirements.lock); `setup-test` adds the test tools
 # (requirements-test.lock), which `make test`, `make lint` and `make bench` need.
-.PHONY: setup setup-test run test soak lint bench doctor deploy-check
+.PHONY: setup setup-test run test soak lint bench doctor deploy deploy-down deploy-check
 
 setup:
 	@bash scripts/setup.sh run
@@ -31,6 +31,15 @@ bench: setup-test
 doctor: setup
 	@.venv/bin/python manage.py migrate --noinput -v 0
 	@.venv/bin/python manage.py sandbox_doctor --json
+
+# deploy/compose.yaml up on the Docker engine of $DOCKER_HOST: the images built offline,
+# the secrets made once (deploy/arena.env), the stack started; deploy-down stops it and
+# keeps its volumes (docs/deployment.md, "Compose").
+deploy: setup
+	@bash scripts/deploy_up.sh
+
+deploy-down:
+	@ARENA_ENV_FILE=$${ARENA_ENV_FILE:-$(CURDIR)/deploy/arena.env} docker-compose -f deploy/compose.yaml -p $${COMPOSE_PROJECT_NAME:-arena} down
 
 # deploy/compose.yaml on the private Docker engine from the offline-built images: up,
 # a battle submitted, run, judged and rated through its proxy, down (docs/deployment.md).

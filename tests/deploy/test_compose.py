@@ -172,6 +172,16 @@ def test_the_entry_point_refuses_a_service_without_its_secret_and_runs_any_comma
     assert done.returncode == 0 and done.stdout.strip() == str(tmp_path)
 
 
+def test_make_deploy_refuses_an_engine_it_cannot_mount_with_a_message():
+    environ = {"PATH": os.environ["PATH"], "DOCKER_HOST": "tcp://docker.example:2376"}
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "deploy_up.sh")], env=environ, capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "the battle host mounts a unix socket" in done.stderr
+
+
 # --- the battle host's supervisor, with real children --------------------------------
 
 
