@@ -7,15 +7,21 @@ import contextlib
 from collections.abc import Iterator
 
 from django.db import transaction
+from django.db.models import QuerySet
 
 from battles.models import Run
 
-__all__ = ["LaneLost", "fenced"]
+__all__ = ["LaneLost", "fenced", "this_attempt"]
 
 
 class LaneLost(Exception):
     """The battle was re-queued under this lane (its host was taken for dead): the lane
     stops and writes nothing more, the new attempt owns the run."""
+
+
+def this_attempt(run: Run) -> QuerySet[Run]:
+    """The run's row while it still carries this attempt's token (empty once re-queued)."""
+    return Run.objects.filter(pk=run.pk, started_at=run.started_at)
 
 
 @contextlib.contextmanager
@@ -28,10 +34,6 @@ def fenced(run: Run) -> Iterator[None]:
     rest of the attempt) or is refused after it. A lane that froze mid-step thus writes
     nothing into the run its next attempt owns, not even the step it was in."""
     with transaction.atomic():
-        if (
-            not Run.objects.select_for_update()
-            .filter(pk=run.pk, started_at=run.started_at)
-            .exists()
-        ):
+        if not this_attempt(run).select_for_update().exists():
             raise LaneLost(f"run {run.pk} was re-queued while this lane ran")
         yield

@@ -38,7 +38,7 @@ from battles.models import Run, Span, Step, TestDrive
 from battles.parity import LaneInputs
 from battles.services.cli_lane import cli_drive
 from battles.services.coding_sandbox import repo_checkout, repo_spec
-from battles.services.lane_fence import LaneLost, fenced
+from battles.services.lane_fence import LaneLost, fenced, this_attempt
 from battles.services.live import battle_heartbeat, battle_publish
 from battles.snapshots import SnapshotIncomplete, snapshot_record
 from sandboxes.base import Sandbox, SandboxLost, ToolResult
@@ -60,7 +60,7 @@ def _heartbeat(run: Run) -> None:
     if run.battle_id is not None:
         # The run's start time is this attempt's token: a re-queue clears it and the
         # next attempt sets its own.
-        if not Run.objects.filter(pk=run.pk, started_at=run.started_at).exists():
+        if not this_attempt(run).exists():
             raise LaneLost(f"run {run.pk} was re-queued while this lane ran")
         battle_heartbeat(battle_id=run.battle_id)
     elif run.test_drive_id is not None:
@@ -154,8 +154,7 @@ def run_lane(
     finally:
         refusals = egress_refusals_take(run.pk)
         if refusals and not lost:
-            mine = Run.objects.filter(pk=run.pk, started_at=run.started_at)
-            mine.update(egress_refusals=storable(refusals)[0])
+            this_attempt(run).update(egress_refusals=storable(refusals)[0])
     return run
 
 
@@ -434,8 +433,7 @@ def _end_run(
     )  # fmt: skip
     # (one statement, on this attempt's token: the end of a lane that lost its run to a
     # re-queue is not taken)
-    mine = Run.objects.filter(pk=run.pk, started_at=run.started_at)
-    if not mine.update(**{field: getattr(run, field) for field in fields}):
+    if not this_attempt(run).update(**{field: getattr(run, field) for field in fields}):
         logger.warning("run %s was re-queued; the end of this lane is not taken", run.pk)
         return
     _publish(run)
