@@ -38,7 +38,9 @@ def say(message: str) -> None:
     print(f"hostrun: {message}", file=sys.stderr, flush=True)
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
+    """In a child between fork and exec (or in this process): SIGTERM when the parent
+    goes away. `make run`'s launcher uses it too."""
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
@@ -61,7 +63,9 @@ class Stop(Exception):
     """A stop signal arrived."""
 
 
-def _stop(children: list[subprocess.Popen], grace_s: float) -> None:
+def children_stop(children: list[subprocess.Popen], grace_s: float) -> None:
+    """SIGTERM to each running child's process group, then SIGKILL to those still there
+    after ``grace_s`` (each child leads its own group: its children go with it)."""
     for child in children:
         if child.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -93,7 +97,7 @@ def run(argv: list[list[str]], grace_s: float) -> int:
             say("starting " + " ".join(command[2:]))
             children.append(
                 subprocess.Popen(
-                    command, cwd=APP, start_new_session=True, preexec_fn=_die_with_parent
+                    command, cwd=APP, start_new_session=True, preexec_fn=die_with_parent
                 )
             )
         while True:
@@ -114,7 +118,7 @@ def run(argv: list[list[str]], grace_s: float) -> int:
     finally:
         for stop_signal in STOP_SIGNALS:
             signal.signal(stop_signal, signal.SIG_IGN)
-        _stop(children, grace_s)
+        children_stop(children, grace_s)
     return code
 
 

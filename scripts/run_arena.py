@@ -10,7 +10,6 @@ process (PR_SET_PDEATHSIG), so even a SIGKILL here leaves no worker claiming job
 ``ARENA_SEED_BATTLES=false`` seeds the demo accounts and roster without running the
 demo battles (quick starts; the tests of these stop paths use it)."""
 
-import contextlib
 import os
 import shutil
 import signal
@@ -24,27 +23,22 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from arena_site.hostrun import children_stop, die_with_parent  # noqa: E402
 from arena_site.secret import ENV_NAME, secret_key_generate  # noqa: E402
 from sandboxes.reaping import become_subreaper, reap_orphans  # noqa: E402
 
 PY = sys.executable
 HOST = os.environ.get("ARENA_HOST", "127.0.0.1")
 PORT = int(os.environ.get("ARENA_PORT", "8000"))
-PR_SET_PDEATHSIG = 1
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# How long a child may take to stop before it is killed.
+STOP_GRACE_S = 10
 # How long the web server may take to answer before the start counts as failed.
 WEB_READY_TIMEOUT_S = 120
 
 
 class Stop(Exception):
     """A stop signal arrived, or a child died."""
-
-
-def die_with_parent() -> None:
-    """In a child between fork and exec: SIGTERM when the parent goes away."""
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 def say(message: str) -> None:
@@ -136,23 +130,8 @@ def stop_all(children: list[subprocess.Popen]) -> None:
     """Stops the arena's processes first, then the private Redis they talk to (stopped
     together, the workers would fail to release their locks on the way out)."""
     redis_servers = [c for c in children if c.args and Path(str(c.args[0])).name == "redis-server"]
-    _stop([c for c in children if c not in redis_servers])
-    _stop(redis_servers)
-
-
-def _stop(children: list[subprocess.Popen]) -> None:
-    for child in children:
-        if child.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(child.pid, signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    for child in children:
-        try:
-            child.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
+    children_stop([c for c in children if c not in redis_servers], STOP_GRACE_S)
+    children_stop(redis_servers, STOP_GRACE_S)
 
 
 def wait_for_web(children: list[subprocess.Popen]) -> None:
