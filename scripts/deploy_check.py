@@ -1,10 +1,11 @@
 """`make deploy-check`: deploy/compose.yaml brought up on a real Docker engine from the
 offline-built images, used through its reverse proxy as people would, and taken down.
 
-1. The private engine (scripts/docker.sh start), the sandboxes' desktop image and the
-   app image (scripts/app_image.sh) on it, each built only when its inputs changed.
-2. A fresh secrets file (the image's ``arena secrets``), then ``docker-compose up -d``
-   with two web replicas; every container up, the web replicas healthy (``/readyz``).
+1. The private engine (scripts/docker.sh start).
+2. `make deploy`'s script on it (scripts/deploy_up.sh): the app image and the sandboxes'
+   desktop image, each built only when its inputs changed, a fresh secrets file (the
+   image's ``arena secrets``), ``docker-compose up -d`` with two web replicas; then
+   every container up and the web replicas healthy (``/readyz``).
 3. Through the proxy's published port only: ``/healthz`` answers, ``/readyz`` and the
    Prometheus metrics are not routed; the demo people and roster are seeded (a one-off
    container), a task is submitted with the demo team's token, its battle is watched
@@ -320,14 +321,9 @@ def main() -> None:
     run(["bash", "scripts/docker.sh", "install"], env)
     host = run(["bash", "scripts/docker.sh", "start"], env, capture=True).strip()
     env["DOCKER_HOST"] = host.split("=", 1)[1]
-    run(["bash", "scripts/docker.sh", "image"], env)
-    run(["bash", "scripts/app_image.sh", IMAGE], env)
-    since = timer.mark("images_s", since)
     WORK.mkdir(parents=True, exist_ok=True)
     secrets_file = WORK / "arena.env"
-    secrets_file.write_text(run(["docker", "run", "--rm", "--network", "none", IMAGE, "secrets"],
-                                env, capture=True))  # fmt: skip
-    secrets_file.chmod(0o600)
+    secrets_file.unlink(missing_ok=True)  # `make deploy` makes a fresh one
     port = free_port()
     env.update(
         COMPOSE_PROJECT_NAME=PROJECT,
@@ -335,7 +331,6 @@ def main() -> None:
         ARENA_ENV_FILE=str(secrets_file),
         ARENA_HTTP_PORT=str(port),
         ARENA_WEB_REPLICAS="2",
-        ARENA_DOCKER_SOCKET=env["DOCKER_HOST"].removeprefix("unix://"),
     )
     stack = Stack(env, port)
     report: dict = {"port": port}
@@ -343,7 +338,9 @@ def main() -> None:
     try:
         if leftovers(stack):
             stack.compose("down", "-v", "--remove-orphans")
-        stack.compose("up", "-d")
+        # the documented command itself: images, secrets, up -d
+        run(["bash", "scripts/deploy_up.sh"], env)
+        since = timer.mark("make_deploy_s", since)
         wait_healthy(stack)
         since = timer.mark("up_to_healthy_s", since)
         check_routes(stack)
