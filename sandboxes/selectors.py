@@ -70,6 +70,11 @@ def fleet_capacity() -> dict:
     return {"hosts": hosts, "slots": slots}
 
 
+def host_beats(host: str) -> bool:
+    """Whether ``host`` beat within the fleet's dead-after (the database's clock)."""
+    return WorkerHost.objects.filter(host_id=host, heartbeat_at__gte=_fleet_cutoff()).exists()
+
+
 def host_cordon_state(host: str) -> tuple[bool, bool, str]:
     """(cordoned, draining, the operator's reason) of ``host``."""
     row = (

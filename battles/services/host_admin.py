@@ -17,11 +17,10 @@ drained, never forgotten nor stripped of its leases: its workers hold them."""
 from django.db import transaction
 from django.db.models.functions import Now
 
-from arena_site.dbclock import db_ago
 from arena_site.exceptions import ApplicationError
 from battles.services.orchestration import battles_recover_host
 from sandboxes.models import SandboxLease, WorkerHost
-from sandboxes.selectors import fleet_times
+from sandboxes.selectors import host_beats
 from sandboxes.services import lease_release
 
 
@@ -48,8 +47,7 @@ def host_uncordon(*, host: str) -> int:
 
 
 def _refuse_if_beating(host: str) -> None:
-    _, dead_after_s = fleet_times()
-    if WorkerHost.objects.filter(host_id=host, heartbeat_at__gte=db_ago(dead_after_s)).exists():
+    if host_beats(host):
         raise ApplicationError(
             f"The host {host} still beats: its workers hold its leases and battles. "
             "Drain it, stop its workers, and wait for the fleet's dead-after time.",
