@@ -1,8 +1,8 @@
 """`make run`: the whole arena on one machine, on embedded defaults.
 
-Migrates, seeds the demo, then starts Daphne (HTTP + websockets), the RQ workers and
-RQ's cron scheduler as children, prints where to go and how to log in once the web
-server answers, and stops every child (its private Redis too) however it is stopped:
+Migrates, seeds the demo, then starts the web server (uvicorn: HTTP + websockets), the
+RQ workers and RQ's cron scheduler as children, prints where to go and how to log in
+once the web server answers, and stops every child (its private Redis too) however it is stopped:
 Ctrl-C, SIGTERM or SIGHUP to this process or to its process group, or its parent (make)
 going away. Every child leads a process group of its own and is told to die with this
 process (PR_SET_PDEATHSIG), so even a SIGKILL here leaves no worker claiming jobs.
@@ -219,12 +219,12 @@ def main() -> None:
         )
         prepare(env, children)
         slots = int(env.get("ARENA_BATTLE_SLOTS", "4"))
+        # uvicorn, one process per core (arena_site/webserver.py); one on SQLite, whose
+        # single writer several processes would only queue on
+        processes = env.get("ARENA_WEB_PROCESSES") or ("" if env.get("DATABASE_URL") else "1")
+        web = [PY, "-m", "arena_site.webserver", "--host", HOST, "--port", str(PORT)]
         children.append(
-            start(
-                "web (Daphne)",
-                [PY, "-m", "daphne", "-b", HOST, "-p", str(PORT), "arena_site.asgi:application"],
-                env,
-            )
+            start("web", [*web, *(["--processes", processes] if processes else [])], env)
         )
         # The warm desktop pool (docs/performance.md) is opt-in: each battle worker then
         # keeps ARENA_SANDBOX_POOL_SIZE idle desktops booted (memory and a slot each).

@@ -1,32 +1,41 @@
-"""Benchmark: the vote API under load, through 1 and 2 real Daphne processes on
-PostgreSQL, and the vote POST's own latency against same-run floors.
+"""Benchmark: the vote API under load through real web servers on PostgreSQL: uvicorn
+(the arena's), Daphne (the server before) and Granian (a candidate), each measured in
+the same run against the stack's own 404 floor.
 
-1. ``post``: one judge, sequential requests on a kept-alive connection, through one
-   Daphne: ``POST /api/battles/<id>/votes/`` with ARENA_VOTE_UNDO_WINDOW_S=0 (the vote
-   decided in its own transaction, the heaviest in-request path) and =10 (the default:
-   the decision runs when the window ends, on the judging worker), against two floors
-   measured in the same run: ``GET /api/nope/`` (Django's whole middleware stack, a 404
-   in the envelope, no query) and ``GET /api/battles/<id>/votes/mine/`` (DRF, bearer
-   token, the vote read back).
-2. ``ramp`` (window 0: every vote decides its battle in the request): locust headless
-   (tests/bench/locust_votes.py, a subprocess) offers 10 → 1000 votes/s in steps of
-   ``--step-s`` seconds, many judges each voting on battles served to them; per step the
-   offered and achieved rates, p50/p99 and every status code. Run with 1 and with 2
-   Daphne processes sharing one listening socket (the kernel spreads the connections).
-   After each run the database is checked: every 201 is a stored vote (and every stored
-   vote was answered 201), and every decided battle's streaming rating moved exactly
-   once (battles carrying their streaming deltas = decided battles, and the agents'
-   rated-battle counts sum to twice that). ``ramp_undo_window_10s``: the same with the
-   default 10 s undo window, as deployed: the request stores the vote and schedules
-   its decision; no judging worker runs (its CPU would be the server's), and after the
-   run the sweep decides every battle whose window has passed, before the check.
+For each server (``--servers``):
+1. ``post_undo_window_{0,10}s``: one judge, sequential requests on a kept-alive
+   connection, one process: ``POST /api/battles/<id>/votes/`` with
+   ARENA_VOTE_UNDO_WINDOW_S=0 (the vote decided in its own transaction, the heaviest
+   in-request path) and =10 (the default: decided when the window ends), interleaved
+   with two floors: ``GET /api/nope/`` (the whole middleware stack, a 404 in the
+   envelope, no query) and ``GET /api/battles/<id>/votes/mine/`` (DRF, bearer token, the
+   vote read back).
+2. ``x{n}_floor_404_ramp``: locust headless (tests/bench/locust_votes.py, a subprocess)
+   offers 10 → 1000 requests/s of ``GET /api/nope/`` in steps of ``--step-s`` seconds
+   to ``n`` processes (``--processes``, default 2): the floor's latency, its highest
+   clean rate and its server CPU per request under load.
+3. ``x{n}_ramp_undo_window_10s``: the same ramp of votes, many judges each voting on
+   battles served to them; per step the offered and achieved rates, p50/p99 and every
+   status code; the servers' CPU per vote answered 201 (every process of their process
+   groups, from /proc). As deployed by default, the request stores the vote and the
+   decision waits for the window: no decider runs (its CPU would be the server's; the
+   soak, tests/bench/bench_vote_soak.py, runs them together), and after the run the
+   sweep decides every battle whose window has passed. Then the database is checked:
+   every 201 is a stored vote (and every stored vote was answered 201), and every
+   decided battle's streaming rating moved exactly once (battles carrying their
+   streaming deltas = decided battles, and the agents' rated-battle counts sum to
+   twice that). ``--ramp-windows 0`` adds the ramp with every vote decided in its
+   request.
 
-The client shares the machine's cores with the server: its CPU is part of what limits
-the figures (reported). Prints one JSON document.
-Targets (issue #13): vote POST p50 ≤ 15 ms; ≥ 500 votes/s with p99 ≤ 100 ms, no errors.
+A step is clean with no error, p99 ≤ 100 ms and at least 90 % of the offered rate
+served. The client shares the machine's cores with the servers: its CPU is part of what
+limits the figures. Prints one JSON document; ``summary`` has, per server, the highest
+clean rate, the vote's and the 404's server CPU and their ratio.
+Targets (issue 36): a clean ramp to ≥ 300 votes/s on two web processes; a vote's server
+CPU ≤ 2× the 404's.
 
 Run: DATABASE_URL=postgres://postgres@127.0.0.1:5432/arena \
-     .venv/bin/python tests/bench/bench_votes.py [--step-s 10] [--quick]
+     .venv/bin/python tests/bench/bench_votes.py [--step-s 10] [--quick] [--servers uvicorn]
 """
 
 import argparse
@@ -34,7 +43,6 @@ import http.client
 import json
 import os
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -62,12 +70,14 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.test.utils import setup_databases, teardown_databases  # noqa: E402
 
-PYTHON = str(ROOT / ".venv" / "bin" / "python")
+from tests.bench.web import WebServers  # noqa: E402
+
 LOCUST = str(ROOT / ".venv" / "bin" / "locust")
 STEPS = [10, 25, 50, 100, 150, 200, 300, 400, 500, 750, 1000]
 TARGET_POST_P50_MS = 15
 TARGET_RATE = 500
 TARGET_P99_MS = 100
+TARGET_CPU_RATIO = 2.0  # a vote's server CPU over a 404's (issue 36)
 JUDGES = 50
 
 
@@ -162,74 +172,6 @@ def child_env() -> dict[str, str]:
     return env
 
 
-class Daphnes:
-    """``n`` Daphne processes accepting on one listening socket (``--fd``)."""
-
-    def __init__(self, n: int, log_dir: Path, env: dict[str, str] | None = None) -> None:
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(1024)
-        self.sock.set_inheritable(True)
-        self.port = self.sock.getsockname()[1]
-        self.base = f"http://127.0.0.1:{self.port}"
-        fd = self.sock.fileno()
-        self.procs = []
-        for i in range(n):
-            log = (log_dir / f"daphne-{n}-{i}.log").open("wb")
-            self.procs.append(
-                subprocess.Popen(
-                    [
-                        PYTHON,
-                        "-m",
-                        "daphne",
-                        "--fd",
-                        str(fd),
-                        "-v",
-                        "0",
-                        "arena_site.asgi:application",
-                    ],
-                    cwd=ROOT,
-                    env={**child_env(), **(env or {})},
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    pass_fds=(fd,),
-                    start_new_session=True,
-                )
-            )
-        deadline = time.monotonic() + 120
-        while not self._answers():
-            if time.monotonic() > deadline or any(p.poll() is not None for p in self.procs):
-                self.stop()
-                raise RuntimeError(f"Daphne did not start; see {log_dir}")
-            time.sleep(0.3)
-        # each process imports lazily on its first request: warm every one
-        for _ in range(10 * n):
-            self._answers()
-
-    def _answers(self) -> bool:
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
-            conn.request("GET", "/api/nope/")
-            conn.getresponse().read()
-            conn.close()
-            return True
-        except OSError:
-            return False
-
-    def stop(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        self.sock.close()
-
-
 # --- 1. the vote POST, sequential ------------------------------------------------------
 
 
@@ -270,24 +212,28 @@ def post_latency(base_port: int, items: list[tuple[str, int]], n: int) -> dict:
 # --- 2. the ramp ---------------------------------------------------------------------
 
 
-def ramp(daphnes: Daphnes, items: list[tuple[str, int]], steps: list[int], step_s: float,
-         work: Path) -> dict:  # fmt: skip
+def ramp(servers: WebServers, items: list[tuple[str, int]], steps: list[int], step_s: float,
+         work: Path, *, floor: bool = False) -> dict:  # fmt: skip
+    """The locust ramp against ``servers``; ``floor``: ``GET /api/nope/`` instead of votes
+    (the stack's 404 floor under the same offered rates: served = 404)."""
+    served = 404 if floor else 201
     items_path, out_path = work / "items.json", work / "answers.jsonl"
     items_path.write_text(json.dumps(items))
     env = {
         **os.environ,
         "VOTES_ITEMS": str(items_path),
         "VOTES_OUT": str(out_path),
-        "VOTES_HOSTS": daphnes.base,
+        "VOTES_HOSTS": servers.base,
+        "VOTES_FLOOR": "1" if floor else "0",
         "VOTES_STEPS": ",".join(map(str, steps)),
         "VOTES_STEP_S": str(step_s),
         "VOTES_PER_USER": "2",
     }
-    cpu_before = _cpu_s(daphnes)
+    cpu_before = servers.cpu_s()
     started = time.monotonic()
     done = subprocess.run(
         [LOCUST, "-f", str(ROOT / "tests" / "bench" / "locust_votes.py"), "--headless",
-         "--only-summary", "--loglevel", "WARNING", "--host", daphnes.base,
+         "--only-summary", "--loglevel", "WARNING", "--host", servers.base,
          "--stop-timeout", "5"],
         cwd=ROOT, env=env, capture_output=True, text=True,
         timeout=step_s * len(steps) + 120,
@@ -300,25 +246,25 @@ def ramp(daphnes: Daphnes, items: list[tuple[str, int]], steps: list[int], step_
         mine = [a for a in answers if lo <= a["t"] < hi]
         if not mine:
             break
-        ok = [a["ms"] for a in mine if a["status"] == 201]
+        ok = [a["ms"] for a in mine if a["status"] == served]
         codes = Counter(str(a["status"]) for a in mine)
         per_step.append(
             {
                 "offered_per_s": rate,
                 "sent_per_s": round(len(mine) / step_s, 1),
-                "achieved_201_per_s": round(len(ok) / step_s, 1),
+                "achieved_served_per_s": round(len(ok) / step_s, 1),
                 "p50_ms": pct([a["ms"] for a in mine], 0.50),
                 "p99_ms": pct([a["ms"] for a in mine], 0.99),
-                "p99_ms_201": pct(ok, 0.99),
+                "p99_ms_served": pct(ok, 0.99),
                 "status_codes": dict(codes),
-                "error_codes": dict(Counter(a["code"] for a in mine if a["status"] != 201)),
+                "error_codes": dict(Counter(a["code"] for a in mine if a["status"] != served)),
                 "errors": len(mine) - len(ok),
             }
         )
     clean = [
         s for s in per_step
         if s["errors"] == 0 and s["p99_ms"] is not None and s["p99_ms"] <= TARGET_P99_MS
-        and s["achieved_201_per_s"] >= 0.9 * s["offered_per_s"]
+        and s["achieved_served_per_s"] >= 0.9 * s["offered_per_s"]
     ]  # fmt: skip
     return {
         "steps": per_step,
@@ -327,30 +273,21 @@ def ramp(daphnes: Daphnes, items: list[tuple[str, int]], steps: list[int], step_
         "bad_answers": sum(
             1
             for a in answers
-            if a["status"] not in (201, 503, 429)
-            or (a["status"] != 201 and (a["code"] == "no-json" or not a["retry_after"]))
+            if a["status"] not in (served, 503, 429)
+            or (a["status"] != served and (a["code"] == "no-json" or not a["retry_after"]))
         ),
-        "server_cpu_s_per_201": _per(
-            _cpu_s(daphnes) - cpu_before, sum(1 for a in answers if a["status"] == 201)
+        "server_cpu_ms_per_served": _per(
+            servers.cpu_s() - cpu_before, sum(1 for a in answers if a["status"] == served)
         ),
         "wall_s": round(wall, 1),
         "locust_rc": done.returncode,
-        "created_votes": {a["vote"] for a in answers if a["status"] == 201},
+        "created_votes": {a["vote"] for a in answers if a["status"] == 201 and not floor},
         "no_answer": sum(1 for a in answers if a["status"] == 0),
     }
 
 
 def _per(total: float, n: int) -> float | None:
     return round(total / n * 1000, 2) if n else None  # ms
-
-
-def _cpu_s(daphnes: Daphnes) -> float:
-    total = 0.0
-    tick = os.sysconf("SC_CLK_TCK")
-    for proc in daphnes.procs:
-        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / tick
-    return total
 
 
 def check_database(created: set[int]) -> dict:
@@ -417,84 +354,121 @@ def main() -> None:
     parser.add_argument("--step-s", type=float, default=10.0)
     parser.add_argument("--post-votes", type=int, default=200)
     parser.add_argument("--quick", action="store_true", help="steps 10,50,100 of 3 s")
-    parser.add_argument("--processes", default="1,2")
+    parser.add_argument("--steps", help="offered rates, e.g. 100,200,300,400")
+    parser.add_argument("--processes", default="2")
     parser.add_argument(
-        "--ramp-windows", default="0,10",
-        help="undo windows (s) the ramp runs with: 0 decides in the request; 10 is the "
-        "default deployment (decided later: here by the sweep after the run)",
+        "--servers", default="uvicorn,daphne,granian",
+        help="web servers to measure, each in the same run (tests/bench/web.py)",
     )  # fmt: skip
+    parser.add_argument(
+        "--ramp-windows", default="10",
+        help="undo windows (s) the ramp runs with: 10 is the default deployment (decided "
+        "later: here by the sweep after the run); 0 decides in the request",
+    )  # fmt: skip
+    parser.add_argument("--no-floor", action="store_true", help="skip the 404 ramp")
     args = parser.parse_args()
     steps = [10, 50, 100] if args.quick else STEPS
+    if args.steps:
+        steps = [int(x) for x in args.steps.split(",")]
     step_s = 3.0 if args.quick else args.step_s
+    servers_to_run = args.servers.split(",")
     database = settings.DATABASES["default"]
     database.setdefault("TEST", {})["NAME"] = f"test_{database['NAME']}_bench_votes"
     config = setup_databases(verbosity=0, interactive=False)
     work = Path(tempfile.mkdtemp(prefix="bench-votes-"))
     report: dict = {"load_average_1_5_15_start": [round(x, 2) for x in os.getloadavg()]}
+    windows = args.ramp_windows.split(",")
     try:
+        ramps = len(servers_to_run) * len(args.processes.split(",")) * len(windows)
         budget = int(sum(steps) * step_s * 1.1) + args.post_votes * JUDGES + 100
         items, _ = prepare(budget)
         report["battles_prepared"] = len(items)
-        for n in [int(x) for x in args.processes.split(",")]:
-            run: dict = {"load_average_1_5_15": [round(x, 2) for x in os.getloadavg()]}
-            if n == 1:
-                # the POST alone: decided in it (window 0), and as deployed by default
-                # (a 10 s undo window: the decision runs later, on the judging worker)
-                for window in ("0", "10"):
-                    reset_votes()
-                    daphnes = Daphnes(1, work, {"ARENA_VOTE_UNDO_WINDOW_S": window})
-                    try:
-                        run[f"post_undo_window_{window}s"] = {
-                            **post_latency(daphnes.port, items, args.post_votes),
-                            "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
-                        }
-                    finally:
-                        daphnes.stop()
-            for window in args.ramp_windows.split(","):
-                key = "ramp" if window == "0" else f"ramp_undo_window_{window}s"
+        report["ramps"] = ramps
+        for server in servers_to_run:
+            report[server] = run = {}
+            # the POST alone, sequential on one process: decided in it (window 0), and
+            # as deployed (a 10 s undo window: decided later)
+            for window in ("0", "10"):
                 reset_votes()
-                daphnes = Daphnes(n, work, {"ARENA_VOTE_UNDO_WINDOW_S": window})
+                web = WebServers(1, work, {**child_env(), "ARENA_VOTE_UNDO_WINDOW_S": window},
+                                 server=server)  # fmt: skip
                 try:
-                    result = ramp(daphnes, items, steps, step_s, work)
+                    run[f"post_undo_window_{window}s"] = {
+                        **post_latency(web.port, items, args.post_votes),
+                        "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
+                    }
                 finally:
-                    daphnes.stop()
-                created = result.pop("created_votes")
-                if window != "0":
-                    result["decided_after_the_run_by_the_sweep"] = decide_pending(int(window))
-                run[key] = result
-                run[f"{key}_database_check"] = check_database(created)
-                run[f"{key}_load_average_1_5_15_end"] = [round(x, 2) for x in os.getloadavg()]
-            report[f"daphne_x{n}"] = run
+                    web.stop()
+            for n in [int(x) for x in args.processes.split(",")]:
+                env = child_env()
+                if not args.no_floor:
+                    web = WebServers(n, work, env, server=server)
+                    try:
+                        floor = ramp(web, items, steps, step_s, work, floor=True)
+                    finally:
+                        web.stop()
+                    floor.pop("created_votes")
+                    run[f"x{n}_floor_404_ramp"] = floor
+                for window in windows:
+                    key = f"x{n}_ramp_undo_window_{window}s"
+                    reset_votes()
+                    web = WebServers(n, work, {**env, "ARENA_VOTE_UNDO_WINDOW_S": window},
+                                     server=server)  # fmt: skip
+                    try:
+                        result = ramp(web, items, steps, step_s, work)
+                    finally:
+                        web.stop()
+                    created = result.pop("created_votes")
+                    if window != "0":
+                        result["decided_after_the_run_by_the_sweep"] = decide_pending(int(window))
+                    run[key] = result
+                    run[f"{key}_database_check"] = check_database(created)
+                    run[f"{key}_load_average_1_5_15_end"] = [round(x, 2) for x in os.getloadavg()]
     finally:
         shutil.rmtree(work, ignore_errors=True)
         teardown_databases(config, verbosity=0)
-    one = report.get("daphne_x1", {})
-    best = max(
-        (
-            report[k][ramp]["highest_clean_rate_per_s"]
-            for k in report
-            if k.startswith("daphne_x")
-            for ramp in report[k]
-            if ramp.startswith("ramp")
-            and isinstance(report[k][ramp], dict)
-            and "highest_clean_rate_per_s" in report[k][ramp]
-        ),
-        default=0,
-    )
+    report["summary"] = _summary(report, servers_to_run)
     report["targets"] = {
         "vote_post_p50_ms": TARGET_POST_P50_MS,
         "rate_per_s": TARGET_RATE,
         "p99_ms": TARGET_P99_MS,
+        "vote_cpu_over_404_cpu": TARGET_CPU_RATIO,
     }
-    report["meets"] = {
-        f"vote_post_p50_{key}": one[key]["vote_post"]["p50_ms"] <= TARGET_POST_P50_MS
-        for key in ("post_undo_window_0s", "post_undo_window_10s")
-        if key in one
-    }
-    report["meets"]["rate"] = best >= TARGET_RATE
     report["cpus"] = os.cpu_count()
     report["load_average_1_5_15_end"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(report, indent=2))
+
+
+def _summary(report: dict, servers: list[str]) -> dict:
+    """Per server and process count: the highest clean vote rate, the vote's and the
+    404's server CPU under the ramp, their ratio, and whether the database check held."""
+    out: dict = {}
+    for server in servers:
+        for key, value in report[server].items():
+            if "_ramp_undo_window_" not in key or key.endswith(("_check", "_end")):
+                continue
+            procs = key.split("_", 1)[0]
+            floor = report[server].get(f"{procs}_floor_404_ramp") or {}
+            vote_cpu, floor_cpu = (
+                value["server_cpu_ms_per_served"],
+                floor.get("server_cpu_ms_per_served"),
+            )
+            out[f"{server}_{key}"] = {
+                "highest_clean_rate_per_s": value["highest_clean_rate_per_s"],
+                "floor_404_highest_clean_rate_per_s": floor.get("highest_clean_rate_per_s"),
+                "vote_server_cpu_ms": vote_cpu,
+                "floor_404_server_cpu_ms": floor_cpu,
+                "vote_cpu_over_404_cpu": round(vote_cpu / floor_cpu, 2)
+                if vote_cpu and floor_cpu
+                else None,
+                "database_check_holds": all(
+                    v
+                    for k, v in report[server][f"{key}_database_check"].items()
+                    if isinstance(v, bool)
+                ),
+                "bad_answers": value["bad_answers"],
+            }
+    return out
 
 
 if __name__ == "__main__":

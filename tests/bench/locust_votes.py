@@ -6,6 +6,8 @@ Environment:
   VOTES_OUT     where to write every answer (JSON lines: t, ms, status, vote, code)
   VOTES_HOSTS   comma-separated base URLs the users are spread over
   VOTES_STEPS   offered rates in votes/s, e.g. "10,25,50"; VOTES_STEP_S seconds each
+  VOTES_FLOOR   "1": each user sends ``GET /api/nope/`` (a 404 through the whole stack, no
+                query) instead of its vote: the same ramp's floor, answered 404 when served
   VOTES_PER_USER  votes/s one user offers (a fixed schedule each); the step's users are
                 rate / VOTES_PER_USER, so a slow answer does not lower the offered rate
                 until a user waits longer than 1 / VOTES_PER_USER
@@ -33,6 +35,8 @@ OUT = open(os.environ["VOTES_OUT"], "w")  # noqa: SIM115
 STARTED = [time.time()]  # reset when the test starts (the shape counts from then)
 ANSWERS: list[tuple[float, int]] = []  # (t, status) for the shape's saturation check
 _next_host = [0]
+FLOOR = os.environ.get("VOTES_FLOOR") == "1"
+SERVED = 404 if FLOOR else 201  # the status of a request that was served
 
 
 class Judge(FastHttpUser):
@@ -64,6 +68,9 @@ class Judge(FastHttpUser):
             return
         token, battle = ITEMS.popleft()
         sent = time.time()
+        if FLOOR:
+            self._floor(sent)
+            return
         with self.client.post(
             f"{self.base}/api/battles/{battle}/votes/",
             data=json.dumps({"choice": "A"}).encode(),
@@ -97,6 +104,22 @@ class Judge(FastHttpUser):
             ANSWERS.append((sent - STARTED[0], status))
             response.success()
 
+    def _floor(self, sent: float) -> None:
+        with self.client.get(f"{self.base}/api/nope/", catch_response=True) as response:
+            ms = (time.time() - sent) * 1000
+            status = response.status_code or 0
+            retry_after = response.headers.get("Retry-After") if response.headers else None
+            code = None
+            try:
+                code = (response.json().get("error") or {}).get("code")
+            except Exception:
+                code = "no-json"
+            row = {"t": sent - STARTED[0], "ms": round(ms, 3), "status": status, "vote": None,
+                   "battle": None, "code": code, "retry_after": retry_after}  # fmt: skip
+            OUT.write(json.dumps(row) + "\n")
+            ANSWERS.append((sent - STARTED[0], status))
+            response.success()
+
 
 class Ramp(LoadTestShape):
     def tick(self):
@@ -113,7 +136,7 @@ class Ramp(LoadTestShape):
 def _answered_share(step: int) -> float:
     """The share of the step's offered votes answered 201."""
     lo, hi = step * STEP_S, (step + 1) * STEP_S
-    created = sum(1 for t, status in ANSWERS if lo <= t < hi and status == 201)
+    created = sum(1 for t, status in ANSWERS if lo <= t < hi and status == SERVED)
     return created / (STEPS[step] * STEP_S)
 
 

@@ -355,8 +355,8 @@ def test_the_web_is_probed_replicated_guarded_and_served():
     )
     # the web is what `make run` serves HTTP with (scripts/run_arena.py)
     (web,) = pod_spec(deployment)["containers"]
-    assert web["command"][:3] == ["python", "-m", "daphne"]
-    assert web["command"][-1] == settings.ASGI_APPLICATION.replace(".application", ":application")
+    assert web["command"][:3] == ["python", "-m", "arena_site.webserver"]
+    assert web["command"][web["command"].index("--processes") + 1] == "1"
 
 
 @pytest.mark.parametrize(
