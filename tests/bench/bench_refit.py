@@ -1,23 +1,41 @@
 """Benchmark: the whole periodic refit (``ratings.refit.arena_refit``: read, fit,
-bootstrap, publish) on PostgreSQL at 100,000 and 1,000,000 decided battles (issue #13,
-point 2). Prints one JSON document.
+bootstrap, publish, r stamps, board push) on PostgreSQL at 100,000 and 1,000,000 decided
+battles (issue #13, point 2; issue #36, item 4). Prints one JSON document.
 
 The battles: 40 agents of Bradley-Terry strengths, 100 deciding judges, 16 evidence
 weights, ties and both-bad outcomes; inserted in SQL into a throwaway database made from
-DATABASE_URL. At each size a first refit publishes (the bulk counts as included by an
-earlier one: r set); then 100 more battles are decided and the refit that follows, the
-periodic one, is timed end to end, and its phases one by one:
+DATABASE_URL, none of them in a refit yet (r null). At each size (the table emptied
+before each):
 
-- read: ``refit_input`` (the database counts the battles per pair, outcome and weight,
-  and per judge and pair; the rows it returns are reported);
-- fit: ``rate`` without bootstrap (Newton, model-based and judge-clustered intervals);
-- bootstrap: the rest of ``rate`` with the configured replicates;
-- publish: the snapshot and its points, the r stamps, the board push (end to end minus
-  the refit's own recorded compute time, which covers the three above in that run).
+1. ``first_refit``: the first refit, every battle unstamped, timed end to end and by
+   phase, measured inside that very run (the refit's own functions wrapped):
+   - read: ``refit_input`` (the counts, and the unstamped ids as one array);
+   - fit_and_bootstrap: ``fit`` (Newton, intervals, the configured replicates);
+   - stamp_r: ``battles_stamp_incorporated`` (r on every counted battle, in the
+     snapshot's transaction);
+   - push: ``leaderboard_push``, of which stamp_l is ``leaderboard_served`` (ℓ on the
+     battles the pushed board shows first: every one, here);
+   - publish_other: the rest (lock, snapshot and points, commit).
+2. ``stamp_statements_on_copies``: the r stamp alone, then ℓ, on fresh copies of the
+   database (CREATE DATABASE … TEMPLATE, checkpointed before each): the previous
+   statement (``Battle.objects.filter(pk__in=ids, incorporated_at=None).update(…)``,
+   a parameter per id, after the commit) against the one the refit runs now (one
+   array, in the transaction); ℓ is the same statement on both sides.
+3. the periodic refit that follows 100 more battles, timed end to end, and its phases
+   one by one:
+   - read: ``refit_input`` (the database counts the battles per pair, outcome and
+     weight, and per judge and pair; the rows it returns are reported);
+   - fit: ``rate`` without bootstrap (Newton, model-based and judge-clustered
+     intervals);
+   - bootstrap: the rest of ``rate`` with the configured replicates;
+   - publish: the snapshot and its points, the r stamps, the board push (end to end
+     minus the refit's own recorded compute time, which covers the three above in
+     that run);
+   against the per-row load measured in the same run (``tests/ratings/per_battle.py``:
+   one row per rated battle into Python, as the refit read before), with the same fit
+   and bootstrap on those arrays.
 
-Against the per-row load measured in the same run (``tests/ratings/per_battle.py``: one
-row per rated battle into Python, as the refit read before), with the same fit and
-bootstrap on those arrays.
+Other work shares the machine: load averages are printed with every size.
 
 Run: DATABASE_URL=postgres://postgres@127.0.0.1:5432/arena \
      .venv/bin/python tests/bench/bench_refit.py [replicates]
@@ -27,6 +45,7 @@ import json
 import os
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -38,7 +57,8 @@ import django
 django.setup()
 
 import numpy as np  # noqa: E402
-from django.db import connection  # noqa: E402
+import psycopg  # noqa: E402
+from django.db import connection, transaction  # noqa: E402
 from django.test.utils import setup_databases, teardown_databases  # noqa: E402
 
 from tests.bench.bench_reads import pick, sql_insert  # noqa: E402
@@ -74,9 +94,7 @@ def world():
     return arena, [a.pk for a in agents[:AGENTS]], [c.pk for c in crowd], team, task
 
 
-def decide(
-    arena, agent_ids, judge_ids, team, task, *, rows: int, offset: int, stamped: bool
-) -> None:
+def decide(arena, agent_ids, judge_ids, team, task, *, rows: int, offset: int) -> None:
     """``rows`` decided battles: side A wins with the Bradley-Terry probability of the
     two agents' strengths (index / 8 apart), 10 % ties, 2 % both bad."""
     from battles.models import Battle
@@ -110,8 +128,7 @@ def decide(
             "ended_at": "now() - interval '1 day'",
             "first_judgment_at": "now() - interval '1 hour'",
             "decided_at": "now() - interval '1 hour'",
-            # the bulk is in an earlier refit already; the first refit here publishes
-            "incorporated_at": "now() - interval '30 minutes'" if stamped else "NULL",
+            "incorporated_at": "NULL",  # in no refit yet
         },
     )
 
@@ -120,6 +137,161 @@ def timed(fn):
     t = time.perf_counter()
     result = fn()
     return time.perf_counter() - t, result
+
+
+@contextmanager
+def phases(timings: dict):
+    """Times, inside the refit itself, each call of its parts (``timings[name]``, s)."""
+    import ratings.refit as refit_module
+    import ratings.services as services_module
+
+    parts = [
+        (refit_module, "refit_input", "read"),
+        (refit_module, "fit", "fit_and_bootstrap"),
+        (refit_module, "battles_stamp_incorporated", "stamp_r"),
+        (refit_module, "leaderboard_push", "push"),
+        (services_module, "leaderboard_served", "stamp_l"),
+    ]
+    originals = [(module, attr, getattr(module, attr)) for module, attr, _ in parts]
+
+    def clocked(fn, name):
+        def run(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                timings[name] = timings.get(name, 0.0) + time.perf_counter() - t
+
+        return run
+
+    for (module, attr, name), (_, _, fn) in zip(parts, originals, strict=True):
+        setattr(module, attr, clocked(fn, name))
+    try:
+        yield timings
+    finally:
+        for module, attr, fn in originals:
+            setattr(module, attr, fn)
+
+
+def admin(sql: str) -> None:
+    """One statement on the server's maintenance database (CREATE/DROP DATABASE)."""
+    conf = connection.settings_dict
+    with psycopg.connect(
+        dbname="postgres", host=conf["HOST"] or None, port=conf["PORT"] or None,
+        user=conf["USER"] or None, password=conf["PASSWORD"] or None, autocommit=True,
+    ) as admin_connection:  # fmt: skip
+        admin_connection.execute(sql)
+
+
+def checkpoint() -> None:
+    """Flush what earlier steps dirtied, so a timed statement does not pay for it."""
+    with connection.cursor() as cursor:
+        cursor.execute("CHECKPOINT")
+
+
+def disconnect() -> None:
+    """No session of ours left on the database (the pool's idle ones included)."""
+    connection.close()
+    if getattr(connection, "pool", None):
+        connection.close_pool()
+
+
+@contextmanager
+def on_copy():
+    """The default connection on a fresh copy of the bench database, dropped after."""
+    source = connection.settings_dict["NAME"]
+    copy = f"{source}_copy"
+    disconnect()
+    admin(f'DROP DATABASE IF EXISTS "{copy}"')
+    admin(f'CREATE DATABASE "{copy}" TEMPLATE "{source}" STRATEGY FILE_COPY')
+    connection.settings_dict["NAME"] = copy
+    try:
+        checkpoint()
+        yield
+    finally:
+        disconnect()
+        connection.settings_dict["NAME"] = source
+        admin(f'DROP DATABASE IF EXISTS "{copy}"')
+
+
+def stamp_statements(arena_id: int) -> dict:
+    """r then ℓ on every battle, on a copy each: the previous r statement against the
+    refit's own (``battles_stamp_incorporated``)."""
+    from django.utils import timezone
+
+    from battles.models import Battle
+    from ratings.refit import battles_stamp_incorporated
+    from ratings.services import leaderboard_served
+
+    def pending() -> list[int]:
+        return list(
+            Battle.objects.filter(arena_id=arena_id, incorporated_at=None)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
+
+    def previous(ids: list[int]) -> int:  # the refit's statement before issue 36
+        return Battle.objects.filter(pk__in=ids, incorporated_at=None).update(
+            incorporated_at=timezone.now()
+        )
+
+    def current(ids: list[int]) -> int:
+        with transaction.atomic():
+            return battles_stamp_incorporated(battle_ids=ids, at=timezone.now())
+
+    figures = {}
+    for name, stamp in (("previous", previous), ("current", current)):
+        with on_copy():
+            ids = pending()
+            checkpoint()
+            r_s, stamped = timed(lambda ids=ids, stamp=stamp: stamp(ids))
+            checkpoint()
+            l_s, served = timed(lambda: leaderboard_served(arena_id=arena_id))
+            assert stamped == served == len(ids)
+            figures[name] = {
+                "stamp_r_s": round(r_s, 2),
+                "stamp_l_s": round(l_s, 2),
+                "battles": stamped,
+                "loadavg": os.getloadavg(),
+            }
+    return figures
+
+
+def first_refit(arena_id: int) -> dict:
+    from ratings.refit import arena_refit
+
+    checkpoint()
+    with phases({}) as timings:
+        end_to_end, result = timed(lambda: arena_refit(arena_id=arena_id))
+    assert result.snapshot is not None and result.stamped == result.battles
+    push = timings["push"]
+    parts = ("read", "fit_and_bootstrap", "stamp_r", "push")
+    return {
+        "battles": result.battles,
+        "stamped": result.stamped,
+        "end_to_end_s": round(end_to_end, 2),
+        "phases_s": {
+            "read": round(timings["read"], 2),
+            "fit_and_bootstrap": round(timings["fit_and_bootstrap"], 2),
+            "stamp_r": round(timings["stamp_r"], 2),
+            "push": round(push, 2),
+            "push_of_which_stamp_l": round(timings["stamp_l"], 2),
+            "publish_other": round(end_to_end - sum(timings[name] for name in parts), 2),
+        },
+        "outside_the_two_stamps_s": round(end_to_end - timings["stamp_r"] - timings["stamp_l"], 2),
+        "compute_ms_recorded": result.compute_ms,
+        "loadavg": os.getloadavg(),
+    }
+
+
+def empty_tables() -> None:
+    """No battle and no refit: the next size starts from scratch."""
+    from battles.models import Battle
+    from ratings.models import RatingPoint, RatingSnapshot, RefitState
+
+    tables = [m._meta.db_table for m in (Battle, RefitState, RatingPoint, RatingSnapshot)]
+    with connection.cursor() as cursor:
+        cursor.execute(f"TRUNCATE {', '.join(tables)} CASCADE")
 
 
 def measure(arena_id: int, replicates: int) -> dict:
@@ -194,44 +366,27 @@ def main() -> None:
     database.setdefault("TEST", {})["NAME"] = f"bench_refit_{database['NAME']}"
     config = setup_databases(verbosity=0, interactive=False)
     try:
-        from ratings.refit import arena_refit
-
         arena, agent_ids, judge_ids, team, task = world()
-        done = 0
         for size in SIZES:
+            empty_tables()
             build, _ = timed(
-                lambda size=size, done=done: decide(
-                    arena,
-                    agent_ids,
-                    judge_ids,
-                    team,
-                    task,
-                    rows=size - done,
-                    offset=done,
-                    stamped=True,
+                lambda size=size: decide(
+                    arena, agent_ids, judge_ids, team, task, rows=size, offset=0
                 )
             )
             with connection.cursor() as cursor:
                 cursor.execute("VACUUM ANALYZE battles_battle")
-            first, _ = timed(lambda: arena_refit(arena_id=arena.pk))
-            decide(
-                arena,
-                agent_ids,
-                judge_ids,
-                team,
-                task,
-                rows=100,
-                offset=10**8 + size,
-                stamped=False,
-            )
-            done = size + 100
+            statements = stamp_statements(arena.pk)
+            first = first_refit(arena.pk)
+            decide(arena, agent_ids, judge_ids, team, task, rows=100, offset=10**8 + size)
             report[f"battles_{size}"] = {
                 "build_s": round(build, 1),
-                "first_refit_s": round(first, 2),
-                **measure(arena.pk, replicates),
+                "first_refit": first,
+                "stamp_statements_on_copies": statements,
+                "periodic_refit": measure(arena.pk, replicates),
             }
     finally:
-        connection.close()
+        disconnect()
         teardown_databases(config, verbosity=0)
     report["loadavg_end"] = os.getloadavg()
     print(json.dumps(report, indent=2))
