@@ -1,5 +1,5 @@
-"""Real server processes for the tests that need them: Daphne and RQ workers started as
-children of pytest against the pytest-django test database.
+"""Real server processes for the tests that need them: the web server and RQ workers
+started as children of pytest against the pytest-django test database.
 
 Preconditions: the calling test uses ``transactional_db`` (rows must be committed to be
 seen by another process), and Redis answers at ``settings.REDIS_URL``. The children get
@@ -193,11 +193,16 @@ def wait_for_child_sessions_to_end(timeout: float = STOP_TIMEOUT_S) -> None:
         time.sleep(0.1)
 
 
-def daphne_command(port: int) -> list[str]:
-    """The web server as ``make run`` starts it, on loopback ``port``."""
+def web_command(port: int) -> list[str]:
+    """The web server as ``make run`` starts it (arena_site/webserver.py: uvicorn), one
+    process, on loopback ``port``."""
     return [
-        PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "arena_site.asgi:application"
+        PYTHON, "-m", "arena_site.webserver", "--host", "127.0.0.1", "--port", str(port),
+        "--processes", "1",
     ]  # fmt: skip
+
+
+daphne_command = web_command  # (the name before uvicorn; kept for tests mid-edit)
 
 
 def worker_command(*queues: str, burst: bool = False, scheduler: bool = False) -> list[str]:
@@ -232,7 +237,7 @@ class LiveArena:
 
 @contextmanager
 def live_arena(tmp_dir: Path, sandbox_root: Path) -> Iterator[LiveArena]:
-    """Daphne on a free port plus one SimpleWorker on every queue, against the test
+    """The web server (uvicorn, as make run starts it) on a free port plus one SimpleWorker on every queue, against the test
     database; sandboxes go under ``sandbox_root``, which the slot uids must be able to
     traverse (the ``sandbox_root`` fixture). The worker starts suspended (RQ's suspend
     flag, checked before each dequeue), so a test can watch a battle sit in the queue;
@@ -246,12 +251,7 @@ def live_arena(tmp_dir: Path, sandbox_root: Path) -> Iterator[LiveArena]:
     port = free_port()
     processes: list[ServerProcess] = []
     try:
-        web = ServerProcess.start(
-            "daphne",
-            daphne_command(port),
-            env,
-            log_dir,
-        )
+        web = ServerProcess.start("web", web_command(port), env, log_dir)
         processes.append(web)
         worker = ServerProcess.start(
             "rqworker", worker_command(*ALL_QUEUES, scheduler=True), env, log_dir
@@ -261,7 +261,7 @@ def live_arena(tmp_dir: Path, sandbox_root: Path) -> Iterator[LiveArena]:
         poll_until(
             lambda: http_answers(base_url + "/accounts/login/"),
             timeout=START_TIMEOUT_S,
-            what=f"Daphne at {base_url}",
+            what=f"the web server at {base_url}",
             processes=processes,
         )
         poll_until(

@@ -23,7 +23,7 @@ from tests.servers import (
     START_TIMEOUT_S,
     ServerProcess,
     child_env,
-    daphne_command,
+    web_command,
     free_port,
     http_answers,
     poll_until,
@@ -146,7 +146,7 @@ def test_votes_get_503_while_redis_or_postgres_is_down_and_201_once_back(sandbox
         port = free_port()
         web = ServerProcess.start(
             "daphne",
-            daphne_command(port),
+            web_command(port),
             env,
             tmp_path / "logs",
         )
@@ -155,7 +155,7 @@ def test_votes_get_503_while_redis_or_postgres_is_down_and_201_once_back(sandbox
             poll_until(
                 lambda: http_answers(f"http://127.0.0.1:{port}/accounts/login/"),
                 timeout=START_TIMEOUT_S,
-                what="Daphne",
+                what="the web server",
                 processes=[web],
             )
             voter.start()

@@ -1,4 +1,4 @@
-"""Refused uploads through the real web server (Daphne, as `make run` starts it): the
+"""Refused uploads through the real web server (uvicorn, as `make run` starts it): the
 body of a submission over FILE_UPLOAD_MAX_MEMORY_SIZE (2.5 MiB) is spooled by the ASGI
 server and by Django's upload handler into the server's temporary directory; whatever
 refuses the submission, nothing stays there, and nothing stays in the private media
@@ -21,7 +21,7 @@ from tests.servers import (
     START_TIMEOUT_S,
     ServerProcess,
     child_env,
-    daphne_command,
+    web_command,
     ensure_public_arena,
     free_port,
     http_answers,
@@ -107,10 +107,10 @@ def test_refusals_after_a_spooled_body_leave_no_file(alice, roster, tmp_path, sa
     env = child_env(sandbox_root=sandbox_root, private_media_root=media)
     env.update(TMPDIR=str(temp), ARENA_QUEUE_MAX="1", ARENA_SUBMIT_ACCOUNT_RATE_PER_HOUR="3")
     port = free_port()
-    web = ServerProcess.start("daphne", daphne_command(port), env, tmp_path / "logs")
+    web = ServerProcess.start("web", web_command(port), env, tmp_path / "logs")
     try:
         poll_until(lambda: http_answers(f"http://127.0.0.1:{port}/accounts/login/"),
-                   timeout=START_TIMEOUT_S, what="Daphne", processes=[web])  # fmt: skip
+                   timeout=START_TIMEOUT_S, what="the web server", processes=[web])  # fmt: skip
         csv = {"attachments": ("squares.csv", BIG_CSV)}
         repo = {"repo_upload": ("blob.tar.gz", big_tarball())}
         task = {"instruction": "Sum the squares in the attached CSV"}

@@ -24,7 +24,7 @@ from tests.servers import (
     START_TIMEOUT_S,
     ServerProcess,
     child_env,
-    daphne_command,
+    web_command,
     ensure_public_arena,
     free_port,
     http_answers,
@@ -68,7 +68,7 @@ def test_a_burst_beyond_capacity_gets_201_or_503_and_loses_nothing(
     port = free_port()
     web = ServerProcess.start(
         "daphne",
-        daphne_command(port),
+        web_command(port),
         env,
         tmp_path / "logs",
     )
@@ -76,7 +76,7 @@ def test_a_burst_beyond_capacity_gets_201_or_503_and_loses_nothing(
         poll_until(
             lambda: http_answers(f"http://127.0.0.1:{port}/accounts/login/"),
             timeout=START_TIMEOUT_S,
-            what="Daphne",
+            what="the web server",
             processes=[web],
         )
         # When every judge sends their votes at once, each on its own connection
