@@ -253,7 +253,7 @@ def build_decided_battles(arena, agents, team, task, crowd):
     )
 
 
-def reference_judge_next(*, judge):
+def reference_judge_next(*, judge, **_):
     """judge_next as it was before issue #13: the candidate query annotated every open
     battle with a count of its admissible votes (a GROUP BY over the battles and their
     votes), then ordered them all."""
@@ -417,6 +417,81 @@ def bench_leaderboard() -> dict:
     }
 
 
+def bench_through_servers(judges, servers: list[str]) -> dict:
+    """``GET /api/judge/next/`` (a judge holding nothing: the candidate search every
+    time; bearer token), ``GET /api/leaderboard/`` (anonymous) and the 404 floor
+    ``GET /api/nope/``, sequential and interleaved on one kept-alive connection, through
+    one process of each server (tests/bench/web.py), each started on the same data in
+    the same run. CPU: the server process's own, per request."""
+    import http.client
+    import socket
+    import tempfile
+
+    from accounts.services import api_token_create
+    from judging.models import Assignment
+    from tests.bench.web import WebServers
+    from tests.servers import database_url_for_children
+
+    tokens = [api_token_create(user=judge, name="bench-reads")[1] for judge in judges]
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url_for_children(),
+        "PYTHONUNBUFFERED": "1",
+        "ARENA_JUDGE_NEXT_RATE_PER_MIN": str(10**6),
+        # the anonymous throttle counts per client address: each board read comes
+        # "from" an address of its own through a trusted loopback proxy, as in process
+        "ARENA_TRUSTED_PROXIES": "127.0.0.1/32",
+    }
+    out: dict = {}
+    logs = Path(tempfile.mkdtemp(prefix="bench-reads-"))
+    for server in servers:
+        web = WebServers(1, logs, env, server=server)
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", web.port, timeout=30)
+            conn.connect()
+            conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+            def timed(path: str, token: str | None = None, web=web, conn=conn):
+                if token:
+                    headers = {"Authorization": f"Bearer {token}"}
+                else:
+                    n = time.perf_counter_ns()
+                    headers = {"X-Forwarded-For": f"10.{n % 250}.{n // 250 % 250}.{n % 199 + 1}"}
+                cpu, t = web.cpu_s(), time.perf_counter()
+                conn.request("GET", path, headers=headers)
+                response = conn.getresponse()
+                response.read()
+                return time.perf_counter() - t, web.cpu_s() - cpu, response.status
+
+            for token in tokens[:5]:  # warm: connections, caches, first compilations
+                timed("/api/judge/next/", token)
+                timed("/api/leaderboard/")
+            Assignment.objects.all().delete()
+            runs: dict[str, tuple[list[float], list[float]]] = {
+                k: ([], []) for k in ("judge_next", "leaderboard", "floor_404")
+            }
+            for judge, token in zip(judges, tokens, strict=True):
+                for key, path, auth in (
+                    ("judge_next", "/api/judge/next/", token),
+                    ("leaderboard", "/api/leaderboard/", None),
+                    ("floor_404", "/api/nope/", None),
+                ):
+                    wall, cpu, status = timed(path, auth)
+                    expected = 404 if key == "floor_404" else 200
+                    assert status == expected, (server, path, status)
+                    runs[key][0].append(wall)
+                    runs[key][1].append(cpu)
+                Assignment.objects.filter(judge=judge).delete()
+            conn.close()
+        finally:
+            web.stop()
+        out[server] = {
+            key: {**summary(walls), "server_cpu_mean_ms": round(1000 * sum(cpus) / len(cpus), 3)}
+            for key, (walls, cpus) in runs.items()
+        }
+    return out
+
+
 def main() -> None:
     from django.conf import settings
 
@@ -443,11 +518,17 @@ def main() -> None:
         print(json.dumps(report["judge_next"]), file=sys.stderr)
         report["loadavg_after_judge_next"] = os.getloadavg()
         report["leaderboard"] = bench_leaderboard()
+        report["loadavg_after_leaderboard"] = os.getloadavg()
+        servers = os.environ.get("BENCH_READS_SERVERS", "uvicorn,daphne").split(",")
+        report["through_servers"] = bench_through_servers(judges, servers)
         report["loadavg_end"] = os.getloadavg()
     finally:
         connection.close()
         teardown_databases(config, verbosity=0)
-    report["http"] = "django.test.Client, in process (no socket, no ASGI server)"
+    report["http"] = (
+        "judge_next, leaderboard: django.test.Client, in process (no socket, no ASGI "
+        "server); through_servers: one process of each server on loopback"
+    )
     report["targets"] = {"judge_next_p50_ms": TARGET_P50_MS, "leaderboard_p50_ms": TARGET_P50_MS}
     print(json.dumps(report, indent=2))
 
