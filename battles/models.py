@@ -169,6 +169,12 @@ class Battle(models.Model):
     # in every transaction that casts, takes back or re-judges a vote, the battle row
     # locked): the judge's next battle is then one index walk, not a count per battle.
     admissible_votes = models.PositiveIntegerField(default=0)
+    # While judging: the earliest moment its resolution can change anything (a live
+    # vote's undo window ends, or JUDGING_TTL runs out). Written in statements the vote
+    # path already runs (the tally), read by the decider (judging.decider): due battles
+    # are one index walk. Early is harmless (the decider finds nothing to do and moves
+    # it on); it is never left later than a live vote's final_at.
+    decide_due_at = models.DateTimeField(null=True, blank=True)
     # The battle this one replaces: that battle failed because an agent failed, and its
     # task runs again with a fresh pair (battles.services.failures). At most one re-run
     # per task (the constraint below), so a failing task never loops.
@@ -210,6 +216,12 @@ class Battle(models.Model):
             models.Index(
                 fields=["admissible_votes", "ended_at", "id"],
                 name="battle_judging_queue",
+                condition=Q(status="judging"),
+            ),
+            # The decider's due battles (judging.decider): oldest due first.
+            models.Index(
+                fields=["decide_due_at", "id"],
+                name="battle_decide_due",
                 condition=Q(status="judging"),
             ),
             # The board's counts (ratings.selectors): rated battles no refit includes

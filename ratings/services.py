@@ -48,7 +48,7 @@ RATING_FIELDS = ["streaming_rating", "rated_battles", "wins", "losses", "draws",
 def _ratings_locked(*agents: Agent) -> dict[int, AgentRating]:
     """The agents' rating rows, locked in agent-id order (two battles sharing agents
     cannot deadlock), created at R0 when missing. One query when all exist."""
-    ids = sorted(agent.pk for agent in agents)
+    ids = sorted({agent.pk for agent in agents})
     rows = {
         row.agent_id: row
         for row in AgentRating.objects.select_for_update()
@@ -56,7 +56,7 @@ def _ratings_locked(*agents: Agent) -> dict[int, AgentRating]:
         .order_by("agent_id")
     }
     if len(rows) < len(ids):
-        for agent in sorted(agents, key=lambda a: a.pk):
+        for agent in sorted({a.pk: a for a in agents}.values(), key=lambda a: a.pk):
             rows[agent.pk] = agent_rating(agent, lock=True)
     return rows
 
@@ -67,46 +67,62 @@ def rating_apply_battle(*, battle: Battle, push: bool = True, record: bool = Tru
     The deltas are set on ``battle.streaming_applied`` and written to its row, unless
     ``record`` is off (the caller saves the battle with them).
     Precondition: called inside the transaction that decided the battle (row locked)."""
-    y = OUTCOME_Y[battle.outcome]
-    ratings = _ratings_locked(battle.agent_a, battle.agent_b)
-    ra, rb = ratings[battle.agent_a_id], ratings[battle.agent_b_id]
-    before_a, before_b = ra.streaming_rating, rb.streaming_rating
-    ra.streaming_rating, rb.streaming_rating = elo.update(
-        ra.streaming_rating,
-        rb.streaming_rating,
-        y,
-        ra.rated_battles,
-        rb.rated_battles,
-        elo_params(),
-    )
-    # Recorded so a retraction or exclusion can take exactly this back.
-    battle.streaming_applied = {
-        "a": ra.streaming_rating - before_a,
-        "b": rb.streaming_rating - before_b,
-        "y": y,
-    }
+    ratings_apply_battles([battle], push=push)
     if record:
         Battle.objects.filter(pk=battle.pk).update(streaming_applied=battle.streaming_applied)
+
+
+def ratings_apply_battles(battles: list[Battle], *, push: bool = True) -> None:
+    """``rating_apply_battle`` for several decided battles, in the order given (the
+    streaming Elo is sequential): every agent's row locked once (agent-id order) and
+    written once, however many of the battles it played; the deltas set on each
+    battle's ``streaming_applied`` (the caller writes the battle rows). One board
+    version bump and one push per arena. Precondition: inside the transaction that
+    decided them (their rows locked), after every other lock it takes."""
+    if not battles:
+        return
+    ratings = _ratings_locked(*(agent for b in battles for agent in (b.agent_a, b.agent_b)))
+    params = elo_params()
     now = timezone.now()
-    for row, score in ((ra, y), (rb, 1.0 - y)):
-        row.rated_battles += 1
-        if score == 1.0:
-            row.wins += 1
-        elif score == 0.0:
-            row.losses += 1
-        else:
-            row.draws += 1
-        row.updated_at = now
-        # (two plain UPDATEs: bulk_update's CASE expressions cost more to build here)
-        row.save(update_fields=RATING_FIELDS)
+    for battle in battles:
+        y = OUTCOME_Y[battle.outcome]
+        ra, rb = ratings[battle.agent_a_id], ratings[battle.agent_b_id]
+        before_a, before_b = ra.streaming_rating, rb.streaming_rating
+        ra.streaming_rating, rb.streaming_rating = elo.update(
+            ra.streaming_rating, rb.streaming_rating, y, ra.rated_battles, rb.rated_battles, params
+        )
+        # Recorded so a retraction or exclusion can take exactly this back.
+        battle.streaming_applied = {
+            "a": ra.streaming_rating - before_a,
+            "b": rb.streaming_rating - before_b,
+            "y": y,
+        }
+        for row, score in ((ra, y), (rb, 1.0 - y)):
+            row.rated_battles += 1
+            if score == 1.0:
+                row.wins += 1
+            elif score == 0.0:
+                row.losses += 1
+            else:
+                row.draws += 1
+            row.updated_at = now
+    moved = {a.pk: a for b in battles for a in (b.agent_a, b.agent_b)}
+    for agent_id in sorted(moved):
+        # (one plain UPDATE each: bulk_update's CASE expressions cost more to build here)
+        ratings[agent_id].save(update_fields=RATING_FIELDS)
     # r (SPEC §6) is not stamped here: the streaming value is not the published rating.
     # The refit that first includes the battle stamps it (ratings.refit.arena_refit).
-    leaderboard_changed(arena_id=battle.arena_id)  # pushed or not (a bulk import)
-    if push:
-        streaming_changed(
-            arena_id=battle.arena_id,
-            ratings=[(battle.agent_a.slug, ra), (battle.agent_b.slug, rb)],
-        )
+    for arena_id in sorted({b.arena_id for b in battles}):
+        leaderboard_changed(arena_id=arena_id)  # pushed or not (a bulk import)
+        if push:
+            streaming_changed(
+                arena_id=arena_id,
+                ratings=[
+                    (agent.slug, ratings[agent_id])
+                    for agent_id, agent in sorted(moved.items())
+                    if agent.arena_id == arena_id
+                ],
+            )
 
 
 def streaming_changed(*, arena_id: int, ratings: list[tuple[str, AgentRating]]) -> None:

@@ -37,7 +37,8 @@ def battle_readmit_locked(
     entry = _log(battle, Action.READMIT, battle.exclusion_reason, note, actor)
     battle.status = Battle.Status.JUDGING
     battle.exclusion_reason = ""
-    battle.save(update_fields=["status", "exclusion_reason"])
+    battle.decide_due_at = timezone.now()  # open again: the decider looks at it
+    battle.save(update_fields=["status", "exclusion_reason", "decide_due_at"])
     leaderboard_changed(arena_id=battle.arena_id)  # the board's exclusion counts
     return entry
 

@@ -22,6 +22,7 @@ from battles.services.live import battle_publish
 from judging import archives, ocr
 from judging.services.exclusions import battle_exclude_locked
 from judging.services.machine import battle_machine_judge_enqueue
+from judging.services.resolution import ttl_due
 from judging.visible import coding_visible_texts, delivered_file_texts, judge_visible_texts
 
 Reason = Battle.ExclusionReason
@@ -271,7 +272,8 @@ def battle_screen(*, battle_id: int) -> str:
         if battle is None or battle.status != Battle.Status.SCREENING:
             return ""
         battle.status = Battle.Status.JUDGING
-        battle.save(update_fields=["status"])
+        battle.decide_due_at = ttl_due(battle)  # no vote yet: only JUDGING_TTL can end it
+        battle.save(update_fields=["status", "decide_due_at"])
         if reason:
             battle_exclude_locked(battle, reason=reason, note=note, actor=None)
         else:  # open for judging: the arena's machine judge reads it too (after commit)

@@ -5,26 +5,33 @@
 from collections.abc import Sequence
 
 from django.conf import settings
-from django.utils import timezone
 
 from judging.decision import plurality
 from judging.models import JudgeProfile, Vote
 
 
 def profiles_locked(user_ids: set[int]) -> dict[int, JudgeProfile]:
-    """The judges' profiles, created when missing, locked in id order."""
-    for user_id in sorted(user_ids):
-        JudgeProfile.objects.get_or_create(
-            user_id=user_id, defaults={"trust": settings.ARENA.trust_new}
-        )
-    rows = JudgeProfile.objects.select_for_update().filter(user_id__in=user_ids).order_by("pk")
+    """The judges' profiles, created when missing, locked in id order (one statement
+    when they all exist)."""
+    locking = JudgeProfile.objects.select_for_update().filter(user_id__in=user_ids)
+    rows = list(locking.order_by("pk"))
+    if len(rows) < len(user_ids):
+        for user_id in sorted(user_ids):
+            JudgeProfile.objects.get_or_create(
+                user_id=user_id, defaults={"trust": settings.ARENA.trust_new}
+            )
+        rows = list(locking.order_by("pk"))
     return {p.user_id: p for p in rows}
 
 
-def trust_compare(votes: Sequence[Vote], weights: Sequence[float]) -> None:
+def trust_compare(
+    votes: Sequence[Vote], weights: Sequence[float], profiles: dict[int, JudgeProfile], *, now
+) -> dict[int, bool]:
     """On a redundancy battle the crowd decided: each judge's vote against the weighted
     plurality of the other judges' votes (skipped when the others have none or tie at
-    the top). A judge whose compared votes reach PROBATION_VOTES leaves probation."""
+    the top). A judge whose compared votes reach PROBATION_VOTES leaves probation.
+    In memory: ``profiles`` (locked, by user id, holding every compared judge's) are
+    updated, the caller saves them; returns whether each compared vote agreed, by id."""
     weighted = [(v.choice, w) for v, w in zip(votes, weights, strict=True)]
     outcomes: dict[int, bool] = {}
     for i, vote in enumerate(votes):
@@ -32,20 +39,18 @@ def trust_compare(votes: Sequence[Vote], weights: Sequence[float]) -> None:
         if reference is not None:
             outcomes[vote.pk] = vote.choice == reference
     if not outcomes:
-        return
+        return outcomes
     by_vote = {v.pk: v.judge_id for v in votes}
-    profiles = profiles_locked({by_vote[pk] for pk in outcomes})
-    now = timezone.now()
+    touched = {by_vote[pk]: profiles[by_vote[pk]] for pk in outcomes}
     for vote_pk, agreed in outcomes.items():
-        profile = profiles[by_vote[vote_pk]]
+        profile = touched[by_vote[vote_pk]]
         profile.seen_count += 1
         profile.agree_count += int(agreed)
-        Vote.objects.filter(pk=vote_pk).update(agreed=agreed)
-    for profile in profiles.values():
+    for profile in touched.values():
         profile.trust_recompute(trust_min=settings.ARENA.trust_min)
         if profile.established_at is None and profile.seen_count >= settings.ARENA.probation_votes:
             profile.established_at = now
-        profile.save(update_fields=["seen_count", "agree_count", "trust", "established_at"])
+    return outcomes
 
 
 def trust_uncompare(votes: Sequence[Vote]) -> None:

@@ -5,8 +5,9 @@ has passed: until then the judge may take it back (and vote again: they have see
 name). After the window the vote is final and the battle is resolved; the names show to
 the judge once the battle is decided, since before that other votes on it can still
 count (SPEC §5.1). The window passing is noticed by whichever comes first: the judge's
-own page asking (``vote_status``), the judging job scheduled for that moment, or the
-sweep. With a window of 0 the battle is resolved in the vote's own transaction."""
+own page asking (``vote_status``), the decider (``judging.decider``: the vote's tally
+set the battle's ``decide_due_at``), or the sweep. With a window of 0 the battle is
+resolved in the vote's own transaction."""
 
 import logging
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from battles.models import Battle
 from judging import vote_db
 from judging.admissibility import inadmissible_reason, reading_time_of
 from judging.models import Vote
-from judging.services.resolution import battle_resolve, resolve_here, resolve_later
+from judging.services.resolution import battle_resolve, resolve_here
 from judging.services.serving import (
     judge_approval_check,
     judge_consent_check,
@@ -60,8 +61,8 @@ def vote_cast(*, judge: AbstractBaseUser, battle_id: int, choice: str) -> Vote:
 
     The returned vote carries ``vote.battle`` as of the commit (decided in it when the
     vote was final at once), so ``describe`` needs no query. Once the transaction has
-    committed nothing raises any more: what runs after it (the scheduled resolution,
-    the board push, telling judges) is logged when it fails, and the sweep
+    committed nothing raises any more: what runs after it (the board push, telling
+    judges) is logged when it fails, and the decider or the sweep
     (``battles_resolve_pending``) resolves what was left undone."""
     if choice not in Vote.Choice.values:
         raise ApplicationError(
@@ -100,20 +101,17 @@ def vote_cast(*, judge: AbstractBaseUser, battle_id: int, choice: str) -> Vote:
                 admissible=not reason,
                 inadmissible_reason=reason,
             )
-            battle_votes_tally(battle_id=battle.pk)  # judge_next's order (admissible votes)
+            # judge_next's order (admissible votes); the decider's due time (the window)
+            battle_votes_tally(battle_id=battle.pk, due=final_at if final_at > voted_at else None)
             if final_at <= voted_at:
                 vote_db.agents_load(battle)  # to decide it, and for the reveal
-            if battle.status == Battle.Status.JUDGING:
-                if final_at <= voted_at:
-                    # the vote and what it decides commit together
-                    counted = resolve_here(battle, tallied=True)
-                    if counted is None:  # it failed: what the rows say
-                        _as_resolved(vote, battle)
-                    else:
-                        vote.counted = vote.pk in counted
+            if battle.status == Battle.Status.JUDGING and final_at <= voted_at:
+                # the vote and what it decides commit together
+                counted = resolve_here(battle, tallied=True)
+                if counted is None:  # it failed: what the rows say
+                    _as_resolved(vote, battle)
                 else:
-                    battle_pk = battle.pk
-                    transaction.on_commit(lambda: resolve_later(battle_pk, at=final_at))
+                    vote.counted = vote.pk in counted
     except IntegrityError as exc:
         if committed:
             logger.exception("after the commit of a vote on battle %s", battle_id)

@@ -1,6 +1,6 @@
-"""vote → resolve: in the vote's own transaction (the fast path), the judging job when
-that fails, the sweep for a vote left unresolved, and one real worker on the judging
-queue."""
+"""vote → resolve: in the vote's own transaction (the fast path), the decider when that
+fails, the sweep for a vote left unresolved, and one real worker on the judging queue
+(the job a vote scheduled before the decider existed still runs)."""
 
 import datetime as dt
 
@@ -11,9 +11,9 @@ from django.utils import timezone
 import judging.services.resolution
 import judging.services.voting
 from battles.models import Battle
-from judging.jobs import battle_resolve as job_battle_resolve
 from judging.models import Assignment, Vote
 from judging.services import battles_resolve_pending, vote_cast
+from judging.services.resolution import battles_resolve_due
 from ratings.models import AgentRating
 from tests.conftest import api_client_for
 from tests.judging.battle_factories import ended_battle
@@ -43,12 +43,14 @@ def test_a_deciding_vote_is_resolved_before_the_response_with_no_job(alice, judg
     assert django_rq.get_queue("judging").job_ids == []
 
 
-def test_when_the_in_process_resolve_fails_the_job_is_enqueued(alice, judge, roster, monkeypatch):
+def test_when_the_in_process_resolve_fails_the_decider_takes_the_battle(
+    alice, judge, roster, monkeypatch
+):
     battle = ended_battle(alice)
     served_long_ago(judge, battle)
     real = judging.services.resolution._resolve_with
 
-    def broken(battle, votes):
+    def broken(*args):
         raise RuntimeError("database hiccup")
 
     monkeypatch.setattr(judging.services.resolution, "_resolve_with", broken)
@@ -56,11 +58,10 @@ def test_when_the_in_process_resolve_fails_the_job_is_enqueued(alice, judge, ros
 
     battle.refresh_from_db()
     assert battle.status == "judging"
-    queue = django_rq.get_queue("judging")
-    (job,) = queue.jobs
-    assert (job.func_name, job.args) == ("judging.jobs.battle_resolve", (battle.pk,))
+    assert battle.decide_due_at is not None  # due at once, for the decider; no job
+    assert django_rq.get_queue("judging").job_ids == []
     monkeypatch.setattr(judging.services.resolution, "_resolve_with", real)
-    job_battle_resolve(battle.pk)
+    assert battles_resolve_due(limit=10) == (1, [battle.pk])
     battle.refresh_from_db()
     assert (battle.status, battle.outcome) == ("decided", "B")
 

@@ -8,7 +8,6 @@ import datetime as dt
 import pytest
 import time_machine
 from django.utils import timezone
-from rq.registry import ScheduledJobRegistry
 
 from battles.models import Battle
 from judging.models import Vote
@@ -75,28 +74,41 @@ def test_the_end_of_the_window_decides_and_reveals(api, alice, judge, roster):
     assert rated() == 2
 
 
-def test_the_judging_job_is_scheduled_for_the_end_of_the_window(
-    alice, judge, roster, django_capture_on_commit_callbacks
+def test_the_vote_makes_its_battle_due_at_the_end_of_the_window_for_the_decider(
+    alice, judge, roster
 ):
-    import django_rq
-
     from judging.services import vote_cast
+    from judging.services.resolution import battles_resolve_due
 
     battle = ended_battle(alice)
     serve(judge)
-    with time_machine.travel(VOTED, tick=False), django_capture_on_commit_callbacks(execute=True):
+    with time_machine.travel(VOTED, tick=False):
         vote_cast(judge=judge, battle_id=battle.pk, choice="B")
-    queue = django_rq.get_queue("judging")
-    registry = ScheduledJobRegistry(queue=queue)
-    (job_id,) = registry.get_job_ids()
-    job = queue.fetch_job(job_id)
-    assert (job.func_name, job.args) == ("judging.jobs.battle_resolve", (battle.pk,))
-    assert registry.get_scheduled_time(job) == at(WINDOW).replace(microsecond=0)
-    # the job, run when due, decides the battle
-    with time_machine.travel(at(WINDOW), tick=False):
-        job.perform()
     battle.refresh_from_db()
-    assert battle.outcome == "B"
+    assert battle.decide_due_at == at(WINDOW)  # written by the vote's tally, no job
+    # the decider finds nothing before the window ends, and decides it when it has
+    with time_machine.travel(at(WINDOW - 0.1), tick=False):
+        assert battles_resolve_due(limit=10) == (0, [])
+    with time_machine.travel(at(WINDOW), tick=False):
+        assert battles_resolve_due(limit=10) == (1, [battle.pk])
+    battle.refresh_from_db()
+    assert (battle.outcome, battle.decided_at, battle.decide_due_at) == ("B", at(WINDOW), None)
+    assert rated() == 2
+
+
+def test_a_second_vote_keeps_the_earlier_due_time(alice, roster):
+    from judging.services import vote_cast
+
+    battle = ended_battle(alice, target=3)
+    first, second = people(2)
+    serve(first)
+    serve(second)
+    with time_machine.travel(VOTED, tick=False):
+        vote_cast(judge=first, battle_id=battle.pk, choice="A")
+    with time_machine.travel(at(4), tick=False):
+        vote_cast(judge=second, battle_id=battle.pk, choice="A")
+    battle.refresh_from_db()
+    assert battle.decide_due_at == at(WINDOW)
 
 
 def test_undo_inside_the_window_then_vote_again(api, alice, judge, roster):
