@@ -13,8 +13,10 @@ battles", the ``arena_recent_*`` ones).
   ``RequestLatencyMiddleware``, labelled by the resolved route's name (never the raw
   path, whose values are unbounded), the method and the status class. With several web
   processes each is scraped on its own (per-process scraping, the ``instance`` label
-  tells them apart), not through prometheus-client's multiprocess mode: one Daphne
-  process serves each replica, so no two processes share a port.
+  tells them apart), not through prometheus-client's multiprocess mode: one uvicorn
+  process serves each replica (``--processes 1`` in the image and the manifests), so no
+  two processes share a port. ``make run``'s several processes share one port: a scrape
+  there reads one of them.
 
 Who may read it: with ``ARENA_METRICS_TOKEN`` set, a request bearing it
 (``Authorization: Bearer …``) from anywhere; without, only a request made on this

@@ -19,6 +19,7 @@ one that dies.
 import argparse
 import os
 import sys
+from pathlib import Path
 
 APP = "arena_site.asgi:application"
 
@@ -30,13 +31,16 @@ def uvicorn_flags() -> list[str]:
       (``arena_site.ratelimit.client_address`` trusts ``ARENA_TRUSTED_PROXIES`` only);
       uvicorn would otherwise rewrite it from X-Forwarded-For for any loopback peer.
     - ``--lifespan off``: Channels' router has no lifespan protocol.
-    - ``--no-access-log``: the arena logs its own requests (arena_site/logs.py).
+    - ``--no-access-log``: the arena logs its own requests (arena_site/logs.py), and
+      ``--log-config`` (arena_site/uvicorn_logging.json) hands uvicorn's own lines to the
+      arena's handlers (JSON by default) instead of uvicorn's plain text.
     - keep-alive 5 s as Daphne's clients saw; shedding stays the arena's own
       (``ARENA_MAX_INFLIGHT``, arena_site/shedding.py)."""
     return [
-        "--http", "httptools", "--loop", "uvloop", "--ws", "websockets",
+        "--http", "httptools", "--loop", "uvloop", "--ws", "websockets-sansio",
         "--lifespan", "off", "--no-proxy-headers", "--no-access-log",
         "--no-server-header", "--timeout-keep-alive", "5", "--log-level", "warning",
+        "--log-config", str(Path(__file__).with_name("uvicorn_logging.json")),
     ]  # fmt: skip
 
 
