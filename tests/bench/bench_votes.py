@@ -42,6 +42,7 @@ import argparse
 import http.client
 import json
 import os
+import resource
 import shutil
 import socket
 import statistics
@@ -70,7 +71,7 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.test.utils import setup_databases, teardown_databases  # noqa: E402
 
-from tests.bench.web import WebServers  # noqa: E402
+from tests.bench.web import POSTGRES, REDIS, WebServers, cpu_of  # noqa: E402
 
 LOCUST = str(ROOT / ".venv" / "bin" / "locust")
 STEPS = [10, 25, 50, 100, 150, 200, 300, 400, 500, 750, 1000]
@@ -230,6 +231,8 @@ def ramp(servers: WebServers, items: list[tuple[str, int]], steps: list[int], st
         "VOTES_PER_USER": "2",
     }
     cpu_before = servers.cpu_s()
+    services_before = cpu_of(POSTGRES), cpu_of(REDIS)
+    client_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     done = subprocess.run(
         [LOCUST, "-f", str(ROOT / "tests" / "bench" / "locust_votes.py"), "--headless",
@@ -239,7 +242,14 @@ def ramp(servers: WebServers, items: list[tuple[str, int]], steps: list[int], st
         timeout=step_s * len(steps) + 120,
     )  # fmt: skip
     wall = time.monotonic() - started
+    client = resource.getrusage(resource.RUSAGE_CHILDREN)
+    client_cpu = (client.ru_utime + client.ru_stime) - (
+        client_before.ru_utime + client_before.ru_stime
+    )
+    postgres_cpu = cpu_of(POSTGRES) - services_before[0]
+    redis_cpu = cpu_of(REDIS) - services_before[1]
     answers = [json.loads(line) for line in out_path.read_text().splitlines() if line]
+    n_served = sum(1 for a in answers if a["status"] == served)
     per_step = []
     for index, rate in enumerate(steps):
         lo, hi = index * step_s, (index + 1) * step_s
@@ -279,6 +289,11 @@ def ramp(servers: WebServers, items: list[tuple[str, int]], steps: list[int], st
         "server_cpu_ms_per_served": _per(
             servers.cpu_s() - cpu_before, sum(1 for a in answers if a["status"] == served)
         ),
+        # the services' and the load client's CPU over the whole ramp, per request served
+        # (PostgreSQL and Redis are the machine's: anything else using them counts too)
+        "postgres_cpu_ms_per_served": _per(postgres_cpu, n_served),
+        "redis_cpu_ms_per_served": _per(redis_cpu, n_served),
+        "client_cpu_ms_per_request": _per(client_cpu, len(answers)),
         "wall_s": round(wall, 1),
         "locust_rc": done.returncode,
         "created_votes": {a["vote"] for a in answers if a["status"] == 201 and not floor},

@@ -46,6 +46,30 @@ def server_argv(server: str, *, fd: int | None = None, port: int | None = None,
     raise ValueError(f"unknown server {server!r}; one of {', '.join(SERVERS)}")
 
 
+def cpu_of(names: tuple[str, ...]) -> float:
+    """User + system CPU seconds of every live process whose command name is in
+    ``names`` (e.g. PostgreSQL's backends, ``redis-server``): the services' share of a
+    benchmark, read before and after it (a process that ended in between is missed)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            head, tail = (entry / "stat").read_text().rsplit(")", 1)
+        except OSError:
+            continue
+        comm = head.split("(", 1)[1]
+        if comm in names:
+            fields = tail.split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+POSTGRES = ("postgres",)
+REDIS = ("redis-server",)
+
+
 class WebServers:
     """``n`` web processes of ``server`` serving the arena on one port of 127.0.0.1."""
 
