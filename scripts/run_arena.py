@@ -248,6 +248,9 @@ def main() -> None:
                 env,
             )
         )  # fmt: skip
+        # Votes' decisions once their undo windows pass (judging/decider.py): a process
+        # of its own, never behind the janitors and refits of the worker above.
+        children.append(start("decider", [PY, "manage.py", "decide"], env))
         # Offline evaluations (docs/evaluations.md): a worker of their own, since one
         # evaluation job can run for hours and must not hold up judging or ratings.
         children.append(start("evaluations worker", [PY, "manage.py", "rqworker", "evals"], env))

@@ -1,10 +1,11 @@
 """Benchmark: deciding battles whose undo windows have passed (issue 36, item 3). Prints
 one JSON document.
 
-The same N due battles (default 5,000: one final vote each, as the vote benchmark makes
-them with ARENA_REDUNDANCY_FRACTION=0; the builtin roster's three agents, so every
-decision waits for the same few rating rows; an assignment per vote) are built afresh
-in a throwaway database (made from DATABASE_URL) before each run, and decided by:
+The same N due battles (default 5,000; 500 for the RQ runs, at ~10 a second: one final
+vote each, as the vote benchmark makes them with ARENA_REDUNDANCY_FRACTION=0; the
+builtin roster's three agents, so every decision waits for the same few rating rows; an
+assignment per vote) are built afresh in a throwaway database (made from DATABASE_URL)
+before each run, and decided by:
 
 1. ``rq_job_per_battle_before``: the code before the decider (the commit before it,
    unpacked by ``git archive``), its way: one ``judging.jobs.battle_resolve`` job per
@@ -31,6 +32,7 @@ on the arena's own database at any time.
 Run: DATABASE_URL=postgres://postgres@127.0.0.1:5432/arena \
      BENCH_REDIS_URL=redis://127.0.0.1:6379/15 \
      .venv/bin/python tests/bench/bench_decisions.py [--battles 5000] [--runs ...]
+(BENCH_REPO: the git repository, when this runs from an export of it.)
 """
 
 import argparse
@@ -164,6 +166,8 @@ def build(arena, agents, judges, team, task, count: int) -> list[int]:
         },
     )
     ids = list(Battle.objects.order_by("pk").values_list("pk", flat=True))
+    if not ids:
+        return ids
     first = ids[0]
     judge = pick(judges, f"g % {len(judges)}")
     sql_insert(
@@ -241,14 +245,18 @@ def children(commands: list[list[str]], *, cwd: Path, env: dict) -> dict:
         codes.append(proc.returncode)
         cpu += usage.ru_utime + usage.ru_stime
     wall = time.perf_counter() - started
+    loops = []  # what each decider says its loop cost (manage.py decide's last line)
     for log in logs:
+        log.seek(0)
+        output = log.read().decode(errors="replace")
         if any(codes):
-            log.seek(0)
-            sys.stderr.write(log.read().decode(errors="replace")[-4000:])
+            sys.stderr.write(output[-4000:])
+        loops += [json.loads(line)["decider"] for line in output.splitlines()
+                  if line.startswith('{"decider"')]  # fmt: skip
         log.close()
     if any(codes):
         raise SystemExit(f"a child failed: {codes}")
-    return {"wall_s": wall, "cpu_s": cpu}
+    return {"wall_s": wall, "cpu_s": cpu, "loops": loops}
 
 
 def decided_rate(ids: list[int]) -> dict:
@@ -283,7 +291,8 @@ def before_tree(workdir: Path) -> Path:
     this code's, a superset)."""
     tree = workdir / "before"
     tree.mkdir()
-    archive = subprocess.run(["git", "archive", BEFORE_COMMIT], cwd=ROOT, capture_output=True,
+    repo = os.environ.get("BENCH_REPO", str(ROOT))  # (when this runs from an export)
+    archive = subprocess.run(["git", "archive", BEFORE_COMMIT], cwd=repo, capture_output=True,
                              check=True).stdout  # fmt: skip
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     (tree / ".venv").symlink_to(ROOT / ".venv")
@@ -293,6 +302,8 @@ def before_tree(workdir: Path) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--battles", type=int, default=5000)
+    parser.add_argument("--rq-battles", type=int, default=500,
+                        help="battles of the RQ runs (one job each: ~10/s)")  # fmt: skip
     parser.add_argument("--runs", default=",".join(RUNS), help=f"of {', '.join(RUNS)}")
     args = parser.parse_args()
     runs = [r for r in args.runs.split(",") if r]
@@ -314,8 +325,8 @@ def main() -> None:
     database = settings.DATABASES["default"]
     assert database["ENGINE"].endswith("postgresql"), "PostgreSQL only (DATABASE_URL)"
     database.setdefault("TEST", {})["NAME"] = f"bench_decisions_{database['NAME']}"
-    report: dict = {"battles": args.battles, "agents": 3, "loadavg_start": os.getloadavg(),
-                    "runs": {}}  # fmt: skip
+    report: dict = {"battles": args.battles, "rq_battles": args.rq_battles, "agents": 3,
+                    "loadavg_start": os.getloadavg(), "runs": {}}  # fmt: skip
     config = setup_databases(verbosity=0, interactive=False)
     workdir = Path(tempfile.mkdtemp(prefix="bench-decisions-"))
     try:
@@ -332,7 +343,7 @@ def main() -> None:
             commands, rq = commands_of(run, python)
             build(arena, agents, judges, team, task, 0)
             idle = children(commands, cwd=cwd, env=env)  # start-up and stop alone
-            ids = build(arena, agents, judges, team, task, args.battles)
+            ids = build(arena, agents, judges, team, task, args.rq_battles if rq else args.battles)
             if rq:
                 with django_rq.get_connection("judging").pipeline() as pipe:
                     for battle_id in ids:
@@ -349,6 +360,7 @@ def main() -> None:
                 pg_ms = round(1000 * (pg_after - pg_before) / len(ids), 3)
             report["runs"][run] = {
                 "processes": len(commands),
+                "battles": len(ids),
                 **decided_rate(ids),
                 "wall_s": round(ran["wall_s"], 2),
                 "startup_wall_s": round(idle["wall_s"], 2),
@@ -356,6 +368,7 @@ def main() -> None:
                 "process_cpu_s": round(ran["cpu_s"], 2),
                 "startup_cpu_s": round(idle["cpu_s"], 2),
                 "postgres_cpu_ms_per_decision": pg_ms,
+                "decider_loops": ran["loops"],  # the deciders' own count, CPU and wall
                 "loadavg": [round(x, 2) for x in load],
                 "check": state,
             }

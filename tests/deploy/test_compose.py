@@ -74,7 +74,8 @@ def rendered(tmp_path_factory) -> dict:
 def test_every_part_runs_a_role_of_the_one_image_read_only_and_unprivileged(rendered):
     services = rendered["services"]
     assert set(services) == {
-        "postgres", "redis", "s3", "migrate", "web", "proxy", "battle-host", "worker", "cron",
+        "postgres", "redis", "s3", "migrate", "web", "proxy", "battle-host", "worker", "decider",
+        "cron",
     }  # fmt: skip
     for name, service in services.items():
         assert service["image"] == "agent-arena:latest", name
@@ -106,7 +107,7 @@ def test_the_web_is_replicated_health_checked_and_behind_a_trusted_proxy(rendere
     assert web["scale"] == 2
     assert web["healthcheck"]["test"][-1].endswith("/readyz")
     assert services["proxy"]["depends_on"]["web"]["condition"] == "service_healthy"
-    for name in ("web", "battle-host", "worker", "cron"):
+    for name in ("web", "battle-host", "worker", "decider", "cron"):
         after = services[name]["depends_on"]
         assert after["migrate"]["condition"] == "service_completed_successfully", name
         assert {"postgres", "redis", "s3"} <= set(after), name  # stopped after them
@@ -119,6 +120,16 @@ def test_the_web_is_replicated_health_checked_and_behind_a_trusted_proxy(rendere
     hidden = re.search(r"@internal path (.+)\n\s*respond @internal 404", caddyfile)
     assert hidden and {"/readyz", "/metrics/prometheus"} <= set(hidden.group(1).split())
     assert "flush_interval -1" in caddyfile
+
+
+def test_the_decider_is_a_role_of_its_own_that_scales(rendered):
+    decider = rendered["services"]["decider"]
+    assert decider["scale"] == 1  # ARENA_DECIDER_REPLICAS: they share the due battles
+    entry = ENTRY.read_text()
+    assert re.search(r"^decider\)\n\s+exec python manage.py decide \"\$@\" ;;", entry, re.M)
+    from judging.management.commands.decide import Command  # the role's command exists
+
+    assert "undo windows" in Command.help
 
 
 def test_every_queue_is_served_by_a_role():

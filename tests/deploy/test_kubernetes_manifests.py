@@ -494,6 +494,9 @@ def test_the_commands_run_what_the_arena_has():
     assert served == set(settings.RQ_QUEUES)
     assert "--with-scheduler" in commands["worker"]
     assert "arena_site.cron" in commands["scheduler"]
+    # the votes' decisions: a process of their own, the command the image's role runs
+    assert commands["decider"] == "python manage.py decide"
+    assert importlib.util.find_spec("judging.management.commands.decide") is not None
 
 
 def test_the_battle_workers_reach_their_docker_engine_over_tls():

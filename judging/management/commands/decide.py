@@ -3,6 +3,7 @@
 import json
 import signal
 import threading
+import time
 
 from django.core.management.base import BaseCommand
 
@@ -30,5 +31,8 @@ class Command(BaseCommand):
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda signum, frame: stop.set())
+        cpu, wall = time.process_time(), time.monotonic()
         stats = decider_run(batch=batch, idle_s=idle, stop=stop, until_idle=until_idle)
-        self.stdout.write(json.dumps({"decider": vars(stats)}))
+        cpu, wall = time.process_time() - cpu, time.monotonic() - wall
+        done = {**vars(stats), "cpu_s": round(cpu, 3), "wall_s": round(wall, 3)}
+        self.stdout.write(json.dumps({"decider": done}))
