@@ -164,9 +164,10 @@ def battle_figures() -> BattleFigures:
     sources = list(Battle.DecisionSource.values)
     runs = Run.objects.filter(battle=OuterRef("pk"), end_reason=Run.EndReason.ERROR)
     failed = Q(status=Battle.Status.FAILED)
-    rated_pending = Q(status=Battle.Status.DECIDED, exclusion_reason="", incorporated_at=None) & ~Q(
-        outcome=""
-    )
+    # rated, and in no published refit yet (no r: no ratings.IncorporatedBattle row)
+    rated_pending = Q(
+        status=Battle.Status.DECIDED, exclusion_reason="", incorporation__isnull=True
+    ) & ~Q(outcome="")
     with _bounded_reads():
         totals = Battle.objects.aggregate(
             **{f"status_{s}": Count("pk", filter=Q(status=s)) for s in statuses},

@@ -146,14 +146,13 @@ class Battle(models.Model):
     # or an exclusion can take exactly that back: {"a": ΔR_A, "b": ΔR_B, "y": y}.
     streaming_applied = models.JSONField(null=True, blank=True)
     failure_reason = models.TextField(blank=True)
-    # Event times of SPEC §6: s, q, q + δ, e, h, r, ℓ.
+    # Event times of SPEC §6: s, q, q + δ, e, h (r and ℓ are per refit run:
+    # ratings.models.Incorporation).
     submitted_at = models.DateTimeField()
     dequeued_at = models.DateTimeField(null=True, blank=True)
     lanes_started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     first_judgment_at = models.DateTimeField(null=True, blank=True)
-    incorporated_at = models.DateTimeField(null=True, blank=True)
-    leaderboard_served_at = models.DateTimeField(null=True, blank=True)
     # Touched by the lanes on every step; the janitor fails a running battle whose
     # heartbeat stopped (its worker died).
     heartbeat_at = models.DateTimeField(null=True, blank=True)
@@ -205,12 +204,6 @@ class Battle(models.Model):
             models.Index(
                 fields=["arena", "team"], name="battle_queued", condition=Q(status="queued")
             ),
-            # Every board served stamps ℓ on the battles it newly reflects: find them fast.
-            models.Index(
-                fields=["arena"],
-                name="battle_awaiting_service",
-                condition=Q(leaderboard_served_at=None, incorporated_at__isnull=False),
-            ),
             # The judge's next battle (judging.services.serving.judge_next): open
             # battles in serving order, fewest admissible votes, oldest first.
             models.Index(
@@ -224,14 +217,14 @@ class Battle(models.Model):
                 name="battle_decide_due",
                 condition=Q(status="judging"),
             ),
-            # The board's counts (ratings.selectors): rated battles no refit includes
-            # yet, the self-judged tally and the exclusion counts, each over its own
-            # small slice instead of every battle of the arena.
+            # The board's counts (ratings.selectors): rated battles decided since the
+            # last refit read them (the rest no refit includes yet: an anti-join on
+            # ratings.IncorporatedBattle), the self-judged tally and the exclusion
+            # counts, each over its own slice instead of every battle of the arena.
             models.Index(
-                fields=["arena"],
-                name="battle_rated_pending",
-                condition=Q(status="decided", exclusion_reason="", incorporated_at=None)
-                & ~Q(outcome=""),
+                fields=["arena", "decided_at"],
+                name="battle_rated_recent",
+                condition=Q(status="decided", exclusion_reason="") & ~Q(outcome=""),
             ),
             models.Index(
                 fields=["arena"],

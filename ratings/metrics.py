@@ -1,8 +1,9 @@
 """Latency, capacity, freshness and duplicate figures of SPEC §6. Pure: no ORM.
 
-A battle's events are a mapping from the ``Battle`` event-time field names to aware
-datetimes or ``None`` (a stamp the battle has not reached, or one the platform does not
-write yet)::
+A battle's events are a mapping from the event-time names to aware datetimes or
+``None`` (a stamp the battle has not reached, or one the platform does not write yet):
+``Battle`` fields, but r and ℓ, which are those of the refit run that first included the
+battle (``ratings.models.Incorporation``; ``metrics_selectors.with_stamps``)::
 
     submitted_at s · dequeued_at q · lanes_started_at q + δ · ended_at e
     first_judgment_at h · incorporated_at r · leaderboard_served_at ℓ

@@ -5,7 +5,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, F, FloatField, Q, Subquery, Sum, Value
+from django.db.models import Count, F, FloatField, Q, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 
 from battles.models import Battle
@@ -24,6 +24,17 @@ class _Scalar(Subquery):
     there also when the aggregated rows are none."""
 
     contains_aggregate = True
+
+
+def with_stamps(battles: QuerySet[Battle]) -> QuerySet[Battle]:
+    """The battles with r and ℓ of SPEC §6 beside the stamps on their rows, under the
+    names ``metrics.STAMP_FIELDS`` gives them: those of the refit run that first
+    included the battle (``ratings.models.Incorporation``), None for a battle in no
+    published refit yet (two left joins, one row each)."""
+    return battles.annotate(
+        incorporated_at=F("incorporation__incorporation__incorporated_at"),
+        leaderboard_served_at=F("incorporation__incorporation__leaderboard_served_at"),
+    )
 
 
 def _refit_figures(*, arena_id: int, now: datetime) -> dict[str, Any]:
@@ -93,8 +104,10 @@ def arena_metrics(
     cap = metrics.DUPLICATE_CORPUS_MAX
 
     # Live figures: battles decided by an import of historical votes are not live.
-    battles = Battle.objects.filter(arena_id=arena_id).exclude(
-        decision_source=Battle.DecisionSource.IMPORT
+    battles = with_stamps(
+        Battle.objects.filter(arena_id=arena_id).exclude(
+            decision_source=Battle.DecisionSource.IMPORT
+        )
     )
     rated = Q(status=Battle.Status.DECIDED, first_judgment_at__isnull=False)
     weight = Coalesce("evidence_weight", Value(1.0), output_field=FloatField())

@@ -106,6 +106,67 @@ class RatingPoint(models.Model):
         return f"{self.agent_id} in snapshot {self.snapshot_id}: {self.rating}"
 
 
+class Incorporation(models.Model):
+    """One refit run's newly incorporated battles (SPEC §6): r, when the run that first
+    counted them committed, and ℓ, when a board was first served after it. Every battle
+    of a run shares both (a board served reflects every committed run at once), so the
+    two stamps live here, once per run, not on each battle's row: writing a million
+    battle rows costs a new entry in most of the battle table's indexes each."""
+
+    arena = models.ForeignKey("agents.Arena", on_delete=models.PROTECT, related_name="+")
+    # The published snapshot that counts them: the run's own, or for a run whose input
+    # was unchanged the one already published. Empty only for stamps moved from the
+    # battle rows (ratings 0006) with no snapshot of theirs left.
+    snapshot = models.ForeignKey(
+        RatingSnapshot, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    incorporated_at = models.DateTimeField(help_text="r of SPEC §6.")
+    leaderboard_served_at = models.DateTimeField(
+        null=True, blank=True, help_text="ℓ of SPEC §6: the first board served after r."
+    )
+
+    class Meta:
+        # Every board served stamps ℓ on the runs not yet served: a handful of rows.
+        indexes = [
+            models.Index(
+                fields=["arena"],
+                name="incorporation_unserved",
+                condition=Q(leaderboard_served_at=None),
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"Battles incorporated at {self.incorporated_at:%Y-%m-%d %H:%M:%S}"
+
+
+class IncorporatedBattle(models.Model):
+    """A battle some published refit includes, and the run that first counted it
+    (``Incorporation``: its r and ℓ). Insert-only; a battle without a row is one no
+    published refit includes yet.
+
+    No foreign-key constraints: checking one locks the referenced row (FOR KEY SHARE),
+    and at a first refit that is a write on every battle row again, the cost this table
+    exists to avoid. The rows are written by the refit alone, from ids it just read."""
+
+    battle = models.OneToOneField(
+        "battles.Battle",
+        primary_key=True,
+        on_delete=models.CASCADE,
+        db_constraint=False,
+        related_name="incorporation",
+    )
+    incorporation = models.ForeignKey(
+        Incorporation,
+        on_delete=models.CASCADE,
+        db_constraint=False,
+        db_index=False,  # read from the battle's side only (its primary key)
+        related_name="battles",
+    )
+
+    def __str__(self) -> str:
+        return f"Battle {self.battle_id} in {self.incorporation_id}"
+
+
 class RefitState(models.Model):
     """The refit job's record per arena: every run, including those that found nothing
     new and wrote no snapshot. Its row is the lock that serialises refits of an arena."""
@@ -123,6 +184,10 @@ class RefitState(models.Model):
     last_run_at = models.DateTimeField(null=True, blank=True)
     last_compute_ms = models.PositiveIntegerField(null=True, blank=True)
     last_wrote_snapshot = models.BooleanField(default=False)
+    # Every rated battle decided before this is in a published refit, or was decided by
+    # a transaction slower than PENDING_LOOKBACK (the next refit's full read counts it
+    # either way): the board's pending figures read the battles decided since.
+    pending_floor = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"Refit state of arena {self.arena_id}"

@@ -2,7 +2,8 @@
 database (rows per agent pair, outcome and weight, and per deciding judge and pair:
 never a row per battle), fit
 Bradley-Terry with intervals and rank bands (``ratings.bradley_terry.rate``), publish a
-snapshot when the input changed, stamp r on the battles it newly includes, push the board.
+snapshot when the input changed, record r for the battles it newly includes (one
+``Incorporation`` for the run, an ``IncorporatedBattle`` row per battle), push the board.
 
 Refit input: battles of the arena that are decided, have an outcome and no exclusion
 reason (retired agents' battles included); y from side A's view; w the evidence weight
@@ -15,7 +16,7 @@ import hashlib
 import logging
 import time
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import numpy as np
 from django.conf import settings
@@ -26,13 +27,23 @@ from django.utils import timezone
 from threadpoolctl import threadpool_limits
 
 from agents.models import Arena
-from battles.models import Battle
 from ratings.bradley_terry import ClusterSums, Rating, rate
-from ratings.models import RatingPoint, RatingSnapshot, RefitState
+from ratings.models import (
+    IncorporatedBattle,
+    Incorporation,
+    RatingPoint,
+    RatingSnapshot,
+    RefitState,
+)
 from ratings.selectors import rated_battles
 from ratings.services import OUTCOME_Y, leaderboard_changed, leaderboard_push
 
 logger = logging.getLogger(__name__)
+
+# How much longer than the read of a refit a battle's decision may take to commit (with
+# the hosts' clock skew) and still be shown among the board's pending battles before the
+# next refit (``RefitState.pending_floor``). The refit's own read has no such bound.
+PENDING_LOOKBACK = timedelta(minutes=10)
 
 
 @dataclass(frozen=True)
@@ -76,7 +87,7 @@ class FitInput:
     these are those of the battles listed one by one (``ratings.bradley_terry.rate``)."""
 
     battles: int
-    unstamped_ids: list[int]  # battles no published refit has included yet (r is null)
+    unstamped_ids: list[int]  # battles no published refit has included yet (no r)
     agent_ids: list[int]  # index → Agent id
     a: np.ndarray
     b: np.ndarray
@@ -112,7 +123,8 @@ def refit_counts(
 ) -> tuple[list[tuple], list[int]]:
     """The arena's rated battles counted in the database, in one statement (one snapshot
     of the table, so the parts agree): the rows of ``refit_rows`` but the UNSTAMPED_ROWs,
-    and the ids of the battles no published refit includes yet (r null), ascending.
+    and the ids of the battles no published refit includes yet (no IncorporatedBattle
+    row), ascending.
 
     The ids come as one array, not a row each: at a first refit they are every battle,
     and a million rows sorted with the counts and sent one by one cost seconds."""
@@ -133,10 +145,12 @@ def refit_counts(
         )
     )
     battles, params = rated.query.sql_with_params()
-    # r null: the partial index battle_rated_pending finds them without a scan
+    # An anti-join on IncorporatedBattle's primary key. Every decided battle is read
+    # (a battle decided late may have any id, and nothing on its row says whether a
+    # refit counted it), but the counts read them all anyway.
     unstamped, unstamped_params = (
         rated_battles(arena_id=arena_id, category=category)
-        .filter(incorporated_at=None)
+        .filter(incorporation__isnull=True)
         .order_by()
         .values("pk")
         .query.sql_with_params()
@@ -183,7 +197,7 @@ def refit_rows(*, arena_id: int, category: str | None = None, tasks: bool = Fals
 
     - PAIR_ROW per (pair, y, weight): its battles;
     - CLUSTER_ROW per (cluster key, pair): its battles, Σ w and Σ w y;
-    - UNSTAMPED_ROW per battle no published refit includes yet (r null), its id in the
+    - UNSTAMPED_ROW per battle no published refit includes yet (no r), its id in the
       cluster key column: the battles since the last refit, few;
     - with ``tasks``, TASK_ROW per (task, pair), the task id in the cluster key column:
       its battles, Σ w and Σ w y (what a bootstrap over tasks draws).
@@ -316,27 +330,46 @@ def _points(snapshot: RatingSnapshot, data: FitInput, rating: Rating, n0: int) -
     return points
 
 
-def battles_stamp_incorporated(*, battle_ids: list[int], at: datetime) -> int:
-    """Stamps r = ``at`` on the battles of ``battle_ids`` that have none; returns how many.
+def battles_stamp_incorporated(
+    *, arena_id: int, snapshot_id: int, battle_ids: list[int], at: datetime
+) -> int:
+    """Records r = ``at`` for the battles of ``battle_ids`` that have none: one
+    ``Incorporation`` (the run; ℓ follows when a board is next served) and an
+    ``IncorporatedBattle`` row each. Returns how many battles got it.
 
     The ids are those one refit read counted (``FitInput.unstamped_ids``): a battle
     decided after that read is not among them, whatever its id (ids follow submission,
     not decision), so no bound on the id or the time can stand for the list. One
-    statement; the ids travel as one array literal (a parameter per id, or psycopg
+    statement for the battles, insert-only on a two-column table (no battle row is
+    written); the ids travel as one array literal (a parameter per id, or psycopg
     adapting a million ints, costs seconds). Precondition: inside the transaction that
-    publishes the snapshot counting them."""
+    publishes ``snapshot_id`` (or, for an unchanged input, with the arena's RefitState
+    locked, ``snapshot_id`` the one published)."""
     if not battle_ids:
         return 0
-    table = connection.ops.quote_name(Battle._meta.db_table)
-    pk = connection.ops.quote_name(Battle._meta.pk.column)
-    column = connection.ops.quote_name(Battle._meta.get_field("incorporated_at").column)
+    run = Incorporation.objects.create(
+        arena_id=arena_id, snapshot_id=snapshot_id, incorporated_at=at
+    )
+    table = connection.ops.quote_name(IncorporatedBattle._meta.db_table)
+    battle = connection.ops.quote_name(IncorporatedBattle._meta.get_field("battle").column)
+    incorporation = connection.ops.quote_name(
+        IncorporatedBattle._meta.get_field("incorporation").column
+    )
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {table} SET {column} = %s"  # noqa: S608 (names from the model)
-            f" WHERE {pk} = ANY(%s::text::bigint[]) AND {column} IS NULL",
-            [at, "{" + ",".join(map(str, battle_ids)) + "}"],
+            f"INSERT INTO {table} ({battle}, {incorporation})"
+            f" SELECT unnest(%s::text::bigint[]), %s"
+            f" ON CONFLICT ({battle}) DO NOTHING",
+            ["{" + ",".join(map(str, battle_ids)) + "}", run.pk],
         )
-        return cursor.rowcount
+        stamped = cursor.rowcount
+        if not stamped:  # every one had r already: no run to record (and nothing cascades)
+            cursor.execute(
+                f"DELETE FROM {connection.ops.quote_name(Incorporation._meta.db_table)}"  # noqa: S608
+                " WHERE id = %s",
+                [run.pk],
+            )
+    return stamped
 
 
 def arena_refit(*, arena_id: int) -> RefitResult:
@@ -354,7 +387,7 @@ def arena_refit(*, arena_id: int) -> RefitResult:
         # the snapshot a concurrent run just committed as missing (its statement snapshot
         # predates it), and that run would write a second one.
         state = RefitState.objects.select_for_update().get(pk=state.pk)
-        started = time.perf_counter()
+        started, read_at = time.perf_counter(), timezone.now()
         data = refit_input(arena_id=arena_id, params=params)
         previous = RatingSnapshot.objects.filter(pk=state.snapshot_id).first()
         changed = data.battles > 0 if previous is None else previous.digest != data.digest
@@ -390,15 +423,22 @@ def arena_refit(*, arena_id: int) -> RefitResult:
         state.last_run_at = now
         state.last_compute_ms = compute_ms
         state.last_wrote_snapshot = changed
+        if state.snapshot_id is not None:  # every battle the read saw is in it from now
+            state.pending_floor = read_at - PENDING_LOOKBACK
         state.save(
             update_fields=["snapshot", "runs", "last_run_at", "last_compute_ms",
-                           "last_wrote_snapshot"]
+                           "last_wrote_snapshot", "pending_floor"]
         )  # fmt: skip
         # r (SPEC §6): the first published refit that depends on the battle, committed
         # with it. An unchanged input still stamps what its published snapshot counts.
         stamped = 0
         if state.snapshot_id is not None:
-            stamped = battles_stamp_incorporated(battle_ids=data.unstamped_ids, at=now)
+            stamped = battles_stamp_incorporated(
+                arena_id=arena_id,
+                snapshot_id=state.snapshot_id,
+                battle_ids=data.unstamped_ids,
+                at=now,
+            )
     leaderboard_changed(arena_id=arena_id)  # every run: the board shows when it last ran
     if changed or stamped:
         leaderboard_push(arena_id=arena_id)

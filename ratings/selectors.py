@@ -70,20 +70,30 @@ def rated_battles(*, arena_id: int | None, category: str | None = None):
     return rated if category is None else rated.filter(task__category=category)
 
 
+def rated_battles_pending(*, arena_id: int, since: datetime | None = None):
+    """The arena's rated battles no published refit includes yet (no r: no
+    ``IncorporatedBattle`` row), an anti-join on that table's primary key. With
+    ``since`` (``RefitState.pending_floor``), only those decided since: the index
+    battle_rated_recent walks them, not every rated battle of the arena. A decision
+    committed more than PENDING_LOOKBACK after the last refit's read is then missed here
+    until the next refit, whose own read (every rated battle) counts it."""
+    pending = rated_battles(arena_id=arena_id).filter(incorporation__isnull=True)
+    return pending if since is None else pending.filter(decided_at__gte=since)
+
+
 def refit_status(*, arena_id: int, now: datetime | None = None) -> dict[str, Any]:
     """When the refit last ran and published, what it cost, and how stale the board is:
     the age of the oldest rated battle no published refit includes yet (measured from
     its first admissible judgment h; from submission for imported battles, which have
-    none). SPEC §6 bounds it by Δ + c."""
+    none; those decided since the last refit's read, ``rated_battles_pending``). SPEC §6
+    bounds it by Δ + c."""
     now = now or timezone.now()
     period_s = settings.ARENA.refit_period_s
     state = RefitState.objects.filter(arena_id=arena_id).select_related("snapshot").first()
     snapshot = state.snapshot if state else None
-    pending = (
-        rated_battles(arena_id=arena_id)
-        .filter(incorporated_at=None)
-        .aggregate(battles=Count("pk"), oldest=Min(Coalesce("first_judgment_at", "submitted_at")))
-    )
+    pending = rated_battles_pending(
+        arena_id=arena_id, since=state.pending_floor if state else None
+    ).aggregate(battles=Count("pk"), oldest=Min(Coalesce("first_judgment_at", "submitted_at")))
     compute_ms = state.last_compute_ms if state else None
     return {
         "period_s": period_s,

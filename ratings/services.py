@@ -19,7 +19,7 @@ from arena_site.realtime import group_send
 from arena_site.redis import queue, redis_client
 from battles.models import Battle
 from ratings import elo
-from ratings.models import AgentRating
+from ratings.models import AgentRating, Incorporation
 
 LEADERBOARD_GROUP = "leaderboard"
 
@@ -188,11 +188,14 @@ def leaderboard_push(*, arena_id: int) -> None:
 
 
 def leaderboard_served(*, arena_id: int) -> int:
-    """Stamps ℓ (SPEC §6) on battles whose rating the board now reflects for the first
-    time: called whenever a page, the API or the socket serves the board."""
-    return Battle.objects.filter(
-        arena_id=arena_id, leaderboard_served_at=None, incorporated_at__isnull=False
-    ).update(leaderboard_served_at=timezone.now())
+    """Stamps ℓ (SPEC §6) on the battles whose rating the board now reflects for the
+    first time: called whenever a page, the API or the socket serves the board. A board
+    reflects every committed refit run, so ℓ goes on each run (``Incorporation``) not
+    served yet, for all its battles at once: a handful of rows, never a battle row.
+    Returns how many runs it stamped."""
+    return Incorporation.objects.filter(arena_id=arena_id, leaderboard_served_at=None).update(
+        leaderboard_served_at=timezone.now()
+    )
 
 
 def rating_revert_battle(*, battle: Battle) -> None:

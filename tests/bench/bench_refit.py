@@ -4,23 +4,30 @@ battles (issue #13, point 2; issue #36, item 4). Prints one JSON document.
 
 The battles: 40 agents of Bradley-Terry strengths, 100 deciding judges, 16 evidence
 weights, ties and both-bad outcomes; inserted in SQL into a throwaway database made from
-DATABASE_URL, none of them in a refit yet (r null). At each size (the table emptied
+DATABASE_URL, none of them in a refit yet (no r). At each size (the tables emptied
 before each):
 
 1. ``first_refit``: the first refit, every battle unstamped, timed end to end and by
    phase, measured inside that very run (the refit's own functions wrapped):
    - read: ``refit_input`` (the counts, and the unstamped ids as one array);
    - fit_and_bootstrap: ``fit`` (Newton, intervals, the configured replicates);
-   - stamp_r: ``battles_stamp_incorporated`` (r on every counted battle, in the
-     snapshot's transaction);
+   - stamp_r: ``battles_stamp_incorporated`` (r for every counted battle, in the
+     snapshot's transaction: one ``Incorporation`` row, an ``IncorporatedBattle`` row
+     per battle);
    - push: ``leaderboard_push``, of which stamp_l is ``leaderboard_served`` (ℓ on the
-     battles the pushed board shows first: every one, here);
+     runs the pushed board shows first: the one run, here);
    - publish_other: the rest (lock, snapshot and points, commit).
-2. ``stamp_statements_on_copies``: the r stamp alone, then ℓ, on fresh copies of the
-   database (CREATE DATABASE … TEMPLATE, checkpointed before each): the previous
-   statement (``Battle.objects.filter(pk__in=ids, incorporated_at=None).update(…)``,
-   a parameter per id, after the commit) against the one the refit runs now (one
-   array, in the transaction); ℓ is the same statement on both sides.
+2. ``stamp_statements_on_copies``: on fresh copies of the database (CREATE DATABASE …
+   TEMPLATE, checkpointed before each timed statement), the stamps alone, then the
+   periodic read of the battles no refit includes after 100 more are decided:
+   - ``battle_row`` (the reference, the design before this one, commit da875ac): the
+     copy's battle table given back the two stamp columns and their partial indexes
+     (battle_rated_pending, battle_awaiting_service; ADD COLUMN rewrites nothing, the
+     pages stay as full); r by one ``UPDATE … WHERE id = ANY(array) AND r IS NULL``, ℓ
+     by the UPDATE of every battle with r and no ℓ, the pending ids by the partial index;
+   - ``per_run`` (now): r by ``battles_stamp_incorporated``, ℓ by
+     ``leaderboard_served``, the pending ids by the refit's own anti-join
+     (``refit_counts``' statement for them).
 3. the periodic refit that follows 100 more battles, timed end to end, and its phases
    one by one:
    - read: ``refit_input`` (the database counts the battles per pair, outcome and
@@ -63,7 +70,7 @@ from django.test.utils import setup_databases, teardown_databases  # noqa: E402
 
 from tests.bench.bench_reads import pick, sql_insert  # noqa: E402
 
-SIZES = (100_000, 1_000_000)
+SIZES = tuple(int(n) for n in os.environ.get("BENCH_REFIT_SIZES", "100000,1000000").split(","))
 AGENTS = 40
 JUDGES = 100
 WEIGHTS = 16
@@ -128,7 +135,6 @@ def decide(arena, agent_ids, judge_ids, team, task, *, rows: int, offset: int) -
             "ended_at": "now() - interval '1 day'",
             "first_judgment_at": "now() - interval '1 hour'",
             "decided_at": "now() - interval '1 hour'",
-            "incorporated_at": "NULL",  # in no refit yet
         },
     )
 
@@ -214,43 +220,122 @@ def on_copy():
         admin(f'DROP DATABASE IF EXISTS "{copy}"')
 
 
-def stamp_statements(arena_id: int) -> dict:
-    """r then ℓ on every battle, on a copy each: the previous r statement against the
-    refit's own (``battles_stamp_incorporated``)."""
+OLD_COLUMNS = """
+    ALTER TABLE battles_battle ADD COLUMN incorporated_at timestamptz NULL,
+                               ADD COLUMN leaderboard_served_at timestamptz NULL;
+    CREATE INDEX battle_awaiting_service ON battles_battle (arena_id)
+     WHERE leaderboard_served_at IS NULL AND incorporated_at IS NOT NULL;
+    CREATE INDEX battle_rated_pending ON battles_battle (arena_id)
+     WHERE status = 'decided' AND exclusion_reason = '' AND incorporated_at IS NULL
+       AND NOT outcome = '';
+"""
+
+
+def pending_ids_now(arena_id: int) -> list[int]:
+    """The refit's read of the battles no published refit includes (its own statement,
+    as ``refit_counts`` embeds it)."""
+    from ratings.selectors import rated_battles
+
+    sql, params = (
+        rated_battles(arena_id=arena_id)
+        .filter(incorporation__isnull=True)
+        .order_by()
+        .values("pk")
+        .query.sql_with_params()
+    )
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL jit = off")
+        cursor.execute(f"SELECT array_agg(pk) FROM ({sql}) AS fresh", params)  # noqa: S608
+        return sorted(cursor.fetchone()[0] or ())
+
+
+def pending_ids_battle_row(arena_id: int) -> list[int]:
+    """The same read on the battle row's r (the partial index battle_rated_pending)."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL jit = off")
+        cursor.execute(
+            "SELECT array_agg(id) FROM battles_battle WHERE arena_id = %s"
+            " AND status = 'decided' AND exclusion_reason = '' AND incorporated_at IS NULL"
+            " AND NOT outcome = ''",
+            [arena_id],
+        )
+        return sorted(cursor.fetchone()[0] or ())
+
+
+def stamp_battle_row(arena_id: int, ids: list[int]) -> tuple[int, int]:
+    """r as the refit wrote it on the battle row (da875ac)."""
     from django.utils import timezone
 
-    from battles.models import Battle
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE battles_battle SET incorporated_at = %s"
+            " WHERE id = ANY(%s::text::bigint[]) AND incorporated_at IS NULL",
+            [timezone.now(), "{" + ",".join(map(str, ids)) + "}"],
+        )
+        return cursor.rowcount
+
+
+def serve_battle_row(arena_id: int) -> int:
+    from django.utils import timezone
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE battles_battle SET leaderboard_served_at = %s WHERE arena_id = %s"
+            " AND leaderboard_served_at IS NULL AND incorporated_at IS NOT NULL",
+            [timezone.now(), arena_id],
+        )
+        return cursor.rowcount
+
+
+def stamp_per_run(arena_id: int, ids: list[int]) -> int:
+    from django.utils import timezone
+
     from ratings.refit import battles_stamp_incorporated
+
+    with transaction.atomic():
+        return battles_stamp_incorporated(
+            arena_id=arena_id, snapshot_id=None, battle_ids=ids, at=timezone.now()
+        )
+
+
+def stamp_statements(arena, more) -> dict:
+    """r, ℓ, and the next periodic read of the pending ids, on a copy each: the stamps
+    on the battle row (the reference) against the stamps per refit run (now)."""
     from ratings.services import leaderboard_served
 
-    def pending() -> list[int]:
-        return list(
-            Battle.objects.filter(arena_id=arena_id, incorporated_at=None)
-            .order_by("pk")
-            .values_list("pk", flat=True)
-        )
-
-    def previous(ids: list[int]) -> int:  # the refit's statement before issue 36
-        return Battle.objects.filter(pk__in=ids, incorporated_at=None).update(
-            incorporated_at=timezone.now()
-        )
-
-    def current(ids: list[int]) -> int:
-        with transaction.atomic():
-            return battles_stamp_incorporated(battle_ids=ids, at=timezone.now())
-
+    designs = {
+        "battle_row": (pending_ids_battle_row, stamp_battle_row, serve_battle_row),
+        "per_run": (
+            pending_ids_now,
+            stamp_per_run,
+            lambda arena_id: leaderboard_served(arena_id=arena_id),
+        ),
+    }
     figures = {}
-    for name, stamp in (("previous", previous), ("current", current)):
+    for name, (pending, stamp, serve) in designs.items():
         with on_copy():
-            ids = pending()
+            if name == "battle_row":
+                with connection.cursor() as cursor:
+                    cursor.execute(OLD_COLUMNS)
+                    cursor.execute("ANALYZE battles_battle")
+                checkpoint()
+            read_s, ids = timed(lambda pending=pending: pending(arena.pk))
             checkpoint()
-            r_s, stamped = timed(lambda ids=ids, stamp=stamp: stamp(ids))
+            r_s, stamped = timed(lambda ids=ids, stamp=stamp: stamp(arena.pk, ids))
             checkpoint()
-            l_s, served = timed(lambda: leaderboard_served(arena_id=arena_id))
-            assert stamped == served == len(ids)
+            l_s, served = timed(lambda serve=serve: serve(arena.pk))
+            assert stamped == len(ids) and served == (len(ids) if name == "battle_row" else 1)
+            more()  # 100 battles decided since
+            with connection.cursor() as cursor:
+                cursor.execute("ANALYZE")
+            checkpoint()
+            periodic_s, fresh = timed(lambda pending=pending: pending(arena.pk))
+            assert len(fresh) == 100
             figures[name] = {
+                "first_read_pending_ids_s": round(read_s, 2),
                 "stamp_r_s": round(r_s, 2),
                 "stamp_l_s": round(l_s, 2),
+                "periodic_read_pending_ids_s": round(periodic_s, 3),
                 "battles": stamped,
                 "loadavg": os.getloadavg(),
             }
@@ -287,9 +372,16 @@ def first_refit(arena_id: int) -> dict:
 def empty_tables() -> None:
     """No battle and no refit: the next size starts from scratch."""
     from battles.models import Battle
-    from ratings.models import RatingPoint, RatingSnapshot, RefitState
+    from ratings.models import (
+        IncorporatedBattle,
+        Incorporation,
+        RatingPoint,
+        RatingSnapshot,
+        RefitState,
+    )
 
-    tables = [m._meta.db_table for m in (Battle, RefitState, RatingPoint, RatingSnapshot)]
+    models = (Battle, RefitState, RatingPoint, IncorporatedBattle, Incorporation, RatingSnapshot)
+    tables = [m._meta.db_table for m in models]
     with connection.cursor() as cursor:
         cursor.execute(f"TRUNCATE {', '.join(tables)} CASCADE")
 
@@ -376,7 +468,12 @@ def main() -> None:
             )
             with connection.cursor() as cursor:
                 cursor.execute("VACUUM ANALYZE battles_battle")
-            statements = stamp_statements(arena.pk)
+            statements = stamp_statements(
+                arena,
+                lambda size=size: decide(
+                    arena, agent_ids, judge_ids, team, task, rows=100, offset=10**8 + size
+                ),
+            )
             first = first_refit(arena.pk)
             decide(arena, agent_ids, judge_ids, team, task, rows=100, offset=10**8 + size)
             report[f"battles_{size}"] = {

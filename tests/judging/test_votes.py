@@ -220,23 +220,20 @@ def test_vote_cast_service_refuses_a_battle_not_open_for_judging(judge, finished
 
 def test_event_times_r_and_l_are_stamped_once(api, judge, finished_battle, client):
     from ratings.refit import arena_refit
+    from tests.ratings.stamps import ell_of, r_of, stamps_of
 
     serve(api, judge)
     vote(api, judge, finished_battle, "A")
     battle_resolve(battle_id=finished_battle.pk)
-    finished_battle.refresh_from_db()
     # the streaming value is not the published rating: r waits for the refit
-    assert finished_battle.incorporated_at is None
+    assert r_of(finished_battle) is None
     arena_refit(arena_id=finished_battle.arena_id)
-    finished_battle.refresh_from_db()
-    r = finished_battle.incorporated_at
+    r, served = stamps_of([finished_battle])[finished_battle.pk]
     # the refit pushes the new board to the sockets: that serve stamps ℓ
-    served = finished_battle.leaderboard_served_at
     assert r is not None and served is not None and served >= r
     client.get("/api/leaderboard/")
     client.get("/")
-    finished_battle.refresh_from_db()
-    assert finished_battle.leaderboard_served_at == served  # the first serve only
+    assert ell_of(finished_battle) == served  # the first serve only
 
 
 def test_the_judge_api_checks_consent_like_the_judge_page(api, judge, finished_battle):

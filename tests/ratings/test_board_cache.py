@@ -150,8 +150,19 @@ def test_the_staleness_age_moves_with_the_clock_not_the_document(alice, roster):
 def test_the_first_serve_after_a_refit_stamps_l_once(alice, roster, rng):
     round_robin(alice, roster, judges(2), rounds=4, rng=rng)
     arena_refit(arena_id=Arena.objects.public().pk)  # its push serves the board: ℓ
-    assert not Battle.objects.filter(leaderboard_served_at=None).exists()
-    stamped = set(Battle.objects.values_list("leaderboard_served_at", flat=True))
+    assert not Battle.objects.filter(
+        incorporation__incorporation__leaderboard_served_at=None
+    ).exists()
+    stamped = set(
+        Battle.objects.values_list("incorporation__incorporation__leaderboard_served_at", flat=True)
+    )
     board()
     board()
-    assert set(Battle.objects.values_list("leaderboard_served_at", flat=True)) == stamped
+    assert (
+        set(
+            Battle.objects.values_list(
+                "incorporation__incorporation__leaderboard_served_at", flat=True
+            )
+        )
+        == stamped
+    )

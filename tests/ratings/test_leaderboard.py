@@ -190,7 +190,9 @@ def test_a_refit_pushes_the_published_board_to_the_socket(alice, roster, rng):
     assert 'id="board-status"' in pushed and "refit of 48 rated battles" in pushed
     assert pushed.count('<span class="value">') == 3
     # ℓ: the push served the board, so every battle in the refit carries both stamps
-    assert Battle.objects.filter(leaderboard_served_at=None).count() == 0
+    assert (
+        Battle.objects.filter(incorporation__incorporation__leaderboard_served_at=None).count() == 0
+    )
 
 
 @pytest.mark.django_db(transaction=True)

@@ -23,6 +23,7 @@ from battles.services import task_submit
 from ratings import metrics
 from ratings.metrics_selectors import arena_metrics
 from ratings.metrics_views import MetricsApi, metrics_page
+from tests.ratings.stamps import stamp
 
 api = [*site_urls.api, path("metrics/", MetricsApi.as_view(), name="metrics")]
 urlpatterns = [
@@ -239,7 +240,7 @@ def test_stamps_not_produced_yet_are_named_with_their_reason(arena_day):
 def test_latencies_of_r_and_l_appear_once_the_refit_stamps_them(arena_day):
     b1 = arena_day["b1"]
     r, ell = ago(10 * HOUR - 400), ago(10 * HOUR - 405)
-    Battle.objects.filter(pk=b1.pk).update(incorporated_at=r, leaderboard_served_at=ell)
+    stamp(b1, r=r, ell=ell)
     figures = public_metrics()
     latencies = figures["latencies"]
     assert latencies["incorporation"]["p50"] == 28.0  # 400 − 372

@@ -47,7 +47,7 @@ def board():
 
 def test_a_refit_publishes_a_snapshot_with_intervals_and_stamps_r(played, agents):
     # Given 60 decided battles no refit has seen
-    assert Battle.objects.filter(incorporated_at__isnull=False).count() == 0
+    assert Battle.objects.filter(incorporation__isnull=False).count() == 0
 
     # When the refit runs
     result = arena_refit(arena_id=Arena.objects.public().pk)
@@ -65,7 +65,7 @@ def test_a_refit_publishes_a_snapshot_with_intervals_and_stamps_r(played, agents
     assert np.mean([p.rating for p in points.values()]) == pytest.approx(1000.0, abs=1e-6)
     assert points["rulebook"].rating > points["surveyor"].rating > points["idle"].rating
     # And r is stamped on every battle in it, and the board shows the published values
-    assert Battle.objects.filter(incorporated_at=None).count() == 0
+    assert Battle.objects.filter(incorporation__isnull=True).count() == 0
     rows = board()
     assert rows["rulebook"]["rating"] == round(points["rulebook"].rating, 1)
     assert rows["rulebook"]["rank"] == 1 and rows["idle"]["rank"] == 3
@@ -115,8 +115,7 @@ def test_a_new_battle_writes_a_new_snapshot_and_keeps_the_history(played, alice,
     assert second is not None and second.battles == 61
     assert RatingSnapshot.objects.count() == 2
     assert RatingPoint.objects.filter(agent=agents["idle"]).count() == 2
-    late.refresh_from_db()
-    assert late.incorporated_at is not None
+    assert Battle.objects.filter(pk=late.pk, incorporation__isnull=False).exists()
 
 
 def test_a_changed_weight_is_a_changed_input(played):
@@ -156,8 +155,7 @@ def test_excluded_and_undecided_battles_never_enter_the_fit(
     data = refit_input(arena_id=arena_id, params=FitParams.from_settings())
     assert outsider.pk not in data.unstamped_ids and data.battles == before.battles
     assert data.digest == before.digest
-    outsider.refresh_from_db()
-    assert outsider.incorporated_at is None
+    assert not Battle.objects.filter(pk=outsider.pk, incorporation__isnull=False).exists()
     # And the agent page's head-to-head does not count it
     page = Client().get(f"/agents/{agents['idle'].slug}/").content.decode()
     row = page.split('data-opponent="rulebook"')[1].split("</tr>")[0]
@@ -296,8 +294,7 @@ def test_the_streaming_update_no_longer_stamps_r(alice, agents, crowd):
         submitter=alice, a=agents["idle"], b=agents["rulebook"], outcome="A", judge=crowd[0]
     )
     rating_apply_battle(battle=battle)
-    battle.refresh_from_db()
-    assert battle.incorporated_at is None
+    assert not Battle.objects.filter(pk=battle.pk, incorporation__isnull=False).exists()
     assert AgentRating.objects.get(agent=agents["idle"]).rated_battles == 1
 
 
@@ -344,7 +341,7 @@ def test_two_refits_at_once_write_one_snapshot(alice, agents, crowd, rng):
     assert sorted(r.snapshot is not None for r in results) == [False, True]
     assert RatingSnapshot.objects.count() == 1
     assert RefitState.objects.get(arena_id=arena_id).runs == 2
-    assert Battle.objects.filter(incorporated_at=None).count() == 0
+    assert Battle.objects.filter(incorporation__isnull=True).count() == 0
 
 
 def test_a_refit_that_does_not_converge_is_logged_and_stored_as_not_converged(

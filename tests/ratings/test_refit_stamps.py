@@ -4,17 +4,22 @@ decided while the refit ran (battle ids follow submission, not decision, so a ba
 decided late may have any id), and never by a refit that did not publish."""
 
 import threading
+from datetime import timedelta
 
 import pytest
+import time_machine
 from django.db import connection
 from django.utils import timezone
 
 from agents.models import Arena
 from battles.models import Battle
 from ratings import refit
-from ratings.models import RatingSnapshot, RefitState
-from ratings.refit import arena_refit
+from ratings.models import Incorporation, RatingSnapshot, RefitState
+from ratings.refit import PENDING_LOOKBACK, arena_refit
+from ratings.selectors import rated_battles_pending, refit_status
+from ratings.services import leaderboard_served
 from tests.ratings.factories import decided_battle, judges, round_robin
+from tests.ratings.stamps import stamps_of, unstamp
 
 
 @pytest.fixture(autouse=True)
@@ -29,7 +34,7 @@ def three(roster):
 
 def stamps(battles) -> dict[int, object]:
     ids = [battle.pk for battle in battles]
-    return dict(Battle.objects.filter(pk__in=ids).values_list("pk", "incorporated_at"))
+    return {pk: r for pk, (r, _) in stamps_of(ids).items()}
 
 
 def in_another_transaction(work) -> None:
@@ -124,7 +129,7 @@ def test_an_unchanged_input_stamps_what_its_published_snapshot_counts(alice, thr
     battles = round_robin(alice, three, judges(3), rounds=4, rng=rng)
     arena_id = Arena.objects.public().pk
     first = arena_refit(arena_id=arena_id)
-    Battle.objects.filter(pk=battles[5].pk).update(incorporated_at=None)
+    unstamp(battles[5])
     # When the refit runs on the same input
     again = arena_refit(arena_id=arena_id)
     # Then it publishes nothing new, and stamps that battle with the time of its run
@@ -132,3 +137,50 @@ def test_an_unchanged_input_stamps_what_its_published_snapshot_counts(alice, thr
     state = RefitState.objects.get(arena_id=arena_id)
     assert state.snapshot_id == first.snapshot.pk
     assert stamps([battles[5]]) == {battles[5].pk: state.last_run_at}
+
+
+def test_l_is_the_first_serve_after_each_run_on_all_its_battles(alice, three, rng):
+    # Given a refit run whose board was served, then battles a later run counts
+    arena_id = Arena.objects.public().pk
+    crowd = judges(3)
+    early = round_robin(alice, three, crowd, rounds=4, rng=rng)
+    first = arena_refit(arena_id=arena_id)  # its push serves the board: ℓ for the run
+    late = round_robin(alice, three, crowd, rounds=2, rng=rng)
+    with time_machine.travel(timezone.now() + timedelta(minutes=5), tick=False):
+        second = arena_refit(arena_id=arena_id)
+        served = timezone.now()
+    # Then each battle carries the r of the run that first counted it and the ℓ of the
+    # first serve after that run; the earlier run's ℓ is left as it was
+    runs = Incorporation.objects.order_by("incorporated_at")
+    assert [run.snapshot_id for run in runs] == [first.snapshot.pk, second.snapshot.pk]
+    assert set(stamps_of(early).values()) == {
+        (first.snapshot.computed_at, runs[0].leaderboard_served_at)
+    }
+    assert runs[0].leaderboard_served_at < served
+    assert set(stamps_of(late).values()) == {(second.snapshot.computed_at, served)}
+    # and a board served again stamps nothing
+    assert leaderboard_served(arena_id=arena_id) == 0
+
+
+def test_the_boards_pending_battles_are_those_decided_since_the_last_read(alice, three, rng):
+    # Given a published refit, then a battle decided after it
+    arena_id = Arena.objects.public().pk
+    crowd = judges(3)
+    round_robin(alice, three, crowd, rounds=4, rng=rng)
+    arena_refit(arena_id=arena_id)
+    state = RefitState.objects.get(arena_id=arena_id)
+    # (the run's read time less the lookback: the read precedes the run's record)
+    assert state.last_run_at - PENDING_LOOKBACK - timedelta(seconds=30) < state.pending_floor
+    assert state.pending_floor <= state.last_run_at - PENDING_LOOKBACK
+    fresh = decided_battle(submitter=alice, a=three[0], b=three[1], outcome="A", judge=crowd[0])
+    # and one whose decision is stamped earlier than the floor (a decision committed
+    # more than PENDING_LOOKBACK after the refit's read)
+    slow = decided_battle(submitter=alice, a=three[1], b=three[2], outcome="B", judge=crowd[1])
+    Battle.objects.filter(pk=slow.pk).update(decided_at=state.pending_floor - timedelta(seconds=1))
+    # Then the board counts the one decided since the floor
+    assert refit_status(arena_id=arena_id)["pending_battles"] == 1
+    assert set(rated_battles_pending(arena_id=arena_id)) == {fresh, slow}
+    # and the next refit counts and stamps both (its read has no floor)
+    again = arena_refit(arena_id=arena_id)
+    assert again.stamped == 2
+    assert refit_status(arena_id=arena_id)["pending_battles"] == 0
