@@ -26,6 +26,7 @@ from itertools import batched
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, Q
+from django.db.utils import InterfaceError, OperationalError
 from django.utils import timezone
 
 from battles.models import Battle
@@ -42,6 +43,8 @@ Reason = Battle.ExclusionReason
 HUMAN_SOURCES = (Battle.DecisionSource.CROWD, Battle.DecisionSource.SUBMITTER)
 # The sweep resolves what it finds in transactions of this many battles.
 SWEEP_BATCH = 100
+# A battle the decider failed to resolve is tried again this much later.
+RETRY_FAILED_S = 60
 
 
 def battle_resolve(*, battle_id: int) -> bool:
@@ -63,19 +66,47 @@ def battles_resolve_due(*, limit: int, now: datetime | None = None) -> tuple[int
     """The decider's step, one transaction: up to ``limit`` battles being judged whose
     ``decide_due_at`` has come, oldest due first, locked with SKIP LOCKED (a battle
     another decider, a vote or a page holds is left to it), resolved together. Returns
-    how many were taken and the ids of those that changed."""
+    how many were taken and the ids of those that changed. Should the batch fail for
+    another reason than the database (a battle the code cannot resolve), its battles
+    are resolved one transaction each, and one that fails again is put off by
+    RETRY_FAILED_S (logged): one bad battle never holds up the others."""
     now = now or timezone.now()
-    with transaction.atomic():
-        battles = list(
-            Battle.objects.select_for_update(of=("self",), skip_locked=True)
-            .select_related("agent_a", "agent_b")
-            .filter(status=Battle.Status.JUDGING, decide_due_at__lte=now)
-            .order_by("decide_due_at", "pk")[:limit]
-        )
-        if not battles:
-            return 0, []
-        battles_votes_tally(battle_ids=[b.pk for b in battles])
-        return len(battles), _resolve_many(battles, now=now).changed
+    taken: list[int] = []
+    try:
+        with transaction.atomic():
+            battles = list(
+                Battle.objects.select_for_update(of=("self",), skip_locked=True)
+                .select_related("agent_a", "agent_b")
+                .filter(status=Battle.Status.JUDGING, decide_due_at__lte=now)
+                .order_by("decide_due_at", "pk")[:limit]
+            )
+            taken = [b.pk for b in battles]
+            if not battles:
+                return 0, []
+            battles_votes_tally(battle_ids=taken)
+            return len(battles), _resolve_many(battles, now=now).changed
+    except (OperationalError, InterfaceError):
+        raise  # the database itself: the caller waits and tries again
+    except Exception:
+        if not taken:
+            raise
+        logger.exception("resolving %d due battles together failed; one at a time", len(taken))
+    changed = []
+    for battle_id in taken:
+        try:
+            changed += battles_resolve(battle_ids=[battle_id], now=now)
+        except (OperationalError, InterfaceError):
+            raise
+        except Exception:
+            logger.exception("resolving battle %s failed", battle_id)
+            _put_off(battle_id, now)
+    return len(taken), changed
+
+
+def _put_off(battle_id: int, now: datetime) -> None:
+    later = now + timedelta(seconds=RETRY_FAILED_S)
+    logger.error("battle %s could not be resolved; tried again at %s", battle_id, later)
+    Battle.objects.filter(pk=battle_id, status=Battle.Status.JUDGING).update(decide_due_at=later)
 
 
 def battles_resolve(*, battle_ids: list[int], now: datetime | None = None) -> list[int]:

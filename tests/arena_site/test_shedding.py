@@ -1,6 +1,6 @@
 """Requests beyond capacity are shed with 503 + Retry-After and the JSON envelope, never
 a 500; a vote whose transaction committed is always answered 201, and what could not
-run after the commit (Redis gone) is picked up by the sweep.
+run after the commit (Redis gone) is logged; a vote's decision does not need Redis.
 
 Real parts throughout: a real psycopg pool timing out, a real refused connection, a
 throwaway Redis killed at the very moment a vote commits (a commit hook the test adds
@@ -31,6 +31,7 @@ from arena_site.shedding import CapacityMiddleware
 from battles.models import Battle
 from judging.models import Assignment, Vote
 from judging.services import battles_resolve_pending
+from judging.services.resolution import battles_resolve_due
 from ratings.models import AgentRating
 from tests.conftest import api_client_for
 from tests.judging.battle_factories import T0, ended_battle
@@ -275,7 +276,7 @@ def ratings_moved() -> list[int]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_redis_dying_at_the_commit_leaves_the_resolution_to_the_sweep(
+def test_redis_dying_at_the_commit_does_not_delay_the_decision(
     spare_redis, settings, judge, alice, roster
 ):
     settings.ARENA = settings.ARENA.replace(vote_undo_window_s=1)
@@ -291,16 +292,17 @@ def test_redis_dying_at_the_commit_leaves_the_resolution_to_the_sweep(
     vote = Vote.objects.get()
     assert response.json()["vote"] == vote.pk and response.json()["final"] is False
     battle.refresh_from_db()
-    assert battle.status == Battle.Status.JUDGING  # nothing could schedule its resolution
-    # the sweep, once the window has ended, decides it (Redis still away: the board push
-    # after its commit fails quietly too)
-    with time_machine.travel(vote.final_at + dt.timedelta(seconds=2), tick=False):
-        changed = battles_resolve_pending()
-    assert changed == [battle.pk]
+    assert battle.status == Battle.Status.JUDGING
+    assert battle.decide_due_at == vote.final_at  # in the database, not in Redis
+    # the decider, when the window has ended, decides it (Redis still away: the board
+    # push after its commit fails quietly)
+    with time_machine.travel(vote.final_at, tick=False):
+        assert battles_resolve_due(limit=10) == (1, [battle.pk])
     battle.refresh_from_db()
     assert battle.status == Battle.Status.DECIDED and battle.outcome == "A"
     assert ratings_moved() == [1, 1]
-    assert battles_resolve_pending() == []  # exactly once
+    with time_machine.travel(vote.final_at + dt.timedelta(seconds=2), tick=False):
+        assert battles_resolve_pending() == []  # exactly once: the sweep finds nothing
 
 
 @pytest.mark.django_db(transaction=True)

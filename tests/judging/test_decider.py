@@ -282,3 +282,29 @@ def test_decider_processes_share_the_due_battles_and_stop_on_sigterm(
     stats = [json.loads(out.decode().strip().splitlines()[-1])["decider"] for out, _ in outputs]
     assert sum(s["changed"] for s in stats) == 120
     exactly_once(battles)
+
+
+@pytest.mark.django_db
+def test_a_battle_that_cannot_be_resolved_is_put_off_and_holds_up_no_other(
+    alice, roster, monkeypatch
+):
+    import judging.services.resolution as resolution
+
+    battles = many_due(alice, 5)
+    bad = battles[2].pk
+    real = resolution._resolve_with
+
+    def broken(battle, *args):
+        if battle.pk == bad:
+            raise RuntimeError("a bug")
+        return real(battle, *args)
+
+    monkeypatch.setattr(resolution, "_resolve_with", broken)
+    with time_machine.travel(NOW, tick=False):
+        taken, changed = battles_resolve_due(limit=10)
+    assert (taken, changed) == (5, [b.pk for b in battles if b.pk != bad])
+    left = Battle.objects.get(pk=bad)
+    assert left.status == "judging"
+    assert left.decide_due_at == NOW + dt.timedelta(seconds=resolution.RETRY_FAILED_S)
+    with time_machine.travel(NOW, tick=False):
+        assert battles_resolve_due(limit=10) == (0, [])
