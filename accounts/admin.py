@@ -1,7 +1,9 @@
 from django.contrib import admin
+from django.contrib.auth import admin as auth_admin
+from django.contrib.auth import get_user_model
 
 from accounts.models import ApiToken, Consent, ConsentTerms, Membership, Team
-from accounts.services import user_sockets_recheck
+from accounts.services import api_tokens_forget, user_sockets_recheck, user_tokens_forget
 
 
 class MembershipInline(admin.TabularInline):
@@ -71,3 +73,42 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False  # tokens are created by their owner, shown once
+
+    # Any change (a revocation, another owner) or deletion ends the cached entry of the
+    # token for every web process first (accounts.token_cache).
+
+    def save_model(self, request, obj, form, change) -> None:
+        if change:
+            api_tokens_forget(digests=[obj.digest])
+        super().save_model(request, obj, form, change)
+
+    def delete_model(self, request, obj) -> None:
+        api_tokens_forget(digests=[obj.digest])
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset) -> None:
+        api_tokens_forget(digests=list(queryset.values_list("digest", flat=True)))
+        super().delete_queryset(request, queryset)
+
+
+User = get_user_model()
+admin.site.unregister(User)
+
+
+@admin.register(User)
+class UserAdmin(auth_admin.UserAdmin):
+    """Django's user admin; deactivating, changing or deleting a user ends the cached
+    entries of their API tokens for every web process first (accounts.token_cache)."""
+
+    def save_model(self, request, obj, form, change) -> None:
+        if change:
+            user_tokens_forget(user_ids=[obj.pk])
+        super().save_model(request, obj, form, change)
+
+    def delete_model(self, request, obj) -> None:
+        user_tokens_forget(user_ids=[obj.pk])
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset) -> None:
+        user_tokens_forget(user_ids=list(queryset.values_list("pk", flat=True)))
+        super().delete_queryset(request, queryset)

@@ -1,8 +1,10 @@
 """Writes for accounts: sign-up, consent, API tokens, team invites and members, and
 what a log-out or a membership removed tells the user's open sockets."""
 
+import logging
 import secrets
-from datetime import timedelta
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
@@ -11,11 +13,13 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from accounts import token_cache
 from accounts.models import ApiToken, Consent, ConsentTerms, Membership, Team, TeamInvite
 from arena_site.exceptions import ApplicationError
 from arena_site.realtime import sockets_recheck, sockets_session_ended
 
 User = get_user_model()
+logger = logging.getLogger(__name__)
 
 
 @transaction.atomic
@@ -96,7 +100,49 @@ def api_token_create(*, user: AbstractBaseUser, name: str = "default") -> tuple[
 
 
 def api_token_revoke(*, token: ApiToken) -> None:
+    """The token stops working for every web process from the next request on."""
+    api_tokens_forget(digests=[token.digest])
     ApiToken.objects.filter(pk=token.pk, revoked_at=None).update(revoked_at=timezone.now())
+
+
+def api_tokens_forget(*, digests: list[str]) -> None:
+    """Call before a change that may end these tokens (a revocation, an edit, a
+    deletion) in the same transaction: their cached entries (accounts.token_cache)
+    give way to tombstones at once, so every web process reads the database for them
+    from the next request on; raises, and so stops the change, when Redis cannot be
+    told. Told again after the commit (logged on failure), in case the transaction
+    outlasted the tombstones."""
+    token_cache.forget(digests)
+
+    def again() -> None:
+        try:
+            token_cache.forget(digests)
+        except Exception:
+            logger.exception("forgetting %d API tokens after the commit failed", len(digests))
+
+    transaction.on_commit(again)
+
+
+def user_tokens_forget(*, user_ids: Iterable[int]) -> None:
+    """``api_tokens_forget`` for every token of these users: call before deactivating,
+    changing (staff, superuser, username) or deleting them, in the same transaction."""
+    digests = ApiToken.objects.filter(user_id__in=list(user_ids)).values_list("digest", flat=True)
+    api_tokens_forget(digests=list(digests))
+
+
+def api_tokens_last_used_flush() -> int:
+    """Writes the tokens' last-used times that requests recorded in Redis to the
+    database, in one statement; returns how many tokens it wrote. A time recorded
+    again meanwhile stays for the next flush."""
+    taken = token_cache.last_used_taken()
+    if taken:
+        used = [
+            ApiToken(pk=pk, last_used_at=datetime.fromtimestamp(at, UTC))
+            for pk, at in taken.items()
+        ]
+        ApiToken.objects.bulk_update(used, ["last_used_at"])
+        token_cache.last_used_drop(taken)
+    return len(taken)
 
 
 # --- team owners and invites ------------------------------------------------------------

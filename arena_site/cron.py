@@ -4,6 +4,7 @@ scheduler, with retries through a Redis restart; `manage.py rqcron` runs it too,
 from django.conf import settings
 from rq import cron
 
+from accounts.jobs import api_tokens_last_used_flush
 from battles.jobs import battles_janitor, snapshots_prune
 from environments.jobs import environments_collect
 from exports.jobs import instructions_redact_ahead
@@ -28,3 +29,5 @@ cron.register(environments_collect, queue_name="default", interval=60)
 cron.register(snapshots_prune, queue_name="default", interval=3600)
 # The open data publishes instructions redacted: made ahead for newly decided battles.
 cron.register(instructions_redact_ahead, queue_name="default", interval=300)
+# The API tokens' last-used times, recorded in Redis by each request, reach the database.
+cron.register(api_tokens_last_used_flush, queue_name="default", interval=60)

@@ -1,5 +1,7 @@
-"""Who is asking and how often: the client address that per-address limits count, and a
-fixed-window counter in the shared Redis (every web process counts together).
+"""Who is asking and how often: the client address that per-address limits count, and
+fixed-window counters in the shared Redis (every web process counts together): per
+subject (``FixedWindow``) and per user (``UserWindow``, which a bearer token's
+authentication counts in its own round trip when the view names it).
 
 The address is ``REMOTE_ADDR``. Behind reverse proxies listed in
 ``settings.TRUSTED_PROXIES`` it is the nearest ``X-Forwarded-For`` hop that is not one
@@ -65,30 +67,77 @@ class FixedWindow:
     limit: int
     window_s: int
 
-    def _key(self, subject: str, now: float) -> tuple[str, int]:
+    def key(self, subject: str, now: float) -> tuple[str, int]:
+        """The counter's Redis key for ``subject`` at ``now``, and the window's number."""
         window = int(now // self.window_s)
         return cache.make_key(f"rate:{self.name}:{subject}:{window}"), window
 
-    def _retry_after(self, window: int, now: float) -> int:
+    def retry_after(self, count: int, window: int, now: float) -> int | None:
+        """None while ``count`` events leave room for another, else the seconds until
+        the window ends (the Retry-After)."""
+        if count < self.limit:
+            return None
         return max(1, math.ceil((window + 1) * self.window_s - now))
 
     def hit(self, subject: str) -> int | None:
         """Counts one event; None while within the limit, else the seconds until the
         window ends (the Retry-After)."""
         now = time.time()
-        key, window = self._key(subject, now)
+        key, window = self.key(subject, now)
         # INCR and EXPIRE in one round trip
         with redis_client().pipeline() as pipe:
             count, _ = pipe.incr(key).expire(key, self.window_s + 60).execute()
-        return self._retry_after(window, now) if count > self.limit else None
+        return self.retry_after(count - 1, window, now)
 
     def exhausted(self, subject: str) -> int | None:
         """Counts nothing; the seconds until the window ends when ``limit`` events are
         already in it, else None (one GET)."""
         now = time.time()
-        key, window = self._key(subject, now)
-        count = int(redis_client().get(key) or 0)
-        return self._retry_after(window, now) if count >= self.limit else None
+        key, window = self.key(subject, now)
+        return self.retry_after(int(redis_client().get(key) or 0), window, now)
+
+
+@dataclass(frozen=True)
+class UserWindow:
+    """A per-user count of requests in each ``window_s``-second window (aligned to the
+    epoch); the limit is the caller's (it may be a setting read per request).
+
+    A view lists the windows its requests count in ``rate_windows`` (by HTTP method):
+    a bearer token's authentication then counts them in the same Redis round trip as
+    the token itself (``accounts.token_cache``), and the view hands the count on
+    (``counted_in_request``). A request authenticated otherwise (a session) is counted
+    by ``count``."""
+
+    name: str  # the counter's key is <cache prefix>:<name>:<user id>:<window>
+    window_s: int = 60
+
+    def key_parts(self, now: float) -> tuple[str, str]:
+        """The key around the user id, for a script that knows only the id."""
+        window = int(now // self.window_s)
+        return cache.make_key(f"{self.name}:"), f":{window}"
+
+    @property
+    def ttl_s(self) -> int:
+        return self.window_s * 2
+
+    def count(self, user_id: int) -> int:
+        """Counts one request of the user; the count in the window so far."""
+        prefix, suffix = self.key_parts(time.time())
+        key = f"{prefix}{user_id}{suffix}"
+        # INCR and EXPIRE in one round trip
+        with redis_client().pipeline() as pipe:
+            count, _ = pipe.incr(key).expire(key, self.ttl_s).execute()
+        return count
+
+    def retry_after(self, now: float) -> int:
+        """The seconds until the current window ends."""
+        return max(1, math.ceil((int(now // self.window_s) + 1) * self.window_s - now))
+
+
+def counted_in_request(request, window: UserWindow) -> int | None:
+    """What the request's authentication counted in ``window`` (None: nothing, count it
+    now)."""
+    return getattr(getattr(request, "auth", None), "counted", {}).get(window.name)
 
 
 def downloads_count(request: HttpRequest, *, name: str, what: str, instead: str = "") -> None:

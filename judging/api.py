@@ -7,12 +7,14 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from arena_site.ratelimit import counted_in_request
 from arena_site.schema import ErrorOutput
 from battles.api import BattleOutput
 from battles.presenters import battle_payload
 from judging.models import Vote
 from judging.presenters import vote_status_payload
 from judging.services import describe, judge_next, reading_time_s, vote_cast, vote_status, vote_undo
+from judging.services.serving import RATE_WINDOWS
 
 RATE_LIMITED = OpenApiResponse(
     ErrorOutput,
@@ -69,6 +71,8 @@ class JudgeBattleOutput(BattleOutput):
 
 
 class JudgeNextApi(APIView):
+    rate_windows = {"GET": (RATE_WINDOWS["next"],)}  # counted with a bearer token
+
     @extend_schema(
         responses={200: JudgeBattleOutput, 204: None, 403: FORBIDDEN, 429: RATE_LIMITED},
         description="The battle for you to judge now, blind (sides A and B): the one you hold "
@@ -77,7 +81,9 @@ class JudgeNextApi(APIView):
         "JUDGE_NEXT_RATE_PER_MIN requests a minute per judge.",
     )
     def get(self, request):
-        battle = judge_next(judge=request.user)
+        battle = judge_next(
+            judge=request.user, rate_counted=counted_in_request(request, RATE_WINDOWS["next"])
+        )
         if battle is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
         body = battle_payload(battle, reveal=False)
@@ -94,6 +100,8 @@ class VoteInput(serializers.Serializer):
 
 
 class VoteCreateApi(APIView):
+    rate_windows = {"POST": (RATE_WINDOWS["vote"],)}  # counted with a bearer token
+
     @extend_schema(
         request=VoteInput,
         responses={
@@ -116,7 +124,12 @@ class VoteCreateApi(APIView):
     def post(self, request, pk: int):
         data = VoteInput(data=request.data)
         data.is_valid(raise_exception=True)
-        vote = vote_cast(judge=request.user, battle_id=pk, choice=data.validated_data["choice"])
+        vote = vote_cast(
+            judge=request.user,
+            battle_id=pk,
+            choice=data.validated_data["choice"],
+            rate_counted=counted_in_request(request, RATE_WINDOWS["vote"]),
+        )
         # The vote is committed: it is answered 201 from what vote_cast holds (as
         # resolved), with no further query that an outage could fail.
         body = vote_status_payload(describe(vote, now=timezone.now()))
@@ -131,6 +144,8 @@ class VoteUndoOutput(serializers.Serializer):
 
 
 class VoteMineApi(APIView):
+    rate_windows = {"DELETE": (RATE_WINDOWS["vote"],)}  # counted with a bearer token
+
     @extend_schema(
         operation_id="battles_votes_mine_retrieve",
         responses={
@@ -159,7 +174,11 @@ class VoteMineApi(APIView):
         "then vote on the battle again (its reading time still runs from when it was served).",
     )
     def delete(self, request, pk: int):
-        vote = vote_undo(judge=request.user, battle_id=pk)
+        vote = vote_undo(
+            judge=request.user,
+            battle_id=pk,
+            rate_counted=counted_in_request(request, RATE_WINDOWS["vote"]),
+        )
         return Response(
             {"vote": vote.pk, "battle": pk, "undone": True, "undone_at": vote.retracted_at}
         )

@@ -5,23 +5,27 @@ A judge holds one battle at a time: the battle served to them stays theirs (a re
 gives it back) until they vote or skip (an abstention), or until it is decided without
 them. So nobody can shop for a battle by reloading."""
 
-import math
 import time
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.cache import cache
 from django.db.models import Prefetch
 from django.urls import reverse
 from django.utils import timezone
 
 from accounts.selectors import consent_is_current
 from arena_site.exceptions import ApplicationError
-from arena_site.redis import redis_client
+from arena_site.ratelimit import UserWindow
 from battles.models import Battle, Run
 from judging.models import Assignment, JudgeProfile
 from judging.selectors import dangerously_next_battle_for_judge
 
+# The per-judge limits: each scope's window (counted in the bearer token's round trip
+# when the view names it: arena_site.ratelimit.UserWindow), its setting, its noun.
+RATE_WINDOWS = {
+    "next": UserWindow("judge-rate:next"),
+    "vote": UserWindow("judge-rate:vote"),
+}
 _RATE_LIMITS = {
     "next": ("judge_next_rate_per_min", "battle requests"),
     "vote": ("vote_rate_per_min", "votes"),
@@ -35,21 +39,17 @@ def judge_profile(user: AbstractBaseUser) -> JudgeProfile:
     return profile
 
 
-def judge_rate_check(*, judge: AbstractBaseUser, scope: str) -> None:
+def judge_rate_check(*, judge: AbstractBaseUser, scope: str, counted: int | None = None) -> None:
     """Counts one request of ``scope`` ("next" or "vote") for the judge in the current
     one-minute window (an atomic increment in the shared Redis, so every web process
-    counts together); over the limit raises 429 with Retry-After."""
+    counts together); over the limit raises 429 with Retry-After. ``counted`` is the
+    count when the request's authentication already took it (``RATE_WINDOWS``)."""
     setting, noun = _RATE_LIMITS[scope]
     limit = getattr(settings.ARENA, setting)
-    now = time.time()
-    window = int(now // 60)
-    key = cache.make_key(f"judge-rate:{scope}:{judge.pk}:{window}")
-    # INCR and EXPIRE in one round trip on the cache's Redis (the same server and
-    # database); the cache API would take two, and the vote path is latency-bound
-    with redis_client().pipeline() as pipe:
-        count, _ = pipe.incr(key).expire(key, 120).execute()
+    window = RATE_WINDOWS[scope]
+    count = window.count(judge.pk) if counted is None else counted
     if count > limit:
-        retry = max(1, math.ceil((window + 1) * 60 - now))
+        retry = window.retry_after(time.time())
         raise ApplicationError(
             f"Too many {noun}: at most {limit} a minute. Try again in {retry} s.",
             code="rate_limited",
@@ -95,7 +95,7 @@ def judge_consent_refuse() -> None:
     )
 
 
-def judge_next(*, judge: AbstractBaseUser) -> Battle | None:
+def judge_next(*, judge: AbstractBaseUser, rate_counted: int | None = None) -> Battle | None:
     """The battle this judge should judge now. The one they hold (served, no live vote,
     not voided) comes first; otherwise, among the battles open for judging that they
     have no live vote on, were not voided for, and do not have a conflict of interest
@@ -103,8 +103,9 @@ def judge_next(*, judge: AbstractBaseUser) -> Battle | None:
     before their own team's (their vote there is a submitter vote), those with the
     fewest admissible votes first, then the oldest. Serving records ``served_at`` once
     (re-serving keeps the first time). Rate limited per judge; refused without current
-    consent and while the account awaits approval."""
-    judge_rate_check(judge=judge, scope="next")
+    consent and while the account awaits approval. ``rate_counted``: as
+    ``judge_rate_check``'s ``counted``."""
+    judge_rate_check(judge=judge, scope="next", counted=rate_counted)
     judge_consent_check(judge=judge)
     profile = judge_profile(judge)  # every judge who can vote has one (trust ω, standing)
     judge_approval_check(judge=judge, profile=profile)

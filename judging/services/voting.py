@@ -49,7 +49,9 @@ def reading_time_s(battle: Battle) -> float:
     return reading_time_of([run.final_message for run in battle.runs.all()])
 
 
-def vote_cast(*, judge: AbstractBaseUser, battle_id: int, choice: str) -> Vote:
+def vote_cast(
+    *, judge: AbstractBaseUser, battle_id: int, choice: str, rate_counted: int | None = None
+) -> Vote:
     """Stores the judge's vote on a battle served to them. Refusals: 400 for an unknown
     choice, 429 over the per-judge rate, 403 without current consent, while the account
     awaits approval or when
@@ -63,12 +65,14 @@ def vote_cast(*, judge: AbstractBaseUser, battle_id: int, choice: str) -> Vote:
     vote was final at once), so ``describe`` needs no query. Once the transaction has
     committed nothing raises any more: what runs after it (the board push, telling
     judges) is logged when it fails, and the decider or the sweep
-    (``battles_resolve_pending``) resolves what was left undone."""
+    (``battles_resolve_pending``) resolves what was left undone. ``rate_counted``: the
+    vote's count in the judge's rate window when the request's authentication took it
+    (``judge_rate_check``)."""
     if choice not in Vote.Choice.values:
         raise ApplicationError(
             f"choice must be one of {', '.join(Vote.Choice.values)}.", code="invalid_choice"
         )
-    judge_rate_check(judge=judge, scope="vote")
+    judge_rate_check(judge=judge, scope="vote", counted=rate_counted)
     undo_s = settings.ARENA.vote_undo_window_s
     committed = []  # set by the first commit hook: from then on the vote stands
     try:
@@ -175,12 +179,12 @@ def _battle_for_vote(*, judge: AbstractBaseUser, battle_id: int) -> Battle:
     return battle
 
 
-def vote_undo(*, judge: AbstractBaseUser, battle_id: int) -> Vote:
+def vote_undo(*, judge: AbstractBaseUser, battle_id: int, rate_counted: int | None = None) -> Vote:
     """Takes back the judge's live vote while its undo window is open: 404 when there is
     none, 409 once the vote is final (the window passed, or the battle was decided with
     it). A pending vote decided nothing, so nothing else changes; the judge may vote on
-    the battle again."""
-    judge_rate_check(judge=judge, scope="vote")
+    the battle again. ``rate_counted``: as ``vote_cast``'s."""
+    judge_rate_check(judge=judge, scope="vote", counted=rate_counted)
     with transaction.atomic():
         battle = Battle.objects.select_for_update().filter(pk=battle_id).first()
         vote = (

@@ -1,6 +1,9 @@
 """What a vote costs the database, pinned: a change that adds a statement to the
 hottest paths shows here (each statement is a round trip while the vote's locks are
-held). The vote's own transaction is a savepoint inside the test's."""
+held). The vote's own transaction is a savepoint inside the test's. Through the API
+with a bearer token, the request adds nothing while the token's entry is cached
+(before: the token's SELECT on every vote, and its last-used UPDATE once a minute);
+tests/judging/test_vote_round_trips.py pins its Redis side."""
 
 import datetime as dt
 
@@ -8,7 +11,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from rest_framework.test import APIClient
 
+from accounts.services import api_token_create
 from judging.models import Assignment, Vote
 from judging.services import vote_cast
 from ratings.models import AgentRating
@@ -56,3 +61,28 @@ def test_a_vote_inside_its_undo_window_takes_five_statements(alice, judge, roste
     assert not vote.counted and vote.battle.status == "judging"
     # the savepoint pair, the locking read, the insert, the tally
     assert len(sql) <= 5, "\n".join(sql)
+
+
+def test_a_vote_post_with_a_cached_token_is_the_votes_five_statements(
+    alice, judge, roster, settings
+):
+    settings.ARENA = settings.ARENA.replace(vote_undo_window_s=10)
+    first, second = ended_battle(alice), ended_battle(alice)
+    served_long_ago(judge, first)
+    served_long_ago(judge, second)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_token_create(user=judge)[1]}")
+
+    def post(battle):
+        return lambda: client.post(
+            f"/api/battles/{battle.pk}/votes/", {"choice": "A"}, format="json"
+        )
+
+    cold, cold_sql = statements_of(post(first))
+    warm, sql = statements_of(post(second))
+
+    assert cold.status_code == warm.status_code == 201
+    # the token's first use reads it (and its user) once; it is cached from then on
+    assert len(cold_sql) == 6 and "accounts_apitoken" in cold_sql[0], "\n".join(cold_sql)
+    # the savepoint pair, the locking read, the insert, the tally: nothing before them
+    assert len(sql) == 5 and sql[0].startswith("SAVEPOINT"), "\n".join(sql)
