@@ -26,7 +26,7 @@ process this user can read, exited backends included through their parent; other
 sessions' queries too), the load average, and the database check (every battle decided,
 each streaming rating moved exactly once: ``decisions_state``).
 
-``decisions_state()`` is also the soak's checker (tests/bench/bench_votes.py): call it
+``decisions_state()`` is also the soak's checker (tests/bench/bench_vote_soak.py): call it
 on the arena's own database at any time.
 
 Run: DATABASE_URL=postgres://postgres@127.0.0.1:5432/arena \
