@@ -202,9 +202,6 @@ def web_command(port: int) -> list[str]:
     ]  # fmt: skip
 
 
-daphne_command = web_command  # (the name before uvicorn; kept for tests mid-edit)
-
-
 def worker_command(*queues: str, burst: bool = False, scheduler: bool = False) -> list[str]:
     argv = [PYTHON, "manage.py", "rqworker", *queues]
     if burst:
@@ -237,9 +234,10 @@ class LiveArena:
 
 @contextmanager
 def live_arena(tmp_dir: Path, sandbox_root: Path) -> Iterator[LiveArena]:
-    """The web server (uvicorn, as make run starts it) on a free port plus one SimpleWorker on every queue, against the test
-    database; sandboxes go under ``sandbox_root``, which the slot uids must be able to
-    traverse (the ``sandbox_root`` fixture). The worker starts suspended (RQ's suspend
+    """The web server (uvicorn, as make run starts it) on a free port plus one
+    SimpleWorker on every queue, against the test database; sandboxes go under
+    ``sandbox_root``, which the slot uids must be able to traverse (the
+    ``sandbox_root`` fixture). The worker starts suspended (RQ's suspend
     flag, checked before each dequeue), so a test can watch a battle sit in the queue;
     it calls ``resume_workers()`` when jobs may run. Stops both process groups on exit
     and waits for their database sessions to end."""

@@ -23,11 +23,11 @@ from tests.servers import (
     START_TIMEOUT_S,
     ServerProcess,
     child_env,
-    web_command,
     free_port,
     http_answers,
     poll_until,
     vote_over_http,
+    web_command,
 )
 from tests.throwaway import throwaway_postgres, throwaway_redis
 

@@ -21,12 +21,12 @@ from tests.servers import (
     START_TIMEOUT_S,
     ServerProcess,
     child_env,
-    web_command,
     ensure_public_arena,
     free_port,
     http_answers,
     poll_until,
     wait_for_child_sessions_to_end,
+    web_command,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)

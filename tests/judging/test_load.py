@@ -24,13 +24,13 @@ from tests.servers import (
     START_TIMEOUT_S,
     ServerProcess,
     child_env,
-    web_command,
     ensure_public_arena,
     free_port,
     http_answers,
     poll_until,
     vote_over_http,
     wait_for_child_sessions_to_end,
+    web_command,
 )
 
 JUDGES = 24
