@@ -47,6 +47,7 @@ from battles.services.orchestration import (
 )
 from judging.models import Vote
 from ratings.models import RefitState
+from ratings.selectors import rated_battles_pending_everywhere
 from sandboxes.models import SandboxLease, WorkerHost
 
 FIGURES_STATEMENT_TIMEOUT_MS = 5000
@@ -159,15 +160,13 @@ def _bounded_reads() -> Iterator[None]:
 
 def battle_figures() -> BattleFigures:
     """Battles of every arena by status, decisions by source, failures by cause, the
-    oldest queued battle and the rated battles awaiting a refit. Two statements."""
+    oldest queued battle and the rated battles awaiting a refit (as the boards count
+    them: ``ratings.selectors.rated_battles_pending``, since each arena's
+    ``RefitState.pending_floor``). Four statements."""
     statuses = list(Battle.Status.values)
     sources = list(Battle.DecisionSource.values)
     runs = Run.objects.filter(battle=OuterRef("pk"), end_reason=Run.EndReason.ERROR)
     failed = Q(status=Battle.Status.FAILED)
-    # rated, and in no published refit yet (no r: no ratings.IncorporatedBattle row)
-    rated_pending = Q(
-        status=Battle.Status.DECIDED, exclusion_reason="", incorporation__isnull=True
-    ) & ~Q(outcome="")
     with _bounded_reads():
         totals = Battle.objects.aggregate(
             **{f"status_{s}": Count("pk", filter=Q(status=s)) for s in statuses},
@@ -178,8 +177,9 @@ def battle_figures() -> BattleFigures:
                 for s in sources
             },
             oldest_queued_at=Min("submitted_at", filter=Q(status=Battle.Status.QUEUED)),
-            awaiting_refit=Count("pk", filter=rated_pending),
-            oldest_awaiting_refit_at=Min("decided_at", filter=rated_pending),
+        )
+        pending = rated_battles_pending_everywhere().aggregate(
+            n=Count("pk"), oldest=Min("decided_at")
         )
         causes = (
             Battle.objects.filter(failed)
@@ -195,8 +195,8 @@ def battle_figures() -> BattleFigures:
         decided_by_source={s: totals[f"source_{s}"] for s in sources},
         failed_by_cause={c: causes[f"cause_{c}"] for c in FAILURE_CAUSES},
         oldest_queued_at=totals["oldest_queued_at"],
-        awaiting_refit=totals["awaiting_refit"],
-        oldest_awaiting_refit_at=totals["oldest_awaiting_refit_at"],
+        awaiting_refit=pending["n"],
+        oldest_awaiting_refit_at=pending["oldest"],
     )
 
 

@@ -333,9 +333,11 @@ def _points(snapshot: RatingSnapshot, data: FitInput, rating: Rating, n0: int) -
 def battles_stamp_incorporated(
     *, arena_id: int, snapshot_id: int, battle_ids: list[int], at: datetime
 ) -> int:
-    """Records r = ``at`` for the battles of ``battle_ids`` that have none: one
-    ``Incorporation`` (the run; ℓ follows when a board is next served) and an
-    ``IncorporatedBattle`` row each. Returns how many battles got it.
+    """Records r = ``at`` for the battles of ``battle_ids``: one ``Incorporation`` (the
+    run; ℓ follows when a board is next served) and an ``IncorporatedBattle`` row each.
+    Returns how many battles got it: all of them. None has r yet: the ids were read
+    under the arena's RefitState lock, and only a refit holding it writes these rows
+    (a duplicate would fail the refit, not be skipped: ON CONFLICT doubled the insert).
 
     The ids are those one refit read counted (``FitInput.unstamped_ids``): a battle
     decided after that read is not among them, whatever its id (ids follow submission,
@@ -358,18 +360,10 @@ def battles_stamp_incorporated(
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {table} ({battle}, {incorporation})"
-            f" SELECT unnest(%s::text::bigint[]), %s"
-            f" ON CONFLICT ({battle}) DO NOTHING",
+            " SELECT unnest(%s::text::bigint[]), %s",
             ["{" + ",".join(map(str, battle_ids)) + "}", run.pk],
         )
-        stamped = cursor.rowcount
-        if not stamped:  # every one had r already: no run to record (and nothing cascades)
-            cursor.execute(
-                f"DELETE FROM {connection.ops.quote_name(Incorporation._meta.db_table)}"  # noqa: S608
-                " WHERE id = %s",
-                [run.pk],
-            )
-    return stamped
+        return cursor.rowcount
 
 
 def arena_refit(*, arena_id: int) -> RefitResult:

@@ -10,7 +10,7 @@ from django.db.models.functions import Coalesce, Greatest, Least
 from django.urls import reverse
 from django.utils import timezone
 
-from agents.models import Agent
+from agents.models import Agent, Arena
 from battles.classify import CATEGORIES, CATEGORY_LABELS
 from battles.models import Battle
 from ratings.matrices import pair_matrices
@@ -79,6 +79,19 @@ def rated_battles_pending(*, arena_id: int, since: datetime | None = None):
     until the next refit, whose own read (every rated battle) counts it."""
     pending = rated_battles(arena_id=arena_id).filter(incorporation__isnull=True)
     return pending if since is None else pending.filter(decided_at__gte=since)
+
+
+def rated_battles_pending_everywhere():
+    """``rated_battles_pending`` of every arena (public or a team's), each since its own
+    floor, in one statement: one index range per arena (battle_rated_recent), the
+    floors read first (an inequality on a joined column would scan every battle)."""
+    window = Q(pk__in=[])
+    for arena_id, floor in Arena.objects.values_list("pk", "refit__pending_floor"):
+        since = {} if floor is None else {"decided_at__gte": floor}
+        window |= Q(arena_id=arena_id, **since)
+    return Battle.objects.filter(
+        window, status=Battle.Status.DECIDED, exclusion_reason="", incorporation__isnull=True
+    ).exclude(outcome="")
 
 
 def refit_status(*, arena_id: int, now: datetime | None = None) -> dict[str, Any]:

@@ -16,7 +16,11 @@ from battles.models import Battle
 from ratings import refit
 from ratings.models import Incorporation, RatingSnapshot, RefitState
 from ratings.refit import PENDING_LOOKBACK, arena_refit
-from ratings.selectors import rated_battles_pending, refit_status
+from ratings.selectors import (
+    rated_battles_pending,
+    rated_battles_pending_everywhere,
+    refit_status,
+)
 from ratings.services import leaderboard_served
 from tests.ratings.factories import decided_battle, judges, round_robin
 from tests.ratings.stamps import stamps_of, unstamp
@@ -179,6 +183,7 @@ def test_the_boards_pending_battles_are_those_decided_since_the_last_read(alice,
     Battle.objects.filter(pk=slow.pk).update(decided_at=state.pending_floor - timedelta(seconds=1))
     # Then the board counts the one decided since the floor
     assert refit_status(arena_id=arena_id)["pending_battles"] == 1
+    assert list(rated_battles_pending_everywhere()) == [fresh]  # (the operators' figure)
     assert set(rated_battles_pending(arena_id=arena_id)) == {fresh, slow}
     # and the next refit counts and stamps both (its read has no floor)
     again = arena_refit(arena_id=arena_id)
