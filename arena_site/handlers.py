@@ -25,14 +25,24 @@ Nothing of ours keeps per-thread state between requests; Django's database
 connection goes back to the pool at ``request_finished``, as under any threaded WSGI
 server."""
 
+import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
-from django.core.handlers.asgi import ASGIHandler
+from django.core import signals
+from django.core.exceptions import RequestAborted
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.http import FileResponse
+from django.urls import set_script_prefix, set_urlconf
+from django.utils.log import log_response
 
 # Kept threads beyond the in-flight bound: static files are not counted by it.
 SPARE_THREADS = 8
+
+
+class _Sent(Exception):
+    """A streamed response was sent in full (ends the task group)."""
 
 
 class OneHopASGIHandler(ASGIHandler):
@@ -44,7 +54,56 @@ class OneHopASGIHandler(ASGIHandler):
 
     def load_middleware(self, is_async: bool = False) -> None:
         super().load_middleware(is_async=False)
+        self._sync_chain = self._middleware_chain
         self._middleware_chain = sync_to_async(self._middleware_chain, thread_sensitive=True)
+        self._respond = sync_to_async(self._respond_sync, thread_sensitive=True)
+
+    async def handle(self, scope, receive, send):
+        """Django's ``ASGIHandler.handle`` with one thread hop for a whole request whose
+        response is in memory: ``request_started``, the request, the middleware chain
+        and the view, and the response's ``close`` (``request_finished``: its database
+        connection back to the pool) all run in one call on the request's thread;
+        the event loop then only sends the bytes. A streamed response (server-sent
+        events, files) is sent as Django sends it, watching for the client leaving,
+        and closed on the same thread afterwards."""
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        try:
+            set_script_prefix(get_script_prefix(scope))
+            response = await self._respond(scope, body_file)
+            if not response.streaming:
+                await self.send_response(response, send)
+                return
+            try:
+                async with asyncio.TaskGroup() as group:
+                    group.create_task(self.listen_for_disconnect(receive))
+                    await self.send_response(response, send)
+                    raise _Sent
+            except* (_Sent, RequestAborted):
+                pass
+            await sync_to_async(response.close, thread_sensitive=True)()
+        finally:
+            body_file.close()
+
+    def _respond_sync(self, scope, body_file):
+        """On the request's thread: the response, closed unless it is streamed."""
+        signals.request_started.send(sender=self.__class__, scope=scope)
+        request, response = self.create_request(scope, body_file)
+        if request is not None:
+            set_urlconf(settings.ROOT_URLCONF)
+            response = self._sync_chain(request)
+            response._resource_closers.append(request.close)
+            if response.status_code >= 400:
+                log_response("%s: %s", response.reason_phrase, request.path,
+                             response=response, request=request)  # fmt: skip
+        response._handler_class = self.__class__
+        if isinstance(response, FileResponse):
+            response.block_size = self.chunk_size
+        if not response.streaming:
+            response.close()  # the content stays; request_finished runs here
+        return response
 
     def _take(self) -> ThreadPoolExecutor | None:
         """A kept executor, or None when every one is busy (runs on the event loop:
