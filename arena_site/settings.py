@@ -252,8 +252,9 @@ if DATABASE_URL:
         ) from None
     _options = _database.setdefault("OPTIONS", {})
     _pooled = _database["ENGINE"] == "django.db.backends.postgresql" and ARENA.db_pool_max > 0
-    # Without the pool each thread keeps its connection this long (a web request is a
-    # thread of its own under Daphne: keep it 0 there, or put PgBouncer in front).
+    # Without the pool each thread keeps its connection this long (web requests run on
+    # the handler's threads, arena_site/handlers.py: keep it 0 there, or put PgBouncer
+    # in front).
     _database["CONN_MAX_AGE"] = env_int("ARENA_DB_CONN_MAX_AGE", 0, minimum=0)
     if _pooled and _database["CONN_MAX_AGE"]:
         raise ImproperlyConfigured(

@@ -7,10 +7,10 @@ away.
 more than the database pool's size, checked at start-up: an admitted request gets a
 connection at once unless websocket consumers hold some, and never waits past
 ``ARENA_DB_POOL_TIMEOUT_S``); the next one is answered 503 at once, before any other
-middleware or thread runs. Under
-Daphne every request's sync code runs in a thread of its own (Django's
-``ThreadSensitiveContext``), so this bound is also the bound on request threads,
-whatever ``ASGI_THREADS`` says (that executor only runs Django's error handling).
+middleware runs. Every request's sync code runs on a thread of its own while it runs
+(one of the handler's kept threads, or a new one in a burst: arena_site/handlers.py),
+so this bound is also the bound on request threads doing work, whatever
+``ASGI_THREADS`` says (that executor only runs Django's error handling).
 
 Its ``process_exception`` turns what ``arena_site.exceptions.capacity_error`` names (a
 pool timeout, PostgreSQL or Redis down) raised by a page view into a small plain 503
