@@ -29,6 +29,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +37,6 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arena_site.settings")
 os.environ.setdefault("ARENA_EGRESS_RESOLVE", "false")
 os.environ["ARENA_VOTE_RATE_PER_MIN"] = "100000000"
-os.environ["ARENA_VOTE_UNDO_WINDOW_S"] = "10"
 os.environ["ARENA_REDUNDANCY_FRACTION"] = "0"
 
 import django  # noqa: E402
@@ -47,7 +47,7 @@ from django.conf import settings  # noqa: E402
 from django.test.utils import setup_databases, teardown_databases  # noqa: E402
 
 from tests.bench.bench_votes import check_database, child_env, pct, prepare  # noqa: E402
-from tests.bench.web import PYTHON, WebServers  # noqa: E402
+from tests.bench.web import POSTGRES, PYTHON, REDIS, WebServers, cpu_of  # noqa: E402
 
 LOCUST = str(ROOT / ".venv" / "bin" / "locust")
 WINDOW_S = 10
@@ -167,7 +167,8 @@ def main() -> None:
         items, _ = prepare(int(args.rate * duration * 1.02) + 100)
         report["battles_prepared"] = len(items)
         report["prepare_s"] = round(time.monotonic() - t, 1)
-        env = child_env()
+        # (bench_votes, imported above, sets the window to 0 for its own children)
+        env = {**child_env(), "ARENA_VOTE_UNDO_WINDOW_S": str(WINDOW_S)}
         web = WebServers(args.processes, work, env, server="uvicorn")
         manage = [PYTHON, "manage.py"]
         for i in range(args.deciders):
@@ -177,6 +178,7 @@ def main() -> None:
                                       "--with-scheduler"], env, work))  # fmt: skip
         procs.append(start("cron", [PYTHON, "-m", "arena_site.worker", "arena_site.cron"],
                            env, work))  # fmt: skip
+        names = [*(f"decider-{i}" for i in range(args.deciders)), "worker", "cron"]
         jobs = JobLog()
         samples: list[tuple[float, int, float]] = []
         stop = threading.Event()
@@ -199,6 +201,7 @@ def main() -> None:
         items_path, out_path = work / "items.json", work / "answers.jsonl"
         items_path.write_text(json.dumps(items))
         cpu_before = web.cpu_s()
+        services_before = cpu_of(POSTGRES), cpu_of(REDIS)
         started = time.time()
         done = subprocess.run(
             [LOCUST, "-f", str(ROOT / "tests" / "bench" / "locust_votes.py"), "--headless",
@@ -211,6 +214,9 @@ def main() -> None:
         )  # fmt: skip
         answers = [json.loads(line) for line in out_path.read_text().splitlines() if line]
         web_cpu = web.cpu_s() - cpu_before
+        others_cpu = {name: _proc_cpu(proc.pid) for name, proc in zip(names, procs, strict=True)}
+        services_cpu = {"postgres": cpu_of(POSTGRES) - services_before[0],
+                        "redis": cpu_of(REDIS) - services_before[1]}  # fmt: skip
         last_vote = max(started + a["t"] for a in answers if a["status"] == 201)
         last_window = last_vote + WINDOW_S
         # until nothing is due, past the last window
@@ -236,6 +242,13 @@ def main() -> None:
             "max_ms": round(max(a["ms"] for a in answers), 1),
             "non_201": len(answers) - len(ok),
             "web_cpu_ms_per_201": round(web_cpu / max(1, len(ok)) * 1000, 2),
+            "web_cpu_ms_per_answer": round(web_cpu / max(1, len(answers)) * 1000, 2),
+            "error_codes": dict(Counter(str(a["code"]) for a in answers if a["status"] != 201)),
+            "per_minute": _per_minute(answers),
+            "cpu_s": {
+                "web": round(web_cpu, 1),
+                **{k: round(v, 1) for k, v in {**others_cpu, **services_cpu}.items()},
+            },
             "locust_rc": done.returncode,
         }
         report["decisions"] = {
@@ -260,6 +273,27 @@ def main() -> None:
     report["load_average_1_5_15_end"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(report, indent=2))
     shutil.rmtree(work, ignore_errors=True)
+
+
+def _proc_cpu(pid: int) -> float:
+    """User + system CPU seconds of a live process."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _per_minute(answers: list[dict]) -> list[dict]:
+    """Per minute of the soak: the votes answered 201 per second, the others, the p99."""
+    out = []
+    for minute in range(int(max(a["t"] for a in answers) // 60) + 1):
+        mine = [a for a in answers if minute * 60 <= a["t"] < (minute + 1) * 60]
+        ok = sum(1 for a in mine if a["status"] == 201)
+        p99 = pct([a["ms"] for a in mine], 0.99)
+        out.append({"minute": minute, "answered_201_per_s": round(ok / 60, 1),
+                    "other": len(mine) - ok, "p99_ms": p99})  # fmt: skip
+    return out
 
 
 def _every_voted_battle_decided() -> dict:
