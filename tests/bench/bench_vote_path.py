@@ -28,7 +28,6 @@ import statistics
 import sys
 import time
 from collections import Counter
-from datetime import timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,55 +86,11 @@ class RedisTrips:
 
 
 def prepare(battles_n: int) -> list[tuple[str, int]]:
-    """Judges with tokens and consent, a submitting team, the roster, and ``battles_n``
-    battles judging, each served a minute ago to one judge (round robin)."""
-    from django.contrib.auth import get_user_model
-    from django.utils import timezone
+    """[(token, battle id)]: ``battles_n`` battles judging, each served a minute ago to
+    one of JUDGES judges (round robin; tests/bench/vote_data.py)."""
+    from tests.bench.vote_data import vote_battles
 
-    from accounts.services import (
-        api_token_create,
-        consent_accept,
-        consent_terms_publish,
-        team_create,
-    )
-    from agents.services import roster_install_builtins
-    from battles.models import Battle, Task
-    from judging.models import Assignment
-    from tests.servers import ensure_public_arena
-
-    User = get_user_model()
-    terms = consent_terms_publish(text="bench")
-    submitter = User.objects.create_user("bench-submitter", password="bench-password-1")
-    team = team_create(name="bench-acme", owner=submitter)
-    consent_accept(user=submitter, terms=terms)
-    judges, tokens = [], []
-    for i in range(JUDGES):
-        judge = User.objects.create_user(f"bench-judge-{i}", password="bench-password-1")
-        consent_accept(user=judge, terms=terms)
-        judges.append(judge)
-        tokens.append(api_token_create(user=judge, name="bench")[1])
-    arena = ensure_public_arena()
-    roster = roster_install_builtins(arena=arena)
-    now = timezone.now()
-    tasks = Task.objects.bulk_create(
-        Task(team=team, submitter=submitter, instruction=f"bench task {i}")
-        for i in range(battles_n)
-    )
-    size = len(roster)
-    battles = Battle.objects.bulk_create(
-        Battle(
-            arena=arena, team=team, task=task,
-            agent_a=roster[i % size], agent_b=roster[(i + 1) % size],
-            status=Battle.Status.JUDGING, redundancy_target=1,
-            submitted_at=now - timedelta(minutes=10), ended_at=now - timedelta(minutes=2),
-        )
-        for i, task in enumerate(tasks)
-    )  # fmt: skip
-    Assignment.objects.bulk_create(
-        Assignment(judge=judges[i % JUDGES], battle=battle, served_at=now - timedelta(minutes=1))
-        for i, battle in enumerate(battles)
-    )
-    return [(tokens[i % JUDGES], battle.pk) for i, battle in enumerate(battles)]
+    return vote_battles(battles_n, judges_n=JUDGES)[0]
 
 
 def statement_kind(sql: str) -> str:
