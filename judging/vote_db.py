@@ -11,9 +11,11 @@ class of machine against about one to run: here it is written once. Table names 
 from the models and every value is a bound parameter; tests/judging covers each branch.
 """
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.db import connection
+from django.db.models.expressions import Col
 from django.utils.dateparse import parse_datetime
 
 from accounts.models import Consent, ConsentTerms, Membership
@@ -33,13 +35,66 @@ def battle_for_vote(*, battle_id: int, judge_id: int) -> Battle | None:
     judge), ``held_voided``, ``judge_untrusted``, ``judge_in_team``, ``judge_entrant``,
     ``final_a`` and ``final_b`` set on it; its agents are not loaded (``agents_load``).
     None when there is no such battle. Precondition: inside a transaction."""
+    read = _battle_read()
+    with _cursor() as cursor:
+        cursor.execute(read.sql, [judge_id] * 7 + [battle_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    # The model from its own columns, in the order they were selected, each through its
+    # field's and the backend's converters as a query would (a JSON column is text on
+    # PostgreSQL, a time is text on SQLite), the rest as attributes.
+    n = len(read.fields)
+    values = list(row[:n])
+    for i, column, converters in read.converters:
+        for convert in converters:
+            values[i] = convert(values[i], column, connection)
+    battle = Battle.from_db(connection.alias, read.fields, values)
+    for name, value in zip(_EXTRA, row[n:], strict=True):
+        setattr(battle, name, bool(value) if name in _FLAGS else value)
+    battle.served_at = _aware(battle.served_at)
+    return battle
+
+
+# What the locking read selects beyond the battle's own columns, in its order.
+_EXTRA = (
+    "task_submitter_id", "judge_consent_current", "judge_approved", "served_at",
+    "held_voided", "judge_untrusted", "judge_in_team", "judge_entrant", "final_a", "final_b",
+)  # fmt: skip
+_FLAGS = frozenset(
+    ("judge_consent_current", "judge_approved", "held_voided", "judge_untrusted",
+     "judge_in_team", "judge_entrant")
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Read:
+    fields: list[str]  # the battle's attnames, in the model's (and the SELECT's) order
+    sql: str
+    converters: list[tuple[int, Col, list]]  # (index, column, converters) where any
+
+
+_reads: dict[str, _Read] = {}
+
+
+def _battle_read() -> _Read:
+    """The locking read, built once per database vendor: the statement's text is the
+    same every vote, and it names the battle's columns one by one (not ``b.*``) so that
+    the row's layout is known without asking the cursor for its description (forty
+    column objects a vote)."""
+    read = _reads.get(connection.vendor)
+    if read is not None:
+        return read
     lock = ""
     if connection.features.has_select_for_update_of:
         lock = " FOR UPDATE OF b"
     elif connection.features.has_select_for_update:
         lock = " FOR UPDATE"
+    quote = connection.ops.quote_name
+    concrete = Battle._meta.concrete_fields
+    columns = ", ".join(f"b.{quote(f.column)}" for f in concrete)
     sql = f"""
-        SELECT b.*, t.submitter_id AS task_submitter_id,
+        SELECT {columns}, t.submitter_id AS task_submitter_id,
           (EXISTS (SELECT 1 FROM {_table(Consent)} c
               WHERE c.user_id = %s AND c.terms_id = (SELECT ct.id FROM {_table(ConsentTerms)} ct
                 ORDER BY ct.version DESC LIMIT 1))
@@ -65,25 +120,14 @@ def battle_for_vote(*, battle_id: int, judge_id: int) -> Battle | None:
         FROM {_table(Battle)} b JOIN {_table(Task)} t ON t.id = b.task_id
         WHERE b.id = %s{lock}
     """
-    with _cursor() as cursor:
-        cursor.execute(sql, [judge_id] * 7 + [battle_id])
-        row = cursor.fetchone()
-        if row is None:
-            return None
-        names = [column[0] for column in cursor.description]
-    # The model from its own columns (as RawQuerySet would build it, without its
-    # per-query column mapping: a tenth of the vote's CPU), the rest as attributes.
-    fields, extra = _layout(tuple(names))
-    values = dict(zip(names, row, strict=True))
-    battle = Battle.from_db(connection.alias, fields, [values[f] for f in fields])
-    for name in extra:
-        setattr(battle, name, values[name])
-    battle.served_at = _aware(battle.served_at)
-    flags = ("judge_consent_current", "judge_approved", "held_voided", "judge_untrusted",
-             "judge_in_team", "judge_entrant")  # fmt: skip
-    for flag in flags:
-        setattr(battle, flag, bool(getattr(battle, flag)))
-    return battle
+    converters = []
+    for i, field in enumerate(concrete):
+        column = field.get_col(Battle._meta.db_table)
+        found = connection.ops.get_db_converters(column) + field.get_db_converters(connection)
+        if found:
+            converters.append((i, column, found))
+    read = _reads[connection.vendor] = _Read([f.attname for f in concrete], sql, converters)
+    return read
 
 
 def _cursor():
@@ -103,23 +147,6 @@ def _cursor():
     connection.ensure_connection()
     with connection.wrap_database_errors:
         return connection._prepare_cursor(psycopg.Cursor(connection.connection))
-
-
-_layouts: dict[tuple[str, ...], tuple[list[str], list[str]]] = {}
-
-
-def _layout(names: tuple[str, ...]) -> tuple[list[str], list[str]]:
-    """(the Battle fields' attnames in the model's order, the other columns) for a row
-    of these columns; every concrete field must be among them (``b.*``)."""
-    if names not in _layouts:
-        by_column = {f.column: f.attname for f in Battle._meta.concrete_fields}
-        fields = [by_column[c] for c in names if c in by_column]
-        if len(fields) != len(by_column):
-            raise RuntimeError("the vote's locking read must select every battle column")
-        order = [f.attname for f in Battle._meta.concrete_fields]
-        # from_db takes the values in the model's field order
-        _layouts[names] = (order, [c for c in names if c not in by_column])
-    return _layouts[names]
 
 
 def agents_load(battle: Battle) -> None:

@@ -30,7 +30,7 @@ from judging.services.serving import (
     judge_consent_refuse,
     judge_rate_check,
 )
-from judging.services.tallies import battle_votes_tally
+from judging.services.tallies import battle_votes_tally, vote_insert_tallied
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def vote_cast(
                 if reason == "identities_public"
                 else (voted_at + timedelta(seconds=undo_s))
             )
-            vote = Vote.objects.create(
+            vote = Vote(
                 judge=judge,
                 battle=battle,
                 choice=choice,
@@ -105,8 +105,9 @@ def vote_cast(
                 admissible=not reason,
                 inadmissible_reason=reason,
             )
-            # judge_next's order (admissible votes); the decider's due time (the window)
-            battle_votes_tally(battle_id=battle.pk, due=final_at if final_at > voted_at else None)
+            # stored with judge_next's order (admissible votes) and the decider's due
+            # time (the window) recounted on the battle's row
+            vote_insert_tallied(vote, due=final_at if final_at > voted_at else None)
             if final_at <= voted_at:
                 vote_db.agents_load(battle)  # to decide it, and for the reveal
             if battle.status == Battle.Status.JUDGING and final_at <= voted_at:

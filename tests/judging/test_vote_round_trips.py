@@ -73,8 +73,11 @@ def test_one_round_trip_and_no_statement_before_the_votes_transaction(
     assert events[:start] == [("redis", "EVALSHA")]
     assert events[start][1].startswith("SAVEPOINT")  # the vote's own transaction (a
     # savepoint inside the test's)
-    assert [kind for kind, _ in events[start:]] == ["sql"] * 5  # its commit hooks
-    # (scheduling the decision) run at the commit, which the test's transaction withholds
+    # the locking read, then the vote stored and its battle recounted in one statement,
+    # then the release; its commit hooks run at the commit, which the test withholds
+    assert [kind for kind, _ in events[start:]] == ["sql"] * 4
+    assert "FOR UPDATE" in events[start + 1][1]
+    assert events[start + 2][1].lstrip().startswith("WITH v AS (INSERT INTO")
     window = int(dt.datetime.now(dt.UTC).timestamp() // 60)
     assert cache.get(f"judge-rate:vote:{judge.pk}:{window}") == 2
 

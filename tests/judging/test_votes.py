@@ -8,8 +8,10 @@ import time_machine
 from django.utils import timezone
 
 from agents.models import Agent
+from arena_site.exceptions import _flatten_detail
 from battles.models import Battle, Run
 from battles.services import task_submit
+from judging.api import VoteInput
 from judging.decision import consensus
 from judging.models import Vote
 from judging.services import battle_resolve, vote_cast
@@ -124,12 +126,30 @@ def test_voting_on_an_unserved_battle_is_404(api, judge, finished_battle):
     assert Vote.objects.count() == 0
 
 
-@pytest.mark.parametrize("choice", ["C", "", "a", None])
+@pytest.mark.parametrize("choice", ["C", "", "a", None, 1, ["A"], {"A": 1}, True, "A "])
 def test_bad_choice_is_400(api, judge, finished_battle, choice):
     serve(api, judge)
     response = vote(api, judge, finished_battle, choice)
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "invalid"
+    assert Vote.objects.count() == 0
+    # the view checks the body by hand (the hot path): word for word as VoteInput would
+    expected = VoteInput(data={"choice": choice})
+    assert not expected.is_valid()
+    assert response.json()["error"]["message"] == _flatten_detail(expected.errors)
+
+
+@pytest.mark.parametrize("body", [{}, {"choise": "A"}, [], ["A"], "A", 3])
+def test_a_body_without_a_choice_is_400(api, judge, finished_battle, body):
+    serve(api, judge)
+    with time_machine.travel(T0 + dt.timedelta(seconds=30), tick=False):
+        response = api(judge).post(f"/api/battles/{finished_battle.pk}/votes/", body, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid"
+    expected = VoteInput(data=body)
+    assert not expected.is_valid()
+    assert response.json()["error"]["message"] == _flatten_detail(expected.errors)
+    assert Vote.objects.count() == 0
 
 
 def test_judges_are_served_others_battles_before_their_own(api, alice, judge, finished_battle):
