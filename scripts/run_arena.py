@@ -117,6 +117,29 @@ def prepare(env: dict[str, str], children: list[subprocess.Popen]) -> None:
         raise subprocess.CalledProcessError(child.returncode, child.args)
 
 
+def queue_workers() -> list[tuple[str, list[str]]]:
+    """The workers of the judging, ratings and default queues: (name, argv) each.
+
+    RQ takes a worker's queues in strict order, so the `default` queue (the janitors and
+    the other periodic jobs of arena_site/cron.py) has a worker of its own: behind
+    `judging` and `ratings`, which a vote flood keeps busy (screening, the delayed board
+    pushes), they waited up to 390 s in a 10-minute soak (docs/performance.md).
+
+    RQ's scheduler (--with-scheduler) moves due scheduled and retried jobs of the queues
+    of the worker that runs it, and of no other queue: it runs on the judging/ratings
+    worker, since the `ratings` queue is the one that gets scheduled jobs (the delayed
+    full-board push, ratings.services.leaderboard_push_later). Nothing is scheduled on
+    `default` (the cron scheduler enqueues the periodic jobs directly), and the retries
+    (environments.jobs' on `battles`, arena_site/worker.py's after a database outage)
+    have no interval: RQ enqueues them again at once, without a scheduler."""
+    simple = ["--worker-class", "arena_site.worker.ArenaSimpleWorker"]
+    rqworker = [PY, "manage.py", "rqworker"]
+    return [
+        ("judging/ratings worker", [*rqworker, "judging", "ratings", *simple, "--with-scheduler"]),
+        ("janitors worker", [*rqworker, "default", *simple]),
+    ]
+
+
 def start(name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen:
     say(f"starting {name}")
     # Each child leads its own process group, so stopping it stops its children too, and
@@ -240,16 +263,10 @@ def main() -> None:
                     env,
                 )
             )
-        children.append(
-            start(
-                "judging/ratings worker",
-                [PY, "manage.py", "rqworker", "judging", "ratings", "default",
-                 "--worker-class", "arena_site.worker.ArenaSimpleWorker", "--with-scheduler"],
-                env,
-            )
-        )  # fmt: skip
+        for name, argv in queue_workers():
+            children.append(start(name, argv, env))
         # Votes' decisions once their undo windows pass (judging/decider.py): a process
-        # of its own, never behind the janitors and refits of the worker above.
+        # of its own, never behind the janitors and refits of the workers above.
         children.append(start("decider", [PY, "manage.py", "decide"], env))
         # Offline evaluations (docs/evaluations.md): a worker of their own, since one
         # evaluation job can run for hours and must not hold up judging or ratings.

@@ -1,8 +1,11 @@
 """Benchmark: a vote soak — votes at a constant rate for ``--minutes`` (10) through two
 uvicorn processes, with the default 10 s undo window, while everything that must keep
 up runs beside them on the same machine: the decider(s) (``manage.py decide``), the
-judging/ratings/default worker with RQ's scheduler and the cron scheduler
-(arena_site/cron.py: the refit, the janitors, the sweep), as ``make run`` starts them.
+judging/ratings worker with RQ's scheduler, the janitors worker (the ``default`` queue,
+in a worker of its own: RQ takes a worker's queues in strict order, and behind the
+judging and ratings jobs the janitors waited up to 390 s) and the cron scheduler
+(arena_site/cron.py: the refit, the janitors, the sweep), as ``make run`` starts them
+(scripts/run_arena.py ``queue_workers``).
 
 Sampled every second: the decisions' backlog (battles being judged whose undo window
 has passed: how many, and how long the oldest has waited). Every RQ job the soak runs
@@ -13,8 +16,11 @@ is recorded (enqueued, started, ended) while it is kept. At the end:
 - the database check of tests/bench/bench_votes.py (every 201 stored once, every
   stored vote answered 201, each decided battle's streaming rating moved exactly once)
   plus: every voted battle decided, none still being judged;
-- per periodic job: its period, how many times it ran and its largest delay from
-  enqueue to start (target: each below its own period), and the refits published.
+- per periodic job: its queue and the worker process serving it, its period, how many
+  times it ran and its largest delay from enqueue to start (target: each below its own
+  period), and the refits published;
+- each process's CPU seconds (the web, the deciders, both queue workers, the cron
+  scheduler) and PostgreSQL's and Redis's.
 
 Run: DATABASE_URL=postgres://postgres@127.0.0.1:5432/arena \\
      .venv/bin/python tests/bench/bench_vote_soak.py --rate 200 [--minutes 10] [--deciders 1]
@@ -53,6 +59,29 @@ LOCUST = str(ROOT / ".venv" / "bin" / "locust")
 WINDOW_S = 10
 
 
+def make_run_workers() -> dict[str, list[str]]:
+    """The queue workers, as `make run` starts them (scripts/run_arena.py queue_workers):
+    each process's name here and its argv after ``manage.py``. The judging/ratings one
+    carries RQ's scheduler (the ratings queue's delayed board pushes are the only
+    scheduled jobs); the janitors one serves the default queue alone."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("run_arena", ROOT / "scripts" / "run_arena.py")
+    run_arena = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_arena)
+    short = {"judging/ratings worker": "worker", "janitors worker": "janitors"}
+    return {
+        short[name]: argv[argv.index("manage.py") + 1 :] for name, argv in run_arena.queue_workers()
+    }
+
+
+WORKERS = make_run_workers()
+# Which of them serves each queue the soak follows.
+WORKER_OF_QUEUE = {
+    queue: name for name, argv in WORKERS.items() for queue in argv[1:] if queue.isalpha()
+}
+
+
 def backlog() -> tuple[int, float]:
     """(battles due and not decided, age in s of the oldest due)."""
     from django.db import connection
@@ -70,7 +99,7 @@ class JobLog:
     """Every RQ job of the soak's queues, read from the registries every few seconds
     (a finished job is kept there only for its result TTL)."""
 
-    QUEUES = ("judging", "ratings", "default")
+    QUEUES = tuple(WORKER_OF_QUEUE)
 
     def __init__(self) -> None:
         self.jobs: dict[str, dict] = {}
@@ -104,7 +133,10 @@ class JobLog:
         out: dict = {}
         for job in self.jobs.values():
             short = job["func"].rsplit(".", 1)[-1]
-            entry = out.setdefault(short, {"queue": job["queue"], "runs": 0, "delays": []})
+            queue = job["queue"]
+            entry = out.setdefault(
+                short, {"queue": queue, "worker": WORKER_OF_QUEUE[queue], "runs": 0, "delays": []}
+            )
             entry["runs"] += 1
             entry["delays"].append(job["started"] - job["enqueued"])
         for short, entry in out.items():
@@ -173,12 +205,11 @@ def main() -> None:
         manage = [PYTHON, "manage.py"]
         for i in range(args.deciders):
             procs.append(start(f"decider-{i}", [*manage, "decide"], env, work))
-        procs.append(start("worker", [*manage, "rqworker", "judging", "ratings", "default",
-                                      "--worker-class", "arena_site.worker.ArenaSimpleWorker",
-                                      "--with-scheduler"], env, work))  # fmt: skip
+        for name, argv in WORKERS.items():
+            procs.append(start(name, [*manage, *argv], env, work))
         procs.append(start("cron", [PYTHON, "-m", "arena_site.worker", "arena_site.cron"],
                            env, work))  # fmt: skip
-        names = [*(f"decider-{i}" for i in range(args.deciders)), "worker", "cron"]
+        names = [*(f"decider-{i}" for i in range(args.deciders)), *WORKERS, "cron"]
         jobs = JobLog()
         samples: list[tuple[float, int, float]] = []
         stop = threading.Event()

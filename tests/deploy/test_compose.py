@@ -35,7 +35,12 @@ from django.utils.module_loading import import_string
 
 from arena_site import hostrun
 from arena_site.envfile import env_file
-from tests.deploy.test_kubernetes_manifests import SECRET_VARIABLES, known_variables
+from tests.deploy.test_kubernetes_manifests import (
+    SECRET_VARIABLES,
+    default_queue_not_alone,
+    known_variables,
+    make_run_queue_workers,
+)
 from tests.s3_server import s3_server  # noqa: F401 - the fixture
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,8 +79,8 @@ def rendered(tmp_path_factory) -> dict:
 def test_every_part_runs_a_role_of_the_one_image_read_only_and_unprivileged(rendered):
     services = rendered["services"]
     assert set(services) == {
-        "postgres", "redis", "s3", "migrate", "web", "proxy", "battle-host", "worker", "decider",
-        "cron",
+        "postgres", "redis", "s3", "migrate", "web", "proxy", "battle-host", "worker",
+        "janitors", "decider", "cron",
     }  # fmt: skip
     for name, service in services.items():
         assert service["image"] == "agent-arena:latest", name
@@ -107,7 +112,7 @@ def test_the_web_is_replicated_health_checked_and_behind_a_trusted_proxy(rendere
     assert web["scale"] == 2
     assert web["healthcheck"]["test"][-1].endswith("/readyz")
     assert services["proxy"]["depends_on"]["web"]["condition"] == "service_healthy"
-    for name in ("web", "battle-host", "worker", "decider", "cron"):
+    for name in ("web", "battle-host", "worker", "janitors", "decider", "cron"):
         after = services[name]["depends_on"]
         assert after["migrate"]["condition"] == "service_completed_successfully", name
         assert {"postgres", "redis", "s3"} <= set(after), name  # stopped after them
@@ -132,16 +137,56 @@ def test_the_decider_is_a_role_of_its_own_that_scales(rendered):
     assert "undo windows" in Command.help
 
 
+def role_commands() -> dict[str, list[str]]:
+    """Each rq worker role of the entry point: the words of its command after `manage.py`
+    (its continuation lines joined, without the trailing "$@" ;;)."""
+    found: dict[str, list[str]] = {}
+    role, body = None, ""
+    for line in ENTRY.read_text().splitlines():
+        if match := re.fullmatch(r"([a-z][a-z0-9-]*)\)", line):
+            role, body = match.group(1), ""
+        elif role is not None:
+            body += line.removesuffix("\\") + " "
+            if line.rstrip().endswith(";;"):
+                command = body.split()
+                if "rqworker" in command:
+                    found[role] = command[command.index("manage.py") + 1 : command.index('"$@"')]
+                role = None
+    return found
+
+
 def test_every_queue_is_served_by_a_role():
     entry = ENTRY.read_text()
-    worker = re.search(r"^worker\)\n\s+exec python manage.py rqworker ([a-z ]+)\\", entry, re.M)
-    served = set(worker.group(1).split())
+    served = set()
+    for command in role_commands().values():
+        served |= {word for word in command[1:] if not word.startswith("-") and "." not in word}
+        import_string(command[command.index("--worker-class") + 1])
     for command in hostrun.commands({"ARENA_BATTLE_SLOTS": "2"}):
         served |= {word for word in command[3:] if not word.startswith("-") and "." not in word}
         if "--worker-class" in command:
             import_string(command[command.index("--worker-class") + 1])
     assert served == set(settings.RQ_QUEUES)
     assert "arena_site.cron" in entry and "--with-scheduler" in entry
+
+
+def test_the_janitors_role_serves_the_default_queue_alone(rendered):
+    """RQ takes a worker's queues in strict order: the default queue's janitors have a
+    worker of their own (the `janitors` role and service), never behind judging and
+    ratings; RQ's scheduler stays on the worker of the ratings queue, whose delayed board
+    pushes it moves (a worker's scheduler handles its own queues only). The roles run the
+    commands `make run` runs (scripts/run_arena.py)."""
+    commands = role_commands()
+    assert set(commands) == {"worker", "janitors"}
+    queues = {role: [w for w in cmd[1:] if w.isalpha()] for role, cmd in commands.items()}
+    assert not default_queue_not_alone(list(queues.values())), queues
+    assert queues == {"worker": ["judging", "ratings"], "janitors": ["default"]}
+    assert [role for role, cmd in commands.items() if "--with-scheduler" in cmd] == ["worker"]
+    made = make_run_queue_workers()
+    assert commands == {"worker": made["judging/ratings worker"],
+                        "janitors": made["janitors worker"]}  # fmt: skip
+    services = rendered["services"]
+    assert services["janitors"]["command"] == ["janitors"]
+    assert services["janitors"].get("scale", 1) == 1
 
 
 def test_the_settings_and_the_generated_secrets_are_what_the_arena_reads(tmp_path):

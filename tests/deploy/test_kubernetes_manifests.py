@@ -499,6 +499,61 @@ def test_the_commands_run_what_the_arena_has():
     assert importlib.util.find_spec("judging.management.commands.decide") is not None
 
 
+def queues_of(commands: dict[str, str]) -> dict[str, list[str]]:
+    """The queues each container's rq worker serves, in its order (non-workers left out)."""
+    found = {}
+    for name, command in commands.items():
+        if match := re.search(r"rqworker ((?:[a-z]+ ?)+)", command):
+            found[name] = match.group(1).split()
+    return found
+
+
+def make_run_queue_workers() -> dict[str, list[str]]:
+    """The judging/ratings and janitors workers `make run` starts (scripts/run_arena.py
+    queue_workers): their argv after ``manage.py``, by name."""
+    spec = importlib.util.spec_from_file_location("run_arena", ROOT / "scripts" / "run_arena.py")
+    run_arena = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_arena)
+    return {name: argv[argv.index("manage.py") + 1 :] for name, argv in run_arena.queue_workers()}
+
+
+def default_queue_not_alone(queue_lists: list[list[str]]) -> bool:
+    """Whether a worker serves `default` beside other queues, or none serves it alone
+    (RQ takes a worker's queues in strict order: behind judging and ratings the janitors
+    waited up to 390 s under a vote flood)."""
+    serving = [queues for queues in queue_lists if "default" in queues]
+    return not serving or any(queues != ["default"] for queues in serving)
+
+
+def test_the_default_queue_has_a_worker_of_its_own_as_make_run_runs_it():
+    """The janitors' queue is served by a worker of its own (janitors.yaml), and RQ's
+    scheduler runs on the worker of the ratings queue, whose delayed pushes it moves (a
+    worker's scheduler handles its own queues only); the same two as `make run`'s."""
+    commands = {c["name"]: " ".join(c["command"]) for doc in workloads() for c in containers(doc)}
+    served = queues_of(commands)
+    assert not default_queue_not_alone(list(served.values())), served
+    assert served["janitors"] == ["default"] and served["worker"] == ["judging", "ratings"]
+    assert {n for n, c in commands.items() if "--with-scheduler" in c} == {"worker"}
+    janitors = one("Deployment", "arena-janitors")
+    assert janitors["spec"]["replicas"] == 1
+    (container,) = pod_spec(janitors)["containers"]
+    assert container["command"] == [
+        "python", "manage.py", "rqworker", "default",
+        "--worker-class", "arena_site.worker.ArenaSimpleWorker",
+    ]  # fmt: skip
+    # `make run`: the same two workers, the same commands
+    made = make_run_queue_workers()
+    assert set(made) == {"judging/ratings worker", "janitors worker"}
+    (worker,) = pod_spec(one("Deployment", "arena-worker"))["containers"]
+    assert made["judging/ratings worker"] == worker["command"][2:]
+    assert made["janitors worker"] == container["command"][2:]
+    # the check itself: the old single worker, or default beside ratings, fails it
+    assert default_queue_not_alone([["judging", "ratings", "default"], ["battles"]])
+    assert default_queue_not_alone([["judging"], ["ratings", "default"]])
+    assert default_queue_not_alone([["judging", "ratings"]])
+    assert not default_queue_not_alone([["judging", "ratings"], ["default"]])
+
+
 def test_the_battle_workers_reach_their_docker_engine_over_tls():
     statefulset = one("StatefulSet", "arena-battle-worker")
     spec = pod_spec(statefulset)

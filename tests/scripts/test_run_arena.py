@@ -38,10 +38,62 @@ def test_the_banner_comes_once_the_server_answers_and_ctrl_c_stops_everything(ar
         assert page.status == 200
     assert "starting a private one" in run.output()
     assert len(run.processes()) >= 6  # make, launcher, redis, web, 2 workers, cron
+    # the queue workers as they run: the default queue (the janitors) in one of its own
+    served = [_rqworker_queues(pid) for pid in run.processes()]
+    served = [queues for queues in served if queues]
+    assert ["default"] in served and ["judging", "ratings"] in served, served
+    assert all("default" not in queues for queues in served if queues != ["default"]), served
 
     os.killpg(run.make.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
 
     run.assert_gone()
+
+
+def _rqworker_queues(pid: int) -> list[str]:
+    """The queues a running `manage.py rqworker` serves, in its order ([] for another
+    process)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    except OSError:
+        return []
+    if "rqworker" not in argv:
+        return []
+    queues = []
+    for word in argv[argv.index("rqworker") + 1 :]:
+        if not word.isalpha():
+            break
+        queues.append(word)
+    return queues
+
+
+def _run_arena():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "run_arena", Path(settings.BASE_DIR) / "scripts" / "run_arena.py"
+    )
+    run_arena = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_arena)
+    return run_arena
+
+
+def test_the_janitors_have_a_worker_of_their_own_and_judging_keeps_the_scheduler():
+    """RQ takes a worker's queues in strict order: behind judging and ratings, the
+    default queue's janitors waited up to 390 s under a vote flood. `make run` starts a
+    worker for `default` alone; RQ's scheduler runs on the worker of the ratings queue,
+    whose delayed board pushes it moves (a worker's scheduler handles its own queues)."""
+    workers = dict(_run_arena().queue_workers())
+    assert set(workers) == {"judging/ratings worker", "janitors worker"}
+    queues = {}
+    for name, argv in workers.items():
+        assert argv[1:3] == ["manage.py", "rqworker"], argv
+        words = argv[3:]
+        queues[name] = words[: next(i for i, w in enumerate(words) if w.startswith("-"))]
+        assert words[words.index("--worker-class") + 1] == "arena_site.worker.ArenaSimpleWorker"
+    assert queues == {"judging/ratings worker": ["judging", "ratings"],
+                      "janitors worker": ["default"]}  # fmt: skip
+    assert "--with-scheduler" in workers["judging/ratings worker"]
+    assert "--with-scheduler" not in workers["janitors worker"]
 
 
 # The two SIGTERM stops take the path Ctrl-C and the killed launcher test below (the
@@ -89,14 +141,9 @@ def test_a_killed_launcher_takes_its_children_with_it(arena):
 def test_a_drained_battle_worker_leaves_the_arena_running_and_any_other_exit_stops_it():
     """A battle worker of a drained host exits 0 once idle (docs/deployment.md,
     "Operating hosts"): `make run` goes on without it; any other child's exit stops it."""
-    import importlib.util
     import subprocess
 
-    spec = importlib.util.spec_from_file_location(
-        "run_arena", Path(settings.BASE_DIR) / "scripts" / "run_arena.py"
-    )
-    run_arena = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(run_arena)
+    run_arena = _run_arena()
     drained = subprocess.Popen(["true", "rqworker", "battles"])
     web = subprocess.Popen(["sleep", "30"])
     drained.wait()
