@@ -197,7 +197,8 @@ class ArenaWorker(ResilientWorkerMixin, Worker):
 
 
 class ArenaSimpleWorker(ResilientWorkerMixin, SimpleWorker):
-    """Jobs in the worker process itself: the judging/ratings/default worker."""
+    """Jobs in the worker process itself: the judging/ratings worker and the janitors'
+    worker (the default queue)."""
 
 
 def _cron_scheduler_class():

@@ -10,9 +10,10 @@ Redis database (REDIS_URL, flushed at the start and the end):
 
 - two real RQ worker subprocesses on that database and Redis: ``manage.py rqworker
   default`` (the builds: consent, redaction, grader; as scripts/run_arena.py runs it, an
-  ``ArenaSimpleWorker`` with the scheduler, its redaction analyzer warmed by one job
-  first) and ``manage.py rqworker battles --worker-class battles.worker.BattleWorker``
-  (the two replays in fresh sandboxes, with its host's heartbeat and janitor);
+  ``ArenaSimpleWorker``, the janitors' worker, without a scheduler; its redaction
+  analyzer warmed by one job first) and ``manage.py rqworker battles --worker-class
+  battles.worker.BattleWorker`` (the two replays in fresh sandboxes, with its host's
+  heartbeat and janitor);
 - in this process, K battles per failure mode one after another, each driven by
   ``battles.services.battle_run`` as a battle worker would (admission's own battle job
   is not enqueued, so the battles worker never races this process for a battle), then
@@ -131,7 +132,7 @@ EMAIL = "maria.garcia@example.com"
 READ = dt.timedelta(seconds=30)  # longer than the reading time of the messages
 DEFAULT_WORKER = [
     PYTHON, "manage.py", "rqworker", "default",
-    "--worker-class", "arena_site.worker.ArenaSimpleWorker", "--with-scheduler",
+    "--worker-class", "arena_site.worker.ArenaSimpleWorker",
 ]  # fmt: skip
 BATTLES_WORKER = [
     PYTHON, "manage.py", "rqworker", "battles", "--worker-class", "battles.worker.BattleWorker",
