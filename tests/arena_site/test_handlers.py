@@ -7,6 +7,8 @@ Driven through the arena's real ASGI application (Channels' router, the handler,
 whole middleware chain), without a server: the ASGI messages are what a server sends."""
 
 import asyncio
+import json
+import subprocess
 import threading
 
 import pytest
@@ -17,6 +19,7 @@ from django.test import override_settings
 from django.urls import path
 
 from arena_site.handlers import SPARE_THREADS, OneHopASGIHandler
+from tests.servers import PYTHON, ROOT, child_env
 
 seen: list[tuple[str, int]] = []
 gate = threading.Event()
@@ -136,3 +139,21 @@ def test_a_burst_beyond_the_kept_threads_gets_threads_of_its_own(settings):
     assert len(kept) == keep and len(set(kept)) == keep  # one request per kept thread
     assert len(names) - len(kept) == 3  # Django's own thread each
     assert len(app._idle) == keep
+
+
+def test_the_web_process_freezes_what_it_loaded_at_start_up(tmp_path):
+    """A full collection of the objects every web process loads stopped all its requests
+    for 240-440 ms at a time under votes (docs/performance.md): arena_site.asgi freezes
+    them once loaded, so the collector never scans them again."""
+    code = (
+        "import gc, json, arena_site.asgi; "
+        "print(json.dumps([gc.get_freeze_count(), len(gc.get_objects())]))"
+    )
+    env = child_env(sandbox_root=tmp_path / "sandboxes", private_media_root=tmp_path / "media")
+    done = subprocess.run(
+        [PYTHON, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    frozen, scanned = json.loads(done.stdout.strip().splitlines()[-1])
+    assert frozen > 100_000  # Django, the URLconf, the SDKs
+    assert scanned < frozen / 20  # what the collector still scans after start-up
