@@ -28,9 +28,12 @@ For each server (``--servers``):
    request.
 
 A step is clean with no error, p99 ≤ 100 ms and at least 90 % of the offered rate
-served. The client shares the machine's cores with the servers: its CPU is part of what
-limits the figures. Prints one JSON document; ``summary`` has, per server, the highest
-clean rate, the vote's and the 404's server CPU and their ratio.
+served; ``clean_through_per_s`` is the highest step with every step up to it clean (the
+ramp's figure), ``highest_clean_rate_per_s`` the highest clean step whatever came
+before it, and each step lists its ``slow_seconds`` (p99 over the target). The client
+shares the machine's cores with the servers: its CPU is part of what limits the
+figures. Prints one JSON document; ``summary`` has, per server, those two rates, the
+vote's and the 404's server CPU and their ratio.
 Targets (issue 36): a clean ramp to ≥ 300 votes/s on two web processes; a vote's server
 CPU ≤ 2× the 404's.
 
@@ -218,16 +221,24 @@ def ramp(servers: WebServers, items: list[tuple[str, int]], steps: list[int], st
                 "status_codes": dict(codes),
                 "error_codes": dict(Counter(a["code"] for a in mine if a["status"] != served)),
                 "errors": len(mine) - len(ok),
+                # the seconds of the step whose p99 was over the target, with their
+                # answers' count and worst time: a stall shows where it happened
+                "slow_seconds": _slow_seconds(mine),
             }
         )
     clean = [
-        s for s in per_step
-        if s["errors"] == 0 and s["p99_ms"] is not None and s["p99_ms"] <= TARGET_P99_MS
+        s["errors"] == 0 and s["p99_ms"] is not None and s["p99_ms"] <= TARGET_P99_MS
         and s["achieved_served_per_s"] >= 0.9 * s["offered_per_s"]
+        for s in per_step
     ]  # fmt: skip
+    through = next((i for i, ok in enumerate(clean) if not ok), len(clean))
     return {
         "steps": per_step,
-        "highest_clean_rate_per_s": max((s["offered_per_s"] for s in clean), default=0),
+        "highest_clean_rate_per_s": max(
+            (s["offered_per_s"] for s, ok in zip(per_step, clean, strict=True) if ok), default=0
+        ),
+        # every step up to this one clean: the ramp's own figure
+        "clean_through_per_s": per_step[through - 1]["offered_per_s"] if through else 0,
         "answers": len(answers),
         "bad_answers": sum(
             1
@@ -248,6 +259,19 @@ def ramp(servers: WebServers, items: list[tuple[str, int]], steps: list[int], st
         "created_votes": {a["vote"] for a in answers if a["status"] == 201 and not floor},
         "no_answer": sum(1 for a in answers if a["status"] == 0),
     }
+
+
+def _slow_seconds(answers: list[dict]) -> list[list[float]]:
+    """[second from the ramp's start, answers in it, their p99 ms, their worst ms] for
+    each second whose p99 was over the target."""
+    by_second: dict[int, list[float]] = {}
+    for answer in answers:
+        by_second.setdefault(int(answer["t"]), []).append(answer["ms"])
+    return [
+        [second, len(ms), pct(ms, 0.99), round(max(ms), 1)]
+        for second, ms in sorted(by_second.items())
+        if pct(ms, 0.99) > TARGET_P99_MS
+    ]
 
 
 def _per(total: float, n: int) -> float | None:
@@ -419,6 +443,7 @@ def _summary(report: dict, servers: list[str]) -> dict:
             )
             out[f"{server}_{key}"] = {
                 "highest_clean_rate_per_s": value["highest_clean_rate_per_s"],
+                "clean_through_per_s": value["clean_through_per_s"],
                 "floor_404_highest_clean_rate_per_s": floor.get("highest_clean_rate_per_s"),
                 "vote_server_cpu_ms": vote_cpu,
                 "floor_404_server_cpu_ms": floor_cpu,
