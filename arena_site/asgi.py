@@ -1,6 +1,5 @@
 """ASGI entry point: HTTP through Django, websockets through Channels."""
 
-import gc
 import os
 
 import django
@@ -9,6 +8,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arena_site.settings")
 django.setup(set_prefix=False)
 
 from arena_site.handlers import OneHopASGIHandler  # noqa: E402
+from arena_site.heap import freeze_loaded  # noqa: E402
 
 django_asgi_app = OneHopASGIHandler()
 
@@ -34,11 +34,6 @@ application = ProtocolTypeRouter(
     }
 )
 
-# What is loaded now (Django, the URLconf, the provider SDKs: about 400,000 objects)
-# lives as long as the process. Left to the collector, every full collection scans it
-# all: 240-440 ms with the event loop and every request thread stopped, several times
-# a minute under votes (measured: bench_votes.py's slow seconds were these pauses, p99
-# 300-600 ms at 300/s). Frozen, they are never scanned again; only what requests make
-# is collected. The same as Python's docs advise for a server's start-up (gc.freeze).
-gc.collect()
-gc.freeze()
+# What is loaded now lives as long as the process: frozen out of the collector's scans,
+# whose full collections stopped every request for 240-440 ms (arena_site/heap.py).
+freeze_loaded()

@@ -7,6 +7,7 @@ import time
 
 from django.core.management.base import BaseCommand
 
+from arena_site.heap import freeze_loaded
 from judging.decider import decider_run
 
 
@@ -31,8 +32,11 @@ class Command(BaseCommand):
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda signum, frame: stop.set())
+        # what is loaded now stays out of the collector's scans (arena_site/heap.py)
+        frozen = freeze_loaded()
         cpu, wall = time.process_time(), time.monotonic()
         stats = decider_run(batch=batch, idle_s=idle, stop=stop, until_idle=until_idle)
         cpu, wall = time.process_time() - cpu, time.monotonic() - wall
-        done = {**vars(stats), "cpu_s": round(cpu, 3), "wall_s": round(wall, 3)}
+        done = {**vars(stats), "cpu_s": round(cpu, 3), "wall_s": round(wall, 3),
+                "frozen_objects": frozen}  # fmt: skip
         self.stdout.write(json.dumps({"decider": done}))
