@@ -330,6 +330,7 @@ RQ_QUEUES = {
         ("judging", 300),
         ("ratings", 300),
         ("default", 300),
+        ("exports", 300),  # the instructions' redaction ahead (arena_site/cron.py)
         ("evals", 86_400),  # an evaluation job runs a whole suite: hours for a big one
     )
 }

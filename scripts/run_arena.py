@@ -118,25 +118,31 @@ def prepare(env: dict[str, str], children: list[subprocess.Popen]) -> None:
 
 
 def queue_workers() -> list[tuple[str, list[str]]]:
-    """The workers of the judging, ratings and default queues: (name, argv) each.
+    """The workers of the judging, ratings, default and exports queues: (name, argv) each.
 
     RQ takes a worker's queues in strict order, so the `default` queue (the janitors and
     the other periodic jobs of arena_site/cron.py) has a worker of its own: behind
     `judging` and `ratings`, which a vote flood keeps busy (screening, the delayed board
     pushes), they waited up to 390 s in a 10-minute soak (docs/performance.md).
 
+    A worker runs one job at a time, so the `exports` queue (instructions_redact_ahead,
+    every 5 min: up to 200 instructions through Presidio at ~0.4 s each, up to ~80 s a
+    run) has a worker of its own too: on `default`, battles_janitor (every 5 s) was
+    7.8 s late behind an 8.5 s redaction run in the vote soak.
+
     RQ's scheduler (--with-scheduler) moves due scheduled and retried jobs of the queues
     of the worker that runs it, and of no other queue: it runs on the judging/ratings
     worker, since the `ratings` queue is the one that gets scheduled jobs (the delayed
     full-board push, ratings.services.leaderboard_push_later). Nothing is scheduled on
-    `default` (the cron scheduler enqueues the periodic jobs directly), and the retries
-    (environments.jobs' on `battles`, arena_site/worker.py's after a database outage)
-    have no interval: RQ enqueues them again at once, without a scheduler."""
+    `default` or `exports` (the cron scheduler enqueues the periodic jobs directly), and
+    the retries (environments.jobs' on `battles`, arena_site/worker.py's after a database
+    outage) have no interval: RQ enqueues them again at once, without a scheduler."""
     simple = ["--worker-class", "arena_site.worker.ArenaSimpleWorker"]
     rqworker = [PY, "manage.py", "rqworker"]
     return [
         ("judging/ratings worker", [*rqworker, "judging", "ratings", *simple, "--with-scheduler"]),
         ("janitors worker", [*rqworker, "default", *simple]),
+        ("exports worker", [*rqworker, "exports", *simple]),
     ]
 
 

@@ -34,7 +34,7 @@ PYTHON = str(ROOT / ".venv" / "bin" / "python")
 # Django's start-up costs ~6 s on a 2-core machine; two children start at once.
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
-ALL_QUEUES = ("battles", "judging", "ratings", "evals", "default")
+ALL_QUEUES = ("battles", "judging", "ratings", "evals", "default", "exports")
 # Tags the children's database sessions, to tell them from this process's own.
 CHILD_APPLICATION_NAME = "arena-test-child"
 

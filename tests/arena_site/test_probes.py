@@ -77,7 +77,14 @@ def test_readyz_ready_with_queue_depths(db):
         "redis": {"ok": True},
         "queues": {
             "ok": True,
-            "depths": {"battles": 0, "judging": 2, "ratings": 0, "default": 0, "evals": 0},
+            "depths": {
+                "battles": 0,
+                "judging": 2,
+                "ratings": 0,
+                "default": 0,
+                "exports": 0,
+                "evals": 0,
+            },
         },
     }
     assert response["Cache-Control"] == "no-store"

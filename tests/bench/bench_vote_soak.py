@@ -3,9 +3,11 @@ uvicorn processes, with the default 10 s undo window, while everything that must
 up runs beside them on the same machine: the decider(s) (``manage.py decide``), the
 judging/ratings worker with RQ's scheduler, the janitors worker (the ``default`` queue,
 in a worker of its own: RQ takes a worker's queues in strict order, and behind the
-judging and ratings jobs the janitors waited up to 390 s) and the cron scheduler
-(arena_site/cron.py: the refit, the janitors, the sweep), as ``make run`` starts them
-(scripts/run_arena.py ``queue_workers``).
+judging and ratings jobs the janitors waited up to 390 s), the exports worker (the
+``exports`` queue: the instructions' redaction ahead, up to ~80 s a run, behind which
+battles_janitor was 7.8 s late when it shared the janitors' worker) and the cron
+scheduler (arena_site/cron.py: the refit, the janitors, the sweep, the redaction), as
+``make run`` starts them (scripts/run_arena.py ``queue_workers``).
 
 Sampled every second: the decisions' backlog (battles being judged whose undo window
 has passed: how many, and how long the oldest has waited). Every RQ job the soak runs
@@ -19,7 +21,7 @@ is recorded (enqueued, started, ended) while it is kept. At the end:
 - per periodic job: its queue and the worker process serving it, its period, how many
   times it ran and its largest delay from enqueue to start (target: each below its own
   period), and the refits published;
-- each process's CPU seconds (the web, the deciders, both queue workers, the cron
+- each process's CPU seconds (the web, the deciders, the three queue workers, the cron
   scheduler) and PostgreSQL's and Redis's.
 
 Run: DATABASE_URL=postgres://postgres@127.0.0.1:5432/arena \\
@@ -63,13 +65,18 @@ def make_run_workers() -> dict[str, list[str]]:
     """The queue workers, as `make run` starts them (scripts/run_arena.py queue_workers):
     each process's name here and its argv after ``manage.py``. The judging/ratings one
     carries RQ's scheduler (the ratings queue's delayed board pushes are the only
-    scheduled jobs); the janitors one serves the default queue alone."""
+    scheduled jobs); the janitors one serves the default queue alone, the exports one
+    the exports queue (instructions_redact_ahead) alone."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("run_arena", ROOT / "scripts" / "run_arena.py")
     run_arena = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(run_arena)
-    short = {"judging/ratings worker": "worker", "janitors worker": "janitors"}
+    short = {
+        "judging/ratings worker": "worker",
+        "janitors worker": "janitors",
+        "exports worker": "exports",
+    }
     return {
         short[name]: argv[argv.index("manage.py") + 1 :] for name, argv in run_arena.queue_workers()
     }

@@ -80,7 +80,7 @@ def test_every_part_runs_a_role_of_the_one_image_read_only_and_unprivileged(rend
     services = rendered["services"]
     assert set(services) == {
         "postgres", "redis", "s3", "migrate", "web", "proxy", "battle-host", "worker",
-        "janitors", "decider", "cron",
+        "janitors", "exports", "decider", "cron",
     }  # fmt: skip
     for name, service in services.items():
         assert service["image"] == "agent-arena:latest", name
@@ -112,7 +112,7 @@ def test_the_web_is_replicated_health_checked_and_behind_a_trusted_proxy(rendere
     assert web["scale"] == 2
     assert web["healthcheck"]["test"][-1].endswith("/readyz")
     assert services["proxy"]["depends_on"]["web"]["condition"] == "service_healthy"
-    for name in ("web", "battle-host", "worker", "janitors", "decider", "cron"):
+    for name in ("web", "battle-host", "worker", "janitors", "exports", "decider", "cron"):
         after = services[name]["depends_on"]
         assert after["migrate"]["condition"] == "service_completed_successfully", name
         assert {"postgres", "redis", "s3"} <= set(after), name  # stopped after them
@@ -176,17 +176,38 @@ def test_the_janitors_role_serves_the_default_queue_alone(rendered):
     pushes it moves (a worker's scheduler handles its own queues only). The roles run the
     commands `make run` runs (scripts/run_arena.py)."""
     commands = role_commands()
-    assert set(commands) == {"worker", "janitors"}
+    assert set(commands) == {"worker", "janitors", "exports"}
     queues = {role: [w for w in cmd[1:] if w.isalpha()] for role, cmd in commands.items()}
     assert not default_queue_not_alone(list(queues.values())), queues
-    assert queues == {"worker": ["judging", "ratings"], "janitors": ["default"]}
+    assert queues["worker"] == ["judging", "ratings"] and queues["janitors"] == ["default"]
     assert [role for role, cmd in commands.items() if "--with-scheduler" in cmd] == ["worker"]
     made = make_run_queue_workers()
-    assert commands == {"worker": made["judging/ratings worker"],
-                        "janitors": made["janitors worker"]}  # fmt: skip
+    assert commands["worker"] == made["judging/ratings worker"]
+    assert commands["janitors"] == made["janitors worker"]
     services = rendered["services"]
     assert services["janitors"]["command"] == ["janitors"]
     assert services["janitors"].get("scale", 1) == 1
+
+
+def test_the_exports_role_serves_the_exports_queue_alone(rendered):
+    """A worker runs one job at a time: the instructions' redaction ahead (up to 200
+    instructions through Presidio, ~80 s a run) is on the `exports` queue, with a worker
+    of its own (the `exports` role and service), never ahead of the janitors (on their
+    worker battles_janitor, every 5 s, was 7.8 s late behind an 8.5 s run). The role runs
+    the command `make run` runs (scripts/run_arena.py)."""
+    commands = role_commands()
+    queues = {role: [w for w in cmd[1:] if w.isalpha()] for role, cmd in commands.items()}
+    assert not default_queue_not_alone(list(queues.values()), "exports"), queues
+    assert queues == {"worker": ["judging", "ratings"], "janitors": ["default"],
+                      "exports": ["exports"]}  # fmt: skip
+    assert "--with-scheduler" not in commands["exports"]
+    made = make_run_queue_workers()
+    assert commands == {"worker": made["judging/ratings worker"],
+                        "janitors": made["janitors worker"],
+                        "exports": made["exports worker"]}  # fmt: skip
+    services = rendered["services"]
+    assert services["exports"]["command"] == ["exports"]
+    assert services["exports"].get("scale", 1) == 1
 
 
 def test_the_settings_and_the_generated_secrets_are_what_the_arena_reads(tmp_path):

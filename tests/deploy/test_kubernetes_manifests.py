@@ -509,20 +509,21 @@ def queues_of(commands: dict[str, str]) -> dict[str, list[str]]:
 
 
 def make_run_queue_workers() -> dict[str, list[str]]:
-    """The judging/ratings and janitors workers `make run` starts (scripts/run_arena.py
-    queue_workers): their argv after ``manage.py``, by name."""
+    """The judging/ratings, janitors and exports workers `make run` starts
+    (scripts/run_arena.py queue_workers): their argv after ``manage.py``, by name."""
     spec = importlib.util.spec_from_file_location("run_arena", ROOT / "scripts" / "run_arena.py")
     run_arena = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(run_arena)
     return {name: argv[argv.index("manage.py") + 1 :] for name, argv in run_arena.queue_workers()}
 
 
-def default_queue_not_alone(queue_lists: list[list[str]]) -> bool:
-    """Whether a worker serves `default` beside other queues, or none serves it alone
-    (RQ takes a worker's queues in strict order: behind judging and ratings the janitors
-    waited up to 390 s under a vote flood)."""
-    serving = [queues for queues in queue_lists if "default" in queues]
-    return not serving or any(queues != ["default"] for queues in serving)
+def default_queue_not_alone(queue_lists: list[list[str]], queue: str = "default") -> bool:
+    """Whether a worker serves `queue` (`default`) beside other queues, or none serves it
+    alone (RQ takes a worker's queues in strict order: behind judging and ratings the
+    janitors waited up to 390 s under a vote flood; and a worker runs one job at a time:
+    behind an 8.5 s redaction run of `exports`, battles_janitor was 7.8 s late)."""
+    serving = [queues for queues in queue_lists if queue in queues]
+    return not serving or any(queues != [queue] for queues in serving)
 
 
 def test_the_default_queue_has_a_worker_of_its_own_as_make_run_runs_it():
@@ -541,9 +542,9 @@ def test_the_default_queue_has_a_worker_of_its_own_as_make_run_runs_it():
         "python", "manage.py", "rqworker", "default",
         "--worker-class", "arena_site.worker.ArenaSimpleWorker",
     ]  # fmt: skip
-    # `make run`: the same two workers, the same commands
+    # `make run`: the same workers, the same commands
     made = make_run_queue_workers()
-    assert set(made) == {"judging/ratings worker", "janitors worker"}
+    assert set(made) == {"judging/ratings worker", "janitors worker", "exports worker"}
     (worker,) = pod_spec(one("Deployment", "arena-worker"))["containers"]
     assert made["judging/ratings worker"] == worker["command"][2:]
     assert made["janitors worker"] == container["command"][2:]
@@ -552,6 +553,31 @@ def test_the_default_queue_has_a_worker_of_its_own_as_make_run_runs_it():
     assert default_queue_not_alone([["judging"], ["ratings", "default"]])
     assert default_queue_not_alone([["judging", "ratings"]])
     assert not default_queue_not_alone([["judging", "ratings"], ["default"]])
+
+
+def test_the_exports_queue_has_a_worker_of_its_own_as_make_run_runs_it():
+    """The instructions' redaction ahead (exports.jobs.instructions_redact_ahead: up to
+    200 instructions through Presidio, ~80 s a run) is on the `exports` queue, served by a
+    worker of its own (exports.yaml): a worker runs one job at a time, and on the
+    janitors' worker battles_janitor (every 5 s) was 7.8 s late behind an 8.5 s run. No
+    scheduler: nothing is scheduled on `exports`. The same command as `make run`'s."""
+    commands = {c["name"]: " ".join(c["command"]) for doc in workloads() for c in containers(doc)}
+    served = queues_of(commands)
+    assert not default_queue_not_alone(list(served.values()), "exports"), served
+    assert served["exports"] == ["exports"] and served["janitors"] == ["default"]
+    exports = one("Deployment", "arena-exports")
+    assert exports["spec"]["replicas"] == 1
+    (container,) = pod_spec(exports)["containers"]
+    assert container["command"] == [
+        "python", "manage.py", "rqworker", "exports",
+        "--worker-class", "arena_site.worker.ArenaSimpleWorker",
+    ]  # fmt: skip
+    assert "--with-scheduler" not in container["command"]
+    assert make_run_queue_workers()["exports worker"] == container["command"][2:]
+    # the check itself: exports beside default (the janitors) fails it
+    assert default_queue_not_alone([["judging", "ratings"], ["default", "exports"]], "exports")
+    assert default_queue_not_alone([["default"]], "exports")
+    assert not default_queue_not_alone([["default"], ["exports"]], "exports")
 
 
 def test_the_battle_workers_reach_their_docker_engine_over_tls():

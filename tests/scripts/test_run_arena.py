@@ -37,12 +37,15 @@ def test_the_banner_comes_once_the_server_answers_and_ctrl_c_stops_everything(ar
     with urllib.request.urlopen(f"http://127.0.0.1:{run.port}/", timeout=5) as page:
         assert page.status == 200
     assert "starting a private one" in run.output()
-    assert len(run.processes()) >= 6  # make, launcher, redis, web, 2 workers, cron
-    # the queue workers as they run: the default queue (the janitors) in one of its own
+    assert len(run.processes()) >= 7  # make, launcher, redis, web, 3 workers, cron
+    # the queue workers as they run: the default queue (the janitors) in one of its own,
+    # the exports queue (the redaction ahead) in another
     served = [_rqworker_queues(pid) for pid in run.processes()]
     served = [queues for queues in served if queues]
     assert ["default"] in served and ["judging", "ratings"] in served, served
-    assert all("default" not in queues for queues in served if queues != ["default"]), served
+    assert ["exports"] in served, served
+    for alone in ("default", "exports"):
+        assert all(alone not in queues for queues in served if queues != [alone]), served
 
     os.killpg(run.make.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
 
@@ -83,7 +86,7 @@ def test_the_janitors_have_a_worker_of_their_own_and_judging_keeps_the_scheduler
     worker for `default` alone; RQ's scheduler runs on the worker of the ratings queue,
     whose delayed board pushes it moves (a worker's scheduler handles its own queues)."""
     workers = dict(_run_arena().queue_workers())
-    assert set(workers) == {"judging/ratings worker", "janitors worker"}
+    assert set(workers) == {"judging/ratings worker", "janitors worker", "exports worker"}
     queues = {}
     for name, argv in workers.items():
         assert argv[1:3] == ["manage.py", "rqworker"], argv
@@ -91,9 +94,12 @@ def test_the_janitors_have_a_worker_of_their_own_and_judging_keeps_the_scheduler
         queues[name] = words[: next(i for i, w in enumerate(words) if w.startswith("-"))]
         assert words[words.index("--worker-class") + 1] == "arena_site.worker.ArenaSimpleWorker"
     assert queues == {"judging/ratings worker": ["judging", "ratings"],
-                      "janitors worker": ["default"]}  # fmt: skip
+                      "janitors worker": ["default"], "exports worker": ["exports"]}  # fmt: skip
     assert "--with-scheduler" in workers["judging/ratings worker"]
     assert "--with-scheduler" not in workers["janitors worker"]
+    # the instructions' redaction ahead (up to ~80 s a run) never holds the janitors:
+    # battles_janitor (every 5 s) was 7.8 s late behind an 8.5 s run on their worker
+    assert "--with-scheduler" not in workers["exports worker"]
 
 
 # The two SIGTERM stops take the path Ctrl-C and the killed launcher test below (the
