@@ -11,7 +11,9 @@ scheduler (arena_site/cron.py: the refit, the janitors, the sweep, the redaction
 
 Sampled every second: the decisions' backlog (battles being judged whose undo window
 has passed: how many, and how long the oldest has waited). Every RQ job the soak runs
-is recorded (enqueued, started, ended) while it is kept. At the end:
+is recorded (enqueued, started, ended) while it is kept; jobs enqueued before the soak's
+processes started (an earlier run's, on the same Redis database) are only counted in
+``left_over_jobs_not_counted``. At the end:
 
 - ``drained_s_after_last_window``: from the end of the last vote's undo window to the
   moment no battle is due (target: within one undo window);
@@ -108,8 +110,13 @@ class JobLog:
 
     QUEUES = tuple(WORKER_OF_QUEUE)
 
-    def __init__(self) -> None:
+    def __init__(self, since: float) -> None:
+        """``since``: when the soak's processes started; a job enqueued before (left in
+        the registries, or still queued, by an earlier run on the same Redis database)
+        is counted in ``left_over`` and nowhere else."""
+        self.since = since
         self.jobs: dict[str, dict] = {}
+        self.left_over: set[str] = set()
 
     def sample(self) -> None:
         from rq.exceptions import NoSuchJobError
@@ -127,6 +134,9 @@ class JobLog:
                 except NoSuchJobError:  # expired between the two reads
                     continue
                 if job.enqueued_at is None or job.started_at is None:
+                    continue
+                if job.enqueued_at.timestamp() < self.since:
+                    self.left_over.add(job_id)
                     continue
                 self.jobs[job_id] = {
                     "queue": name,
@@ -210,6 +220,7 @@ def main() -> None:
         env = {**child_env(), "ARENA_VOTE_UNDO_WINDOW_S": str(WINDOW_S)}
         web = WebServers(args.processes, work, env, server="uvicorn")
         manage = [PYTHON, "manage.py"]
+        started = time.time()
         for i in range(args.deciders):
             procs.append(start(f"decider-{i}", [*manage, "decide"], env, work))
         for name, argv in WORKERS.items():
@@ -217,7 +228,7 @@ def main() -> None:
         procs.append(start("cron", [PYTHON, "-m", "arena_site.worker", "arena_site.cron"],
                            env, work))  # fmt: skip
         names = [*(f"decider-{i}" for i in range(args.deciders)), *WORKERS, "cron"]
-        jobs = JobLog()
+        jobs = JobLog(since=started)
         samples: list[tuple[float, int, float]] = []
         stop = threading.Event()
 
@@ -301,6 +312,7 @@ def main() -> None:
         report["database_check"] = check_database(created)
         report["database_check"].update(_every_voted_battle_decided())
         report["periodic_jobs"] = jobs.delays(cron_periods())
+        report["left_over_jobs_not_counted"] = len(jobs.left_over)
         report["refits_published"] = _refits()
     finally:
         stop_all(procs)
