@@ -24,7 +24,6 @@ import json
 import math
 import os
 import queue
-import random
 import re
 import selectors
 import shutil
@@ -35,7 +34,6 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -210,47 +208,20 @@ def votes_in(frame: str, slug: str) -> int | None:
 
 
 def prepare(n: int):
-    """Users with consent and teams, the built-in roster, and n battles judging, each
-    served to the judge a minute ago. Returns (judge token, [(battle id, a, b)])."""
-    from django.contrib.auth import get_user_model
-    from django.utils import timezone
+    """One judge with consent and a token, the built-in roster, and n battles judging,
+    each served to the judge a minute ago (tests/bench/vote_data.py). Returns (judge
+    token, [(battle id, a, b)])."""
+    from battles.models import Battle
+    from tests.bench.vote_data import vote_battles
 
-    from accounts.services import (
-        api_token_create,
-        consent_accept,
-        consent_terms_publish,
-        team_create,
-    )
-    from agents.services import roster_install_builtins
-    from battles.models import Battle, Task
-    from judging.models import Assignment
-    from tests.servers import ensure_public_arena
-
-    User = get_user_model()
-    terms = consent_terms_publish(text="bench")
-    submitter = User.objects.create_user("bench-submitter", password="bench-password-1")
-    judge = User.objects.create_user("bench-judge", password="bench-password-1")
-    team = team_create(name="bench-acme", owner=submitter)
-    team_create(name="bench-judges", owner=judge)
-    for user in (submitter, judge):
-        consent_accept(user=user, terms=terms)
-    arena = ensure_public_arena()
-    roster = roster_install_builtins(arena=arena)
-    rng = random.Random(11)
-    now = timezone.now()
-    battles = []
-    for i in range(n):
-        a, b = rng.sample(roster, 2)
-        task = Task.objects.create(team=team, submitter=submitter, instruction=f"bench task {i}")
-        battle = Battle.objects.create(
-            arena=arena, team=team, task=task, agent_a=a, agent_b=b,
-            status=Battle.Status.JUDGING, redundancy_target=1,
-            submitted_at=now - timedelta(minutes=10), ended_at=now - timedelta(minutes=2),
-        )  # fmt: skip
-        Assignment.objects.create(judge=judge, battle=battle, served_at=now - timedelta(minutes=1))
-        battles.append((battle.pk, a.slug, b.slug))
-    _, token = api_token_create(user=judge, name="bench")
-    return token, battles
+    items, (token,) = vote_battles(n, judges_n=1)
+    slugs = {
+        pk: (a, b)
+        for pk, a, b in Battle.objects.filter(pk__in=[pk for _, pk in items]).values_list(
+            "pk", "agent_a__slug", "agent_b__slug"
+        )
+    }
+    return token, [(pk, *slugs[pk]) for _, pk in items]
 
 
 def cast(conn, token: str, battle, counts: dict[str, int]) -> tuple[float, float, dict]:

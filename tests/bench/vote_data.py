@@ -1,4 +1,4 @@
-"""The vote benchmarks' data (tests/bench/bench_votes.py, bench_vote_path.py,
+"""The vote benchmarks' data (tests/bench/bench_votes.py, bench_vote_path.py, bench_push.py,
 bench_vote_soak.py): judges with tokens and consent, a submitting team, the roster and
 battles being judged, each served to one judge. No environment is set here: each
 benchmark sets its own before Django starts."""
