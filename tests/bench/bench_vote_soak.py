@@ -220,7 +220,7 @@ def main() -> None:
         env = {**child_env(), "ARENA_VOTE_UNDO_WINDOW_S": str(WINDOW_S)}
         web = WebServers(args.processes, work, env, server="uvicorn")
         manage = [PYTHON, "manage.py"]
-        started = time.time()
+        processes_started = time.time()
         for i in range(args.deciders):
             procs.append(start(f"decider-{i}", [*manage, "decide"], env, work))
         for name, argv in WORKERS.items():
@@ -228,7 +228,7 @@ def main() -> None:
         procs.append(start("cron", [PYTHON, "-m", "arena_site.worker", "arena_site.cron"],
                            env, work))  # fmt: skip
         names = [*(f"decider-{i}" for i in range(args.deciders)), *WORKERS, "cron"]
-        jobs = JobLog(since=started)
+        jobs = JobLog(since=processes_started)
         samples: list[tuple[float, int, float]] = []
         stop = threading.Event()
 
