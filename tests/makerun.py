@@ -2,6 +2,7 @@
 tests and the newcomer's walk drive."""
 
 import contextlib
+import importlib.util
 import os
 import signal
 import socket
@@ -12,6 +13,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BANNER = "Agent Arena is running"
 STOP_WITHIN_S = 20
+
+
+def run_arena_module():
+    """scripts/run_arena.py (what `make run` runs) loaded as a module: its helpers and
+    the worker list it starts."""
+    spec = importlib.util.spec_from_file_location("run_arena", ROOT / "scripts" / "run_arena.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def make_run_queue_workers() -> dict[str, list[str]]:
+    """The queue workers `make run` starts (scripts/run_arena.py queue_workers): their
+    argv after ``manage.py``, by name."""
+    return {
+        name: argv[argv.index("manage.py") + 1 :]
+        for name, argv in run_arena_module().queue_workers()
+    }
 
 
 def free_port() -> int:

@@ -69,19 +69,14 @@ def make_run_workers() -> dict[str, list[str]]:
     carries RQ's scheduler (the ratings queue's delayed board pushes are the only
     scheduled jobs); the janitors one serves the default queue alone, the exports one
     the exports queue (instructions_redact_ahead) alone."""
-    import importlib.util
+    from tests.makerun import make_run_queue_workers
 
-    spec = importlib.util.spec_from_file_location("run_arena", ROOT / "scripts" / "run_arena.py")
-    run_arena = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(run_arena)
     short = {
         "judging/ratings worker": "worker",
         "janitors worker": "janitors",
         "exports worker": "exports",
     }
-    return {
-        short[name]: argv[argv.index("manage.py") + 1 :] for name, argv in run_arena.queue_workers()
-    }
+    return {short[name]: argv for name, argv in make_run_queue_workers().items()}
 
 
 WORKERS = make_run_workers()

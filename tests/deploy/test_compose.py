@@ -39,8 +39,8 @@ from tests.deploy.test_kubernetes_manifests import (
     SECRET_VARIABLES,
     default_queue_not_alone,
     known_variables,
-    make_run_queue_workers,
 )
+from tests.makerun import make_run_queue_workers
 from tests.s3_server import s3_server  # noqa: F401 - the fixture
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -29,6 +29,7 @@ from kubernetes_validate.utils import all_versions
 
 from arena_site import secret as arena_secret
 from arena_site.config import ArenaConfig
+from tests.makerun import make_run_queue_workers
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "deploy" / "kubernetes"
@@ -506,15 +507,6 @@ def queues_of(commands: dict[str, str]) -> dict[str, list[str]]:
         if match := re.search(r"rqworker ((?:[a-z]+ ?)+)", command):
             found[name] = match.group(1).split()
     return found
-
-
-def make_run_queue_workers() -> dict[str, list[str]]:
-    """The judging/ratings, janitors and exports workers `make run` starts
-    (scripts/run_arena.py queue_workers): their argv after ``manage.py``, by name."""
-    spec = importlib.util.spec_from_file_location("run_arena", ROOT / "scripts" / "run_arena.py")
-    run_arena = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(run_arena)
-    return {name: argv[argv.index("manage.py") + 1 :] for name, argv in run_arena.queue_workers()}
 
 
 def default_queue_not_alone(queue_lists: list[list[str]], queue: str = "default") -> bool:

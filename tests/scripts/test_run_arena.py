@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from tests.makerun import BANNER, STOP_WITHIN_S, MakeRun, free_port
+from tests.makerun import BANNER, STOP_WITHIN_S, MakeRun, free_port, run_arena_module
 
 
 @pytest.fixture
@@ -69,23 +69,12 @@ def _rqworker_queues(pid: int) -> list[str]:
     return queues
 
 
-def _run_arena():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "run_arena", Path(settings.BASE_DIR) / "scripts" / "run_arena.py"
-    )
-    run_arena = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(run_arena)
-    return run_arena
-
-
 def test_the_janitors_have_a_worker_of_their_own_and_judging_keeps_the_scheduler():
     """RQ takes a worker's queues in strict order: behind judging and ratings, the
     default queue's janitors waited up to 390 s under a vote flood. `make run` starts a
     worker for `default` alone; RQ's scheduler runs on the worker of the ratings queue,
     whose delayed board pushes it moves (a worker's scheduler handles its own queues)."""
-    workers = dict(_run_arena().queue_workers())
+    workers = dict(run_arena_module().queue_workers())
     assert set(workers) == {"judging/ratings worker", "janitors worker", "exports worker"}
     queues = {}
     for name, argv in workers.items():
@@ -149,7 +138,7 @@ def test_a_drained_battle_worker_leaves_the_arena_running_and_any_other_exit_sto
     "Operating hosts"): `make run` goes on without it; any other child's exit stops it."""
     import subprocess
 
-    run_arena = _run_arena()
+    run_arena = run_arena_module()
     drained = subprocess.Popen(["true", "rqworker", "battles"])
     web = subprocess.Popen(["sleep", "30"])
     drained.wait()
