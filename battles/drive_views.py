@@ -10,6 +10,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from agents.selectors import access_agent, agent_status, agents_visible_to
 from arena_site.exceptions import ApplicationError
+from battles.drive_presenters import render_test_drive_panel
 from battles.selectors import access_test_drive, forged_runs_of
 from battles.services import SAMPLE_TASKS, test_drive_start
 from battles.serving import private_image
@@ -57,11 +58,10 @@ def agent_test_drives(request: HttpRequest, agent_id: int) -> HttpResponse:
 @login_required
 @require_GET
 def test_drive_page(request: HttpRequest, drive_id: int) -> HttpResponse:
+    """The drive's page; its panel follows the drive live over the socket
+    ``/ws/test-drives/<id>/`` (battles.consumers.TestDriveConsumer)."""
     drive = access_test_drive(request.user, drive_id)
-    run = drive.runs.prefetch_related("steps").first()
-    steps = list(run.steps.all()) if run else []
-    live = drive.status in (drive.Status.QUEUED, drive.Status.RUNNING)
-    context = {"drive": drive, "run": run, "steps": steps, "live": live}
+    context = {"drive": drive, "panel": render_test_drive_panel(drive.pk)}
     return render(request, "battles/test_drive.html", context)
 
 

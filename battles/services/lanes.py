@@ -39,7 +39,7 @@ from battles.parity import LaneInputs
 from battles.services.cli_lane import cli_drive
 from battles.services.coding_sandbox import repo_checkout, repo_spec
 from battles.services.lane_fence import LaneLost, fenced, this_attempt
-from battles.services.live import battle_heartbeat, battle_publish
+from battles.services.live import battle_heartbeat, battle_publish, test_drive_publish
 from battles.snapshots import SnapshotIncomplete, snapshot_record
 from sandboxes.base import Sandbox, SandboxLost, ToolResult
 from sandboxes.services import egress_refusals_take, lane_sandbox_spec, sandbox_session
@@ -50,10 +50,12 @@ logger = logging.getLogger(__name__)
 
 
 def _publish(run: Run) -> None:
-    """Tells the battle's live pages (a test drive has none: its page polls; an
-    evaluation's page follows its evaluation, not each step)."""
+    """Tells the battle's or the test drive's live pages (an evaluation's page follows
+    its evaluation, not each step)."""
     if run.battle_id is not None:
         battle_publish(battle_id=run.battle_id)
+    elif run.test_drive_id is not None:
+        test_drive_publish(drive_id=run.test_drive_id)
 
 
 def _heartbeat(run: Run) -> None:

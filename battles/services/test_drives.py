@@ -23,6 +23,7 @@ from arena_site.redis import queue
 from battles.models import Run, TestDrive
 from battles.parity import LaneInputs, shared_tools
 from battles.services.lanes import run_lane
+from battles.services.live import test_drive_publish
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +131,7 @@ def test_drive_run(*, drive_id: int) -> None:
     if not claimed:
         logger.info("test drive %s is not queued; nothing to do", drive_id)
         return
+    test_drive_publish(drive_id=drive_id)
     drive = TestDrive.objects.select_related("agent").get(pk=drive_id)
     run = drive.runs.get()
     inputs = LaneInputs(
@@ -148,10 +150,12 @@ def test_drive_run(*, drive_id: int) -> None:
             failure_reason=f"the arena could not run it: {type(exc).__name__}",
             ended_at=timezone.now(),
         )
+        test_drive_publish(drive_id=drive_id)
         return
     TestDrive.objects.filter(pk=drive_id, status=TestDrive.Status.RUNNING).update(
         status=TestDrive.Status.ENDED, ended_at=timezone.now()
     )
+    test_drive_publish(drive_id=drive_id)
 
 
 STUCK_REASON = "the worker running this drive stopped (no progress for {seconds} s); start another"
@@ -182,5 +186,6 @@ def test_drives_fail_stuck(*, stuck_after_s: int | None = None) -> list[int]:
             Run.objects.filter(test_drive_id=drive_id).exclude(status=Run.Status.ENDED).update(
                 status=Run.Status.ENDED, end_reason=Run.EndReason.ERROR, error=reason, ended_at=now
             )
+            test_drive_publish(drive_id=drive_id)
         failed.append(drive_id)
     return failed
