@@ -200,7 +200,7 @@ def _demo_history(demo) -> list[str]:
     # One vote without reading: stored as too fast; it does not count, and the battle
     # stays open for other judges (one account cannot remove it from the rating).
     rushed = judge_next(judge=judges[0])
-    if rushed is not None:
+    if rushed is not None and rushed.pk in {b.pk for b in battles}:
         vote_cast(judge=judges[0], battle_id=rushed.pk, choice="A")
         votes += 1
     statuses = sorted({f"{b.status}{'/' + b.exclusion_reason if b.exclusion_reason else ''}"
@@ -237,6 +237,9 @@ def _demo_battles_run(demo, tasks: list[tuple[str, int]], singles: list[str]) ->
     def run(battle_id: int) -> None:
         try:
             battle_run(battle_id=battle_id)
+            # `make run` seeds these while its workers run (scripts/run_arena.py): a
+            # battle worker may have claimed this battle first; it is waited for
+            _battle_wait(battle_id)
             battle_screen(battle_id=battle_id)  # here, not on a worker: judging follows
         finally:
             connection.close()
@@ -247,6 +250,24 @@ def _demo_battles_run(demo, tasks: list[tuple[str, int]], singles: list[str]) ->
         with ThreadPoolExecutor(max_workers=slots) as pool:
             list(pool.map(run, [b.pk for b in battles[start : start + slots]]))
     return list(Battle.objects.filter(pk__in=[b.pk for b in battles]).order_by("pk"))
+
+
+# How long a battle a worker claimed may take before the seeding gives up on it.
+BATTLE_WAIT_S = 900
+
+
+def _battle_wait(battle_id: int) -> None:
+    """Until the battle has left the queue and its lanes (it may be a worker's)."""
+    import time
+
+    from battles.models import Battle
+
+    deadline = time.monotonic() + BATTLE_WAIT_S
+    busy = (Battle.Status.QUEUED, Battle.Status.RUNNING)
+    while Battle.objects.filter(pk=battle_id, status__in=busy).exists():
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.5)
 
 
 # How well the built-in agents do simple tasks (agents/policies.py): the demo judges'
@@ -278,13 +299,23 @@ def _demo_votes_cast(battles: list, judges: list) -> int:
 
     redundant = [b.pk for b in battles if b.redundancy_target > 1]
     abstained = battles[len(JUDGED_TASKS)].pk
+    seeded = {b.pk for b in battles}
+    # A demo judge never votes on a battle the demo did not submit: `make run` seeds
+    # while its pages are open, and a newcomer's own battle may be served first. That
+    # judge then stops (it holds the newcomer's battle, served to it first again).
+    done: set[int] = set()
     votes = 0
     for _ in range(len(battles) * len(judges)):
         progressed = False
         for judge in judges:
+            if judge.pk in done:
+                continue
             with _served_earlier(DEMO_READ_S):
                 battle = judge_next(judge=judge)
             if battle is None:
+                continue
+            if battle.pk not in seeded:
+                done.add(judge.pk)
                 continue
             battle = Battle.objects.select_related("agent_a", "agent_b").get(pk=battle.pk)
             choice = _verdict(battle)
