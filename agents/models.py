@@ -5,6 +5,8 @@ from django.db import models
 from django.db.models import Q
 
 PUBLIC_ARENA_SLUG = "public"
+# The demo board's arena (docs/leaderboard.md "The demo board").
+DEMO_ARENA_SLUG = "demo"
 
 
 class ArenaQuerySet(models.QuerySet):
@@ -13,6 +15,10 @@ class ArenaQuerySet(models.QuerySet):
         database lost it)."""
         arena, _ = self.get_or_create(slug=PUBLIC_ARENA_SLUG, defaults={"name": "Public arena"})
         return arena
+
+    def real(self) -> "ArenaQuerySet":
+        """Every arena but the demo board's: its votes are simulated (``Arena.demo``)."""
+        return self.filter(demo=False)
 
 
 class Arena(models.Model):
@@ -27,6 +33,14 @@ class Arena(models.Model):
     # Team-private arenas come later; null means public.
     team = models.ForeignKey("accounts.Team", null=True, blank=True, on_delete=models.PROTECT)
     created_at = models.DateTimeField(auto_now_add=True)
+    # The demo board (docs/leaderboard.md "The demo board"): simulated votes between the
+    # built-ins, shown on the leaderboard until the public arena has ratings of its own.
+    # Never exported, counted with the real arenas, matched into or judged.
+    demo = models.BooleanField(
+        default=False,
+        editable=False,
+        help_text="Holds the demo board's simulated votes: never exported or judged.",
+    )
     # The machine judge of live battles (docs/evaluations.md, "Machine judges on live
     # battles"): a roster model that judges every battle opened for judging, its verdict
     # stored beside the votes (judging.models.MachineVerdict), never deciding the battle.
