@@ -1,11 +1,17 @@
 # The two commands that matter: `make run` (the arena on embedded defaults) and
-# `make test` (the whole suite). Both install what is missing first.
-# `setup` installs the runtime only (requirements.lock); `setup-test` adds the test tools
+# `make test` (the whole suite). Both install what is missing first: `make run` what its
+# first page needs (`setup`: the runtime, requirements.lock), then the sandboxes' packages
+# and toolchain in the background; `setup-test` installs everything with the test tools
 # (requirements-test.lock), which `make test`, `make lint` and `make bench` need.
-.PHONY: setup setup-test run test soak lint bench doctor deploy deploy-down deploy-check
+.PHONY: setup setup-sandboxes setup-test run test soak lint bench doctor deploy deploy-down deploy-check
 
 setup:
 	@bash scripts/setup.sh run
+
+# What the sandboxes run (Debian packages, the coding toolchain): `make run` installs it
+# in the background once its first page answers; the doctor needs it first.
+setup-sandboxes:
+	@bash scripts/setup.sh sandboxes
 
 setup-test:
 	@bash scripts/setup.sh test
@@ -28,7 +34,7 @@ bench: setup-test
 	@bash scripts/bench.sh
 
 # The doctor leases a sandbox slot like a worker does: the database must be migrated.
-doctor: setup
+doctor: setup setup-sandboxes
 	@.venv/bin/python manage.py migrate --noinput -v 0
 	@.venv/bin/python manage.py sandbox_doctor --json
 

@@ -205,6 +205,8 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                # what `make run` still prepares after its first page (a line on every page)
+                "arena_site.preparing.preparing_context",
             ],
         },
     },

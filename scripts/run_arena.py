@@ -1,8 +1,12 @@
 """`make run`: the whole arena on one machine, on embedded defaults.
 
-Migrates, seeds the demo, then starts the web server (uvicorn: HTTP + websockets), the
-RQ workers and RQ's cron scheduler as children, prints where to go and how to log in
-once the web server answers, and stops every child (its private Redis too) however it is stopped:
+Migrates, seeds the demo accounts, roster and demo board, then starts the web server
+(uvicorn: HTTP + websockets), the RQ workers and RQ's cron scheduler as children, prints
+where to go and how to log in once the web server answers, and only then prepares, in the
+background, what the first page does not need (``background_steps``: the sandboxes'
+Debian packages, the demo battles, the coding toolchain; every page says what is still
+being prepared: arena_site/preparing.py). It stops every child (its private Redis too)
+however it is stopped:
 Ctrl-C, SIGTERM or SIGHUP to this process or to its process group, or its parent (make)
 going away. Every child leads a process group of its own and is told to die with this
 process (PR_SET_PDEATHSIG), so even a SIGKILL here leaves no worker claiming jobs.
@@ -24,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from arena_site.hostrun import children_stop, die_with_parent  # noqa: E402
+from arena_site.preparing import Step, status_clear, status_write  # noqa: E402
 from arena_site.secret import ENV_NAME, secret_key_generate  # noqa: E402
 from sandboxes.reaping import become_subreaper, reap_orphans  # noqa: E402
 
@@ -92,29 +97,122 @@ def ensure_redis(env: dict[str, str], children: list[subprocess.Popen]) -> None:
 
 
 PREPARE = """
-import os, django
+import sys, time
+started = time.monotonic()
+def say(message):
+    print(f"arena: {message} ({time.monotonic() - started:.1f} s)", flush=True)
+import django
 django.setup()
 from django.core.management import call_command
+say("[2/4] Django loaded")
 call_command("migrate", interactive=False, verbosity=0)
+say("[2/4] database migrated")
 call_command("collectstatic", interactive=False, verbosity=0)
-if os.environ.get("ARENA_SEED_BATTLES", "true").strip().lower() in ("0", "false", "no", "off"):
-    call_command("seed_demo", "--no-battles")
-else:
-    call_command("seed_demo")
+say("[2/4] static files collected")
+call_command("seed_demo", "--no-battles", verbosity=0)
+say("[2/4] demo accounts, roster and demo board in place")
 """
 
 
 def prepare(env: dict[str, str], children: list[subprocess.Popen]) -> None:
-    """Migrate, collect static files and seed the demo in one process (Django's start-up
-    costs seconds on a small machine; pay it once). It is a child like the others: a stop
-    signal during it stops it too."""
-    child = start("preparation (migrate, static files, demo)", [PY, "-c", PREPARE], env)
+    """Migrate, collect static files and seed the demo's accounts, roster and board in one
+    process (Django's start-up costs seconds on a small machine; pay it once). It is a
+    child like the others: a stop signal during it stops it too."""
+    child = start(
+        "[2/4] preparation (database, static files, demo accounts)", [PY, "-c", PREPARE], env
+    )
     children.append(child)
     while child.poll() is None:
         time.sleep(0.2)
     children.remove(child)
     if child.returncode != 0:
         raise subprocess.CalledProcessError(child.returncode, child.args)
+
+
+def seeding_battles(env: dict[str, str]) -> bool:
+    return env.get("ARENA_SEED_BATTLES", "true").strip().lower() not in ("0", "false", "no", "off")
+
+
+def background_steps(env: dict[str, str]) -> list[tuple[Step, list[str]]]:
+    """What `make run` prepares after its first page answers, in order: (step, argv).
+    The demo battles run in sandboxes (after the Debian packages); the coding toolchain
+    (about 1.5 GB the first time) comes last, since only coding battles need it."""
+    steps = [
+        (
+            Step(
+                "packages",
+                "The sandboxes' system packages",
+                "battles start once they are installed",
+            ),
+            ["bash", "scripts/setup.sh", "debian"],
+        )
+    ]
+    if seeding_battles(env):
+        steps.append(
+            (
+                Step("demo", "The demo battles", "the judge page fills with them as they finish"),
+                [PY, "manage.py", "seed_demo"],
+            )
+        )
+    steps.append(
+        (
+            Step(
+                "toolchain",
+                "The coding agents' toolchain",
+                "coding battles start once it is installed",
+            ),
+            ["bash", "scripts/toolchain.sh"],
+        )
+    )
+    return steps
+
+
+class Background:
+    """The background steps, one child at a time, each step's state written for the
+    pages (arena_site/preparing.py). A failed step is reported and the next one runs:
+    the arena goes on without what it could not prepare."""
+
+    def __init__(self, env: dict[str, str], data_dir: Path) -> None:
+        self.env = env
+        self.data_dir = data_dir
+        self.steps = background_steps(env)
+        self.current: subprocess.Popen | None = None
+        self.index = -1
+        self.started = 0.0
+        self.write()
+
+    def write(self) -> None:
+        status_write(self.data_dir, [step for step, _ in self.steps], os.getpid())
+
+    def poll(self) -> None:
+        """Starts the next step when the current one has ended."""
+        if self.current is not None:
+            if self.current.poll() is None:
+                return
+            step = self.steps[self.index][0]
+            step.state = "done" if self.current.returncode == 0 else "failed"
+            took = time.monotonic() - self.started
+            if step.state == "done":
+                say(f"background: {step.label.lower()}: done in {took:.0f} s")
+            else:
+                code = self.current.returncode
+                say(
+                    f"background: {step.label.lower()} failed (exit code {code}); "
+                    "the arena goes on without it"
+                )
+            self.current = None
+            self.write()
+        if self.index + 1 >= len(self.steps):
+            return
+        self.index += 1
+        step, argv = self.steps[self.index]
+        step.state = "running"
+        self.write()
+        self.started = time.monotonic()
+        self.current = start(f"background: {step.label.lower()}", argv, self.env)
+
+    def children(self) -> list[subprocess.Popen]:
+        return [self.current] if self.current is not None else []
 
 
 def queue_workers() -> list[tuple[str, list[str]]]:
@@ -144,6 +242,36 @@ def queue_workers() -> list[tuple[str, list[str]]]:
         ("janitors worker", [*rqworker, "default", *simple]),
         ("exports worker", [*rqworker, "exports", *simple]),
     ]
+
+
+def workers_start(env: dict[str, str], children: list[subprocess.Popen]) -> None:
+    """The battle workers, the queue workers, the decider, the evaluations worker and
+    the cron scheduler: started once the web server answers."""
+    slots = int(env.get("ARENA_BATTLE_SLOTS", "4"))
+    # The warm desktop pool (docs/performance.md) is opt-in: each battle worker then
+    # keeps ARENA_SANDBOX_POOL_SIZE idle desktops booted (memory and a slot each).
+    pooled = int(env.get("ARENA_SANDBOX_POOL_SIZE") or "0") > 0
+    # Battle workers carry their host's heartbeat and janitor (battles/worker.py).
+    worker_class = "PooledBattleWorker" if pooled else "BattleWorker"
+    battle_worker = ["--worker-class", f"battles.worker.{worker_class}"]
+    for slot in range(slots):
+        children.append(
+            start(
+                f"battle worker {slot + 1}/{slots}",
+                [PY, "manage.py", "rqworker", "battles", *battle_worker],
+                env,
+            )
+        )
+    for name, argv in queue_workers():
+        children.append(start(name, argv, env))
+    # Votes' decisions once their undo windows pass (judging/decider.py): a process
+    # of its own, never behind the janitors and refits of the workers above.
+    children.append(start("decider", [PY, "manage.py", "decide"], env))
+    # Offline evaluations (docs/evaluations.md): a worker of their own, since one
+    # evaluation job can run for hours and must not hold up judging or ratings.
+    children.append(start("evaluations worker", [PY, "manage.py", "rqworker", "evals"], env))
+    # RQ's cron scheduler, kept going through a Redis restart (arena_site/worker.py).
+    children.append(start("scheduler", [PY, "-m", "arena_site.worker", "arena_site.cron"], env))
 
 
 def start(name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen:
@@ -181,8 +309,10 @@ def wait_for_web(children: list[subprocess.Popen]) -> None:
     raise Stop
 
 
-def watch(children: list[subprocess.Popen]) -> None:
-    reap_orphans(keep={child.pid for child in children})
+def watch(children: list[subprocess.Popen], background: list[subprocess.Popen] = ()) -> None:
+    """Raises Stop when a child died (the background step's child is the Background's
+    to watch; its own children must not be reaped from under it)."""
+    reap_orphans(keep={child.pid for child in [*children, *background]})
     for child in list(children):
         if child.poll() is None:
             continue
@@ -241,45 +371,29 @@ def main() -> None:
     # the host's pid 1, which reaps slowly): we reap them.
     become_subreaper()
     code = 0
+    background: Background | None = None
+    data_dir = Path(env.get("ARENA_DATA_DIR", ROOT / "var"))
     try:
+        say("[1/4] Redis")
         ensure_redis(env, children)
         say(
             "database: " + ("DATABASE_URL" if env.get("DATABASE_URL") else "SQLite file under var/")
         )
         prepare(env, children)
-        slots = int(env.get("ARENA_BATTLE_SLOTS", "4"))
         # uvicorn, one process per core (arena_site/webserver.py); one on SQLite, whose
         # single writer several processes would only queue on
         processes = env.get("ARENA_WEB_PROCESSES") or ("" if env.get("DATABASE_URL") else "1")
         web = [PY, "-m", "arena_site.webserver", "--host", HOST, "--port", str(PORT)]
         children.append(
-            start("web", [*web, *(["--processes", processes] if processes else [])], env)
-        )
-        # The warm desktop pool (docs/performance.md) is opt-in: each battle worker then
-        # keeps ARENA_SANDBOX_POOL_SIZE idle desktops booted (memory and a slot each).
-        pooled = int(env.get("ARENA_SANDBOX_POOL_SIZE") or "0") > 0
-        # Battle workers carry their host's heartbeat and janitor (battles/worker.py).
-        worker_class = "PooledBattleWorker" if pooled else "BattleWorker"
-        battle_worker = ["--worker-class", f"battles.worker.{worker_class}"]
-        for slot in range(slots):
-            children.append(
-                start(
-                    f"battle worker {slot + 1}/{slots}",
-                    [PY, "manage.py", "rqworker", "battles", *battle_worker],
-                    env,
-                )
+            start(
+                "[3/4] web server", [*web, *(["--processes", processes] if processes else [])], env
             )
-        for name, argv in queue_workers():
-            children.append(start(name, argv, env))
-        # Votes' decisions once their undo windows pass (judging/decider.py): a process
-        # of its own, never behind the janitors and refits of the workers above.
-        children.append(start("decider", [PY, "manage.py", "decide"], env))
-        # Offline evaluations (docs/evaluations.md): a worker of their own, since one
-        # evaluation job can run for hours and must not hold up judging or ratings.
-        children.append(start("evaluations worker", [PY, "manage.py", "rqworker", "evals"], env))
-        # RQ's cron scheduler, kept going through a Redis restart (arena_site/worker.py).
-        children.append(start("scheduler", [PY, "-m", "arena_site.worker", "arena_site.cron"], env))
+        )
+        # The web server starts alone: on a small machine a dozen Django processes
+        # starting at once would hold up the first page by as many seconds.
+        say("[4/4] waiting for the web server to answer")
         wait_for_web(children)
+        workers_start(env, children)
         base = f"http://{HOST}:{PORT}"
         print(
             "\n".join(
@@ -293,14 +407,18 @@ def main() -> None:
                     f"    API schema   {base}/api/schema/",
                     "  demo logins (user password):",
                     *logins(),
+                    "Still preparing in the background (every page says what is left):",
+                    *(f"    {step.label}: {step.waits}" for step, _ in background_steps(env)),
                     "Press Ctrl-C to stop.",
                     "",
                 ]
             ),
             flush=True,
         )
+        background = Background(env, data_dir)
         while True:
-            watch(children)
+            background.poll()
+            watch(children, background.children())
             time.sleep(0.5)
     except Stop:
         pass
@@ -311,7 +429,8 @@ def main() -> None:
         for stop_signal in STOP_SIGNALS:
             signal.signal(stop_signal, signal.SIG_IGN)
         say("stopping")
-        stop_all(children)
+        stop_all(children + (background.children() if background else []))
+        status_clear(data_dir)
         say("stopped")
     sys.exit(code)
 

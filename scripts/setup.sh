@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# Installs what the arena needs, idempotently: the Debian packages (only the missing
-# ones, only when we may install them) and the locked Python dependencies into .venv,
-# built on a Python >= 3.12 found on this machine (in test mode also Debian's docker.io
-# and mmdebstrap, for the docker backend's tests and its image); then the sandboxes' toolchain (the CLI
-# coding agents and the judge's tools: scripts/toolchain.sh, into var/toolchain/).
+# Installs what the arena needs, idempotently: the locked Python dependencies into .venv,
+# built on a Python >= 3.12 found on this machine; the Debian packages the sandboxes run
+# (only the missing ones, only when we may install them; in test mode also Debian's
+# docker.io and mmdebstrap, for the docker backend's tests and its image); and the
+# sandboxes' toolchain (the CLI coding agents and the judge's tools: scripts/toolchain.sh,
+# into var/toolchain/).
 #
-#   scripts/setup.sh        the runtime (requirements.lock): what `make run` needs
-#   scripts/setup.sh test   the runtime and the test tools (requirements-test.lock)
+#   scripts/setup.sh           what the web server needs to answer: the runtime
+#                              (requirements.lock) and the data dir's secret key. `make
+#                              run` runs this before its first page, and the two below
+#                              in the background once the page answers (docs/operations.md)
+#   scripts/setup.sh debian    the Debian packages the sandboxes need
+#   scripts/setup.sh sandboxes those and the toolchain (`make setup-sandboxes`)
+#   scripts/setup.sh test      all of it, with the test tools (requirements-test.lock)
 #
 # A .venv that has the test lock has the runtime too: `make run` after `make test`
 # installs nothing.
@@ -15,32 +21,38 @@ cd "$(dirname "$0")/.."
 
 MODE="${1:-run}"
 case "$MODE" in
-    run | test) ;;
-    *) echo "setup: usage: scripts/setup.sh [run|test]" >&2; exit 2 ;;
+    run | test | debian | sandboxes) ;;
+    *) echo "setup: usage: scripts/setup.sh [run|debian|sandboxes|test]" >&2; exit 2 ;;
 esac
 
-DEBIAN_PACKAGES=(bubblewrap chromium xvfb xdotool python3 curl procps fonts-dejavu-core
+# What creating .venv needs (Debian's python3 has no ensurepip without python3-venv).
+RUNTIME_PACKAGES=(python3 python3-venv curl)
+# What the sandboxes run.
+SANDBOX_PACKAGES=(bubblewrap chromium xvfb xdotool procps fonts-dejavu-core
     tesseract-ocr tesseract-ocr-eng libseccomp2 util-linux strace gdb
-    nodejs git patch python3-venv python3-pip python3-pytest)
+    nodejs git patch python3-pip python3-pytest)
 # (python3-venv and python3-pip build the sandbox toolchain on the system python3, which
 # is the sandboxes' python; python3-pytest, git and patch are the judge sandbox's.)
 
 say() { printf 'setup: %s\n' "$*"; }
 
 install_debian_packages() {
-    command -v dpkg-query >/dev/null 2>&1 || { say "not a Debian system; install ${DEBIAN_PACKAGES[*]} yourself"; return 0; }
+    command -v dpkg-query >/dev/null 2>&1 || { say "not a Debian system; install $* yourself"; return 0; }
     local missing=()
-    for pkg in "${DEBIAN_PACKAGES[@]}"; do
+    for pkg in "$@"; do
         dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
     done
     # Debian's nodejs comes without npm (a package of its own); NodeSource's has it.
-    command -v npm >/dev/null 2>&1 || missing+=(npm)
+    case " $* " in *" nodejs "*) command -v npm >/dev/null 2>&1 || missing+=(npm) ;; esac
     [ ${#missing[@]} -eq 0 ] && return 0
     if [ "$(id -u)" -ne 0 ]; then
         say "missing Debian packages: ${missing[*]} (run: sudo apt-get install ${missing[*]})"
         return 0
     fi
     say "installing Debian packages: ${missing[*]}"
+    # (an install stopped half-way, e.g. `make run` stopped during its background step,
+    # is finished first)
+    dpkg --configure -a >/dev/null 2>&1 || true
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
@@ -124,12 +136,27 @@ make_checkout_traversable() {
 }
 
 make_checkout_traversable
-install_debian_packages
+# Each step says what it does and, when it did anything, how long it took.
+step() {
+    local label=$1 started=$SECONDS
+    shift
+    "$@"
+    local took=$((SECONDS - started))
+    [ "$took" -ge 2 ] && say "$label: done in ${took} s" || true
+}
+step "Debian packages of the web server" install_debian_packages "${RUNTIME_PACKAGES[@]}"
+if [ "$MODE" != run ]; then
+    step "Debian packages of the sandboxes" install_debian_packages "${SANDBOX_PACKAGES[@]}"
+fi
 # The docker backend's tests run on a private engine (scripts/docker.sh) with an image
 # built by mmdebstrap (scripts/image.sh): Debian's docker.io and mmdebstrap, each
 # installed only when missing.
 if [ "$MODE" = test ]; then bash scripts/docker.sh install; fi
-install_python_env
-bash scripts/toolchain.sh
+case "$MODE" in
+    debian) exit 0 ;;
+    sandboxes) bash scripts/toolchain.sh; exit 0 ;;
+esac
+step "Python packages" install_python_env
+if [ "$MODE" = test ]; then bash scripts/toolchain.sh; fi
 # The secret key of the data dir (generated once, never overwritten; arena_site/secret.py)
 .venv/bin/python -m arena_site.secret "${ARENA_DATA_DIR:-var}"

@@ -4,6 +4,7 @@ the preparation, and its own launcher being killed outright. Every time: every c
 (Daphne, the workers, the cron scheduler, a private Redis) is gone within seconds, and no
 traceback is printed. The "running" banner comes only once the web server answers."""
 
+import json
 import os
 import signal
 import time
@@ -46,10 +47,25 @@ def test_the_banner_comes_once_the_server_answers_and_ctrl_c_stops_everything(ar
     assert ["exports"] in served, served
     for alone in ("default", "exports"):
         assert all(alone not in queues for queues in served if queues != [alone]), served
+    # the steps before the first page said where they were, in order
+    output = run.output()
+    marks = ["[1/4] Redis", "[2/4] database migrated", "[3/4] web server", "[4/4] waiting"]
+    assert all(mark in output for mark in marks), output
+    assert sorted(marks, key=output.index) == marks, output
+    # what only some pages need comes after the first page, in the background: here the
+    # packages and the toolchain are in place already, so both steps end soon, done
+    run.wait_for("background: the coding agents' toolchain: done", timeout_s=120)
+    assert output.index(BANNER) < run.output().index("background: the sandboxes' system")
+    status = json.loads((run.data_dir / "preparing.json").read_text())
+    assert [(s["key"], s["state"]) for s in status["steps"]] == [
+        ("packages", "done"),
+        ("toolchain", "done"),
+    ]
 
     os.killpg(run.make.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
 
     run.assert_gone()
+    assert not (run.data_dir / "preparing.json").exists()  # no banner left behind
 
 
 def _rqworker_queues(pid: int) -> list[str]:
