@@ -75,6 +75,33 @@ def environment_battle_published(environment: Environment, *, now: datetime | No
     return Environment.objects.filter(published_battles(now=now), pk=environment.pk).exists()
 
 
+def environments_on_the_way(*, now: datetime | None = None) -> dict:
+    """What a visitor's list does not show yet, as counts (nothing else of them):
+    ``building`` (picked, graded or awaiting a grader), ``waiting`` (validated, their
+    source battle not published yet), and ``next_at``, the earliest moment one of the
+    waiting ones may appear (its battle's decision + ARENA_EXPORT_DELAY_DAYS), None
+    when none is due (no consent, or nothing waiting)."""
+    now = now or timezone.now()
+    building = Environment.objects.filter(
+        status__in=[
+            Environment.Status.CANDIDATE,
+            Environment.Status.GRADED,
+            Environment.Status.NEEDS_GRADER,
+        ]
+    ).count()
+    waiting = _with_publication(
+        Environment.objects.filter(status=Environment.Status.VALIDATED), now
+    ).filter(battle_published=False)
+    decided = waiting.filter(battle__decided_at__isnull=False).order_by("battle__decided_at")
+    first = decided.values_list("battle__decided_at", flat=True).first()
+    next_at = first + timedelta(days=settings.ARENA.export_delay_days) if first else None
+    return {
+        "building": building,
+        "waiting": waiting.count(),
+        "next_at": next_at if next_at and next_at > now else None,
+    }
+
+
 def conversion_latency() -> dict:
     """Over validated environments: ``n``, ``p50`` and ``p95`` of ``conversion_s``
     (None when n = 0), and ``within_target``: the share converted within their own

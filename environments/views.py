@@ -4,6 +4,7 @@ the conversion latency as a fragment the metrics page loads. Public like the ope
 data: anyone sees the validated environments whose source battle is published; staff
 see all. Any other environment is a 404."""
 
+from django.conf import settings
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -15,17 +16,25 @@ from environments.selectors import (
     access_environment,
     conversion_latency,
     environment_row,
+    environments_on_the_way,
     visible_environments,
 )
+from environments.words import check_label, field_label, status_label, status_sentence
 from ratings.metrics import format_duration
 
 ENVIRONMENTS_PER_PAGE = 50
+# The list and an environment's page re-read themselves this often (htmx polling, not a
+# socket: what a viewer may see depends on who they are and on time passing, as a
+# source battle's publication delay ends, which no write announces).
+POLL_S = 5
 
 
 def _row(environment: Environment, user) -> dict:
     row = environment_row(environment, user)
     row["conversion"] = format_duration(row["conversion_s"])
     row["target"] = format_duration(row["conversion_target_s"])
+    row["status_label"] = status_label(row["status"])
+    row["status_sentence"] = status_sentence(row["status"])
     return row
 
 
@@ -34,15 +43,27 @@ def environment_list(request: HttpRequest) -> HttpResponse:
     environments = visible_environments(request.user)
     page = Paginator(environments, ENVIRONMENTS_PER_PAGE).get_page(request.GET.get("page"))
     rows = [_row(environment, request.user) for environment in page.object_list]
-    context = {"page": page, "rows": rows, "staff": request.user.is_staff}
+    context = {
+        "page": page,
+        "rows": rows,
+        "staff": request.user.is_staff,
+        "on_the_way": None if rows else environments_on_the_way(),
+        "delay_days": settings.ARENA.export_delay_days,
+        "poll_s": POLL_S,
+    }
     return render(request, "environments/list.html", context)
 
 
 def _check_rows(grader: dict | None) -> list[dict]:
-    """Each check: its type and its other fields, in the grader's order."""
+    """Each check: its type (and its label) and its other fields (labelled), in the
+    grader's order."""
     checks = [c for c in (grader or {}).get("checks", []) if isinstance(c, dict)]
     return [
-        {"type": c.get("type", ""), "fields": sorted((k, v) for k, v in c.items() if k != "type")}
+        {
+            "type": c.get("type", ""),
+            "label": check_label(str(c.get("type", ""))),
+            "fields": sorted((field_label(k), v) for k, v in c.items() if k != "type"),
+        }
         for c in checks
     ]
 
@@ -63,7 +84,7 @@ def _replay_rows(replays: list) -> list[dict]:
                 "steps": replay.get("steps_replayed"),
                 "duration": format_duration((replay.get("duration_ms") or 0) / 1000),
                 "error": replay.get("error") or grader.get("error", ""),
-                "checks": checks,
+                "checks": [{**c, "label": check_label(str(c.get("type", "")))} for c in checks],
             }
         )
     return rows
@@ -88,6 +109,7 @@ def environment_page(request: HttpRequest, environment_id: int) -> HttpResponse:
         if downloadable
         else None,
         "staff": request.user.is_staff,
+        "poll_s": POLL_S,
     }
     return render(request, "environments/detail.html", context)
 
