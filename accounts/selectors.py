@@ -47,6 +47,18 @@ def user_is_owner(user: AbstractBaseUser, team: Team) -> bool:
     return Membership.objects.filter(team=team, user=user, role=Membership.Role.OWNER).exists()
 
 
+def user_owned_teams(user: AbstractBaseUser) -> list[Team]:
+    """The teams ``user`` owns (who registers agents and invites people), oldest
+    membership first."""
+    if not user.is_authenticated:
+        return []
+    return list(
+        Team.objects.filter(
+            memberships__user=user, memberships__role=Membership.Role.OWNER
+        ).order_by("memberships__created_at")
+    )
+
+
 def user_memberships(user: AbstractBaseUser) -> list[Membership]:
     """The user's memberships with their teams, oldest first (the first is the team
     they act for)."""

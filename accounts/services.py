@@ -33,26 +33,33 @@ def team_create(*, name: str, owner: AbstractBaseUser) -> Team:
     return team
 
 
-def user_sign_up(*, username: str, password: str, team_name: str = "") -> AbstractBaseUser | None:
+def user_sign_up(
+    *, username: str, password: str, team_name: str = "", invited: bool = False
+) -> AbstractBaseUser | None:
     """Creates the user and, with it, a team they own (their own name unless given), or
     nothing at all when the username or the team's name is taken (either compared
     without case): then None. The caller answers both alike, so sign-up does not tell
     whether an account or a team exists (docs/security.md "Sign-up"); the password is
     hashed and both names are looked up either way, so both take about as long. The
-    password has passed the validators (the form's job)."""
+    password has passed the validators (the form's job).
+
+    ``invited``: the visitor came from a valid invite link, whose team becomes theirs
+    once they join through it (after logging in and accepting the consent terms), so
+    no team of their own is made (and ``team_name`` is ignored)."""
     encoded = make_password(password)
     name = team_name or username
     try:
         with transaction.atomic():
             _sign_ups_serialised()
             user_taken = User.objects.filter(username__iexact=username).exists()
-            team_taken = Team.objects.filter(name__iexact=name).exists()
+            team_taken = not invited and Team.objects.filter(name__iexact=name).exists()
             if user_taken or team_taken:
                 return None
             user = User(username=User.normalize_username(username), password=encoded)
             user.save()
-            team = Team.objects.create(name=name)
-            Membership.objects.create(team=team, user=user, role=Membership.Role.OWNER)
+            if not invited:
+                team = Team.objects.create(name=name)
+                Membership.objects.create(team=team, user=user, role=Membership.Role.OWNER)
     except IntegrityError:  # a sign-up racing for the same name committed first
         return None
     return user

@@ -11,6 +11,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("consent/", views.consent, name="consent"),
     path("settings/", views.account_settings, name="settings"),
+    path("team/", views.my_team, name="my-team"),
     path("teams/<id:pk>/", views.team_page, name="team"),
     path("invites/<str:token>/", views.invite_join, name="invite"),
 ]

@@ -2,6 +2,7 @@
 invite links) and the page an invite link opens. Log-in/out are Django's."""
 
 from functools import wraps
+from urllib.parse import urlsplit
 
 from django import forms
 from django.contrib import messages
@@ -11,7 +12,7 @@ from django.contrib.auth.forms import UsernameField
 from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
+from django.urls import Resolver404, resolve, reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_http_methods
@@ -74,6 +75,11 @@ class SignUpForm(forms.Form):
         required=False,
         help_text="Optional: the team you submit for (default: your username).",
     )
+
+    def __init__(self, *args, invited: bool = False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if invited:  # the invite's team is theirs: no team of their own
+            del self.fields["team_name"]
 
     def clean_team_name(self) -> str:
         return self.cleaned_data["team_name"].strip() or self.cleaned_data.get("username", "")
@@ -153,7 +159,8 @@ def sign_up(request: HttpRequest) -> HttpResponse:
     made) or taken (nothing is made): a redirect to the log-in page, which says so
     (docs/security.md "Sign-up"). The new user logs in there, then gives consent; an
     invite link (or any page) that sent them here comes after."""
-    form = SignUpForm(request.POST or None)
+    invite = _invite_in(_safe_next(request, ""))
+    form = SignUpForm(request.POST or None, invited=invite is not None)
     if request.method == "POST" and form.is_valid():
         retry = SIGN_UPS.hit(client_address(request))
         if retry is not None:
@@ -165,13 +172,42 @@ def sign_up(request: HttpRequest) -> HttpResponse:
         user_sign_up(
             username=form.cleaned_data["username"],
             password=form.cleaned_data["password1"],
-            team_name=form.cleaned_data["team_name"],
+            team_name=form.cleaned_data.get("team_name", ""),
+            invited=invite is not None,
         )
         query = {"signed_up": "1"}
         if target := _safe_next(request, ""):
             query["next"] = target
         return redirect(f"{reverse('accounts:login')}?{urlencode(query)}")
-    return render(request, "accounts/signup.html", {"form": form, "next": _safe_next(request, "")})
+    context = {"form": form, "next": _safe_next(request, ""), "invite": invite}
+    return render(request, "accounts/signup.html", context)
+
+
+def _invite_in(target: str) -> TeamInvite | None:
+    """The invite whose link ``target`` is (the page that sent the visitor to sign up),
+    if it still admits someone; else None (sign-up then makes a team of their own)."""
+    try:
+        match = resolve(urlsplit(target).path) if target else None
+    except Resolver404:
+        return None
+    if match is None or match.view_name != "accounts:invite":
+        return None
+    try:
+        invite = team_invite_find(match.kwargs["token"])
+        team_invite_check(invite)
+    except ApplicationError:
+        return None
+    return invite
+
+
+@login_required
+@require_http_methods(["GET"])
+def my_team(request: HttpRequest) -> HttpResponse:
+    """The navigation's "Team": the page of the user's one team, or the list of theirs."""
+    memberships = user_memberships(request.user)
+    if len(memberships) == 1:
+        return redirect("accounts:team", pk=memberships[0].team_id)
+    return render(request, "accounts/teams.html", {"memberships": memberships})
 
 
 @login_required

@@ -12,6 +12,14 @@ from rest_framework.views import APIView
 
 from accounts.selectors import user_primary_team, user_team
 from accounts.tenancy import TenantScopedApiMixin
+from agents.entry_changes import (
+    NOT_EDITABLE,
+    PAUSE_REASON_MAX,
+    agent_edit,
+    agent_pause,
+    agent_resume,
+    agent_withdraw,
+)
 from agents.keys import MAX_KEY_CHARS
 from agents.models import Agent
 from agents.providers.registry import PROVIDERS
@@ -187,12 +195,129 @@ class AgentListCreateApi(_TeamAgents, generics.ListAPIView):
         return Response(body, status=status.HTTP_201_CREATED)
 
 
+class AgentEditInput(serializers.Serializer):
+    display_name = StrictCharField(
+        required=False, max_length=NAME_MAX, help_text="The name on the leaderboard."
+    )
+    endpoint = StrictCharField(
+        required=False,
+        allow_blank=True,
+        max_length=2000,
+        help_text="remote: a corrected or moved endpoint; it must pass the address policy. "
+        "Then POST /api/agents/{id}/check/.",
+    )
+    provider = serializers.ChoiceField(
+        choices=list(PROVIDERS),
+        required=False,
+        help_text="scaffold only. Another provider needs its own provider_key (if keyed).",
+    )
+    model_id = StrictCharField(required=False, max_length=200, help_text="scaffold only.")
+    provider_key = StrictCharField(
+        required=False,
+        allow_blank=True,
+        max_length=MAX_KEY_CHARS,
+        write_only=True,
+        help_text="scaffold: a new key replaces the stored one (sealed, never shown); "
+        "blank or omitted keeps it.",
+    )
+    system_prompt = StrictCharField(
+        required=False, allow_blank=True, max_length=PROMPT_MAX, trim_whitespace=False
+    )
+    params = serializers.DictField(
+        required=False,
+        help_text="Replaces the whole params object (same rules as at registration).",
+    )
+    rotate_secret = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="remote: a new HMAC secret, in this answer only; the old one stops at once.",
+    )
+    is_paused = serializers.BooleanField(
+        required=False,
+        help_text="true pauses the agent (out of matchmaking); false resumes it after "
+        "checking it as if drawn now (a remote agent's health call). Applied after the "
+        "other changes.",
+    )
+    paused_reason = StrictCharField(
+        required=False,
+        allow_blank=True,
+        max_length=PAUSE_REASON_MAX,
+        help_text="With is_paused true: why, shown to your team and the admins.",
+    )
+
+
+EDIT_ERRORS = {
+    400: error_response(
+        400, "invalid (a field), not_editable (kind, slug, team), forbidden_param, "
+        "key_missing, invalid_key or entry_refused (problems names each field to fix)."
+    ),
+    403: error_response(403, "not_team_owner: only a team's owners change its agents."),
+    404: error_response(404, "not_found: no agent of your teams has this id."),
+    409: error_response(
+        409, "agent_withdrawn: a withdrawn agent cannot change; name_taken: choose another name."
+    ),
+}  # fmt: skip
+
+
 class AgentDetailApi(_TeamAgents, generics.RetrieveAPIView):
     serializer_class = AgentOutput
 
     @extend_schema(operation_id="agents_retrieve", description="One of your teams' agents.")
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
+
+    @extend_schema(
+        operation_id="agents_edit",
+        request=AgentEditInput,
+        responses={
+            200: AgentRegisteredOutput,
+            **EDIT_ERRORS,
+            429: error_response(429, "rate_limited: too many checks (resuming checks)."),
+            503: error_response(503, "key_storage_unavailable: tell the arena's operator."),
+        },
+        description="Changes one of your team's agents (owners only): only the fields "
+        "sent change. A change of what runs (endpoint, provider, model_id, system_prompt, "
+        "params) sends an approved agent back to pending: an admin approves it again. "
+        "A new name, a replaced provider_key or a rotated secret keep its approval. "
+        "remote_secret is set only when rotate_secret was asked (shown once). is_paused "
+        "pauses or resumes it (a pause an admin made: 403 paused_by_admin; resuming "
+        "counts as one of the team's checks: 429 rate_limited over them).",
+    )
+    def patch(self, request, pk: int):
+        agent = self.get_object()
+        fixed = sorted(set(NOT_EDITABLE) & set(request.data))
+        if fixed:
+            raise ApplicationError(
+                f"{', '.join(fixed)} cannot change: withdraw the agent and register a new one.",
+                code="not_editable",
+            )
+        data = AgentEditInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        fields = dict(data.validated_data)
+        paused, reason = fields.pop("is_paused", None), fields.pop("paused_reason", "")
+        secret = None
+        if set(fields) - {"rotate_secret"} or fields.get("rotate_secret") or paused is None:
+            agent, secret = agent_edit(agent=agent, actor=request.user, **fields)
+        if paused is True:
+            agent = agent_pause(agent=agent, actor=request.user, reason=reason)
+        elif paused is False:
+            agent = agent_resume(agent=agent, actor=request.user)
+        body = AgentOutput(agent).data
+        body["remote_secret"] = secret
+        return Response(body)
+
+    @extend_schema(
+        operation_id="agents_withdraw",
+        request=None,
+        responses={204: None, **{k: v for k, v in EDIT_ERRORS.items() if k in (403, 404)}},
+        description="Withdraws one of your team's agents (owners only): it leaves the "
+        "roster and matchmaking at once and cannot be driven or changed; its battles, "
+        "votes and ratings stay, and GET still shows it with retired_at. Withdrawing it "
+        "again changes nothing.",
+    )
+    def delete(self, request, pk: int):
+        agent_withdraw(agent=self.get_object(), actor=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class AgentCheckApi(_TeamAgents, APIView):

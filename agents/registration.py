@@ -57,7 +57,7 @@ NAME_MAX = 100
 PROMPT_MAX = 20_000
 # A sealed key stands in while the unsaved agent is checked: the key is present (it is
 # in the request); it is sealed for the agent's id once the row exists.
-_KEY_PRESENT = b"key given in the registration"
+KEY_PRESENT = b"key given in the registration"
 
 # The checks a team may ask for (each one a health call to its endpoint).
 ENTRY_CHECKS = FixedWindow("agent-check", limit=10, window_s=600)
@@ -65,22 +65,22 @@ ENTRY_CHECKS = FixedWindow("agent-check", limit=10, window_s=600)
 logger = logging.getLogger(__name__)
 
 
-def _refuse(message: str, code: str = "invalid", status: int = 400, **extra: Any):
+def entry_refuse(message: str, code: str = "invalid", status: int = 400, **extra: Any):
     raise ApplicationError(message, code=code, status=status, extra=extra)
 
 
-def _problems_message(problems: dict[str, str]) -> str:
+def problems_message(problems: dict[str, str]) -> str:
     return " ".join(f"{field}: {text}" for field, text in problems.items())
 
 
-def _clean_params(params: object, kind: str) -> dict[str, Any]:
+def params_clean(params: object, kind: str) -> dict[str, Any]:
     if params is None:
         return {}
     if not isinstance(params, dict):
-        _refuse("params must be a JSON object of provider parameters.")
+        entry_refuse("params must be a JSON object of provider parameters.")
     for name, why in FORBIDDEN_PARAMS.items():
         if name in params:
-            _refuse(f"params {name} is not accepted: {why}.", code="forbidden_param")
+            entry_refuse(f"params {name} is not accepted: {why}.", code="forbidden_param")
     if params.get("base_url") not in (None, ""):
         _check_base_url(params["base_url"])
     return dict(params)
@@ -98,25 +98,25 @@ def _check_base_url(url: object) -> None:
         parts = None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         shown = repr(url)[:120]
-        _refuse(
+        entry_refuse(
             f"params base_url must be an http(s) URL with a host name or address (an IPv6 "
             f"address in brackets) and an optional port from 1 to 65535, got {shown}.",
             code="entry_refused",
         )
 
 
-def _clean_key(provider: str, key: str) -> str:
+def provider_key_clean(provider: str, key: str) -> str:
     key = (key or "").strip()
     if not key:
         if provider in KEYED_PROVIDERS:
-            _refuse(
+            entry_refuse(
                 f"provider_key is required: a team's {provider} agent calls {provider} "
                 "with the team's own key (it is encrypted at rest and never shown again).",
                 code="key_missing",
             )
         return ""
     if len(key) > MAX_KEY_CHARS or not _KEY_SHAPE.fullmatch(key):
-        _refuse(
+        entry_refuse(
             f"provider_key must be printable characters without spaces, at most "
             f"{MAX_KEY_CHARS}: paste the key exactly as the provider shows it.",
             code="invalid_key",
@@ -145,21 +145,25 @@ def agent_check_registration(
     this registration creates."""
     team_owner_check(user=actor, team=team, doing="register agents")
     if kind not in TEAM_KINDS:
-        _refuse(f"kind must be one of {', '.join(TEAM_KINDS)}, got {kind!r}.", code="invalid_kind")
+        entry_refuse(
+            f"kind must be one of {', '.join(TEAM_KINDS)}, got {kind!r}.", code="invalid_kind"
+        )
     display_name = (display_name or "").strip()
     if not display_name or len(display_name) > NAME_MAX:
-        _refuse(f"display_name must be 1 to {NAME_MAX} characters.")
+        entry_refuse(f"display_name must be 1 to {NAME_MAX} characters.")
     slug = slugify(slug or display_name)[:SLUG_MAX].strip("-")
     if not slug:
-        _refuse("slug must have letters or digits (it is derived from display_name if omitted).")
+        entry_refuse(
+            "slug must have letters or digits (it is derived from display_name if omitted)."
+        )
     arena = Arena.objects.public()
     if Agent.objects.filter(arena=arena, slug=slug).exists():
-        _refuse(f"An agent named {slug!r} is already entered; choose another slug.",
+        entry_refuse(f"An agent named {slug!r} is already entered; choose another slug.",
                 code="slug_taken", status=409)  # fmt: skip
-    _name_not_taken(arena, display_name)
+    display_name_free_check(arena, display_name)
     if len(system_prompt or "") > PROMPT_MAX or len(model_id or "") > 200:
-        _refuse(f"system_prompt is at most {PROMPT_MAX} characters, model_id at most 200.")
-    clean = _clean_params(params, kind)
+        entry_refuse(f"system_prompt is at most {PROMPT_MAX} characters, model_id at most 200.")
+    clean = params_clean(params, kind)
     key = ""
     agent = Agent(
         arena=arena, team=team, kind=kind, slug=slug, display_name=display_name,
@@ -167,7 +171,7 @@ def agent_check_registration(
     )  # fmt: skip
     if kind == Agent.Kind.REMOTE:
         if provider or model_id or provider_key:
-            _refuse("A remote agent has no provider, model_id or provider_key: it runs its "
+            entry_refuse("A remote agent has no provider, model_id or provider_key: it runs its "
                     "own model behind its endpoint.")  # fmt: skip
         agent.params = {**clean, "endpoint": (endpoint or "").strip()}
         agent.remote_secret = secrets.token_urlsafe(32)  # returned once, by agent_register
@@ -176,18 +180,18 @@ def agent_check_registration(
         checked.is_paused = True
     else:
         if endpoint:
-            _refuse("A scaffold agent has no endpoint: the arena runs it with your "
+            entry_refuse("A scaffold agent has no endpoint: the arena runs it with your "
                     "provider key; register a remote agent to run your own server.")  # fmt: skip
         if not model_id:
-            _refuse("model_id is required: the provider's name of the model, e.g. "
+            entry_refuse("model_id is required: the provider's name of the model, e.g. "
                     "claude-sonnet-4-5 or gpt-4.1.")  # fmt: skip
-        key = _clean_key(provider, provider_key)
+        key = provider_key_clean(provider, provider_key)
         agent.provider, agent.model_id, agent.params = provider, model_id, clean
-        agent.provider_key_encrypted = _KEY_PRESENT if key else None
+        agent.provider_key_encrypted = KEY_PRESENT if key else None
         checked = agent
     problems = entry_problems(checked)
     if problems:
-        _refuse(_problems_message(problems), code="entry_refused", problems=problems)
+        entry_refuse(problems_message(problems), code="entry_refused", problems=problems)
     agent.provider_key_encrypted = None
     return agent, key
 
@@ -203,22 +207,13 @@ def agent_register(
     is taken, 503 the arena has no key-encryption key."""
     agent, key = agent_check_registration(team=team, actor=actor, **fields)
     if key:
-        try:
-            key_ring()  # before anything is written: a misconfigured arena says so
-        except KeyEncryptionError as exc:
-            logger.error("a team's provider key was not stored: %s", exc)  # no key in it
-            _refuse(
-                "The arena cannot store provider keys right now: its operator has not set a "
-                "key-encryption key. Try again later, or tell the operator.",
-                code="key_storage_unavailable",
-                status=503,
-            )
+        key_storage_check()
     secret = agent.remote_secret if agent.kind == Agent.Kind.REMOTE else None
     try:
         with transaction.atomic():
             agent.save()
     except IntegrityError:
-        _refuse(f"An agent named {agent.slug!r} is already entered; choose another slug.",
+        entry_refuse(f"An agent named {agent.slug!r} is already entered; choose another slug.",
                 code="slug_taken", status=409)  # fmt: skip
     if key:
         agent.provider_key_encrypted = provider_key_seal(agent_id=agent.pk, plain=key)
@@ -226,14 +221,33 @@ def agent_register(
     return agent, secret
 
 
-def _name_not_taken(arena: Arena, display_name: str) -> None:
+def key_storage_check() -> None:
+    """Before anything is written with a provider key: a misconfigured arena says so
+    (503 ``key_storage_unavailable``) instead of storing a key it could not open."""
+    try:
+        key_ring()
+    except KeyEncryptionError as exc:
+        logger.error("a team's provider key was not stored: %s", exc)  # no key in it
+        entry_refuse(
+            "The arena cannot store provider keys right now: its operator has not set a "
+            "key-encryption key. Try again later, or tell the operator.",
+            code="key_storage_unavailable",
+            status=503,
+        )
+
+
+def display_name_free_check(
+    arena: Arena, display_name: str, *, other_than: int | None = None
+) -> None:
     """An entry may not pass for another agent on the board or in a reveal: its display
     name, folded as the leak scanner folds text (case, confusable letters such as I for
-    l, full-width forms, spaces), must differ from every other agent's of the arena."""
+    l, full-width forms, spaces), must differ from every other agent's of the arena
+    (``other_than``: the agent being renamed)."""
     wanted = "".join(fold(display_name).split())
-    for other in Agent.objects.filter(arena=arena).values_list("display_name", flat=True):
+    others = Agent.objects.filter(arena=arena).exclude(pk=other_than)
+    for other in others.values_list("display_name", flat=True):
         if "".join(fold(other).split()) == wanted:
-            _refuse(f"The name {display_name!r} reads as an agent already entered "
+            entry_refuse(f"The name {display_name!r} reads as an agent already entered "
                     f"({other!r}); choose a name of your own.", code="name_taken",
                     status=409)  # fmt: skip
 
@@ -273,7 +287,7 @@ def agent_approve(*, agent: Agent, actor: AbstractBaseUser, note: str = "") -> A
     locked = Agent.objects.select_for_update().get(pk=agent.pk)
     problems = agent_entry_check(agent=locked)
     if problems:
-        _refuse("Not approved: " + _problems_message(problems), code="entry_refused",
+        entry_refuse("Not approved: " + problems_message(problems), code="entry_refused",
                 problems=problems)  # fmt: skip
     return _decide(locked, Agent.Approval.APPROVED, actor, note)
 
@@ -283,7 +297,9 @@ def agent_reject(*, agent: Agent, actor: AbstractBaseUser, note: str) -> Agent:
     """An admin rejects a team's entry, with a note saying why (its team reads it).
     A rejected agent is never drawn; approving it later is possible."""
     if not (note or "").strip():
-        _refuse("Say why the entry is rejected: the team reads the note.", code="note_required")
+        entry_refuse(
+            "Say why the entry is rejected: the team reads the note.", code="note_required"
+        )
     locked = Agent.objects.select_for_update().get(pk=agent.pk)
     return _decide(locked, Agent.Approval.REJECTED, actor, note)
 

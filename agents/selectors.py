@@ -33,6 +33,19 @@ def access_agent(user: AbstractBaseUser, agent_id: int) -> Agent:
     return agent
 
 
+def access_team_agent(user: AbstractBaseUser, agent_id: int) -> Agent:
+    """One of ``user``'s teams' own agents, to change (edit, pause, withdraw): staff
+    change other teams' agents in the admin, not here. 404 for any other agent."""
+    agent = (
+        Agent.objects.filter(team_id__in=_team_ids(user), pk=agent_id)
+        .select_related("team", "arena")
+        .first()
+    )
+    if agent is None:
+        raise Http404("No such agent.")
+    return agent
+
+
 def agent_status(agent: Agent) -> dict[str, Any]:
     """An agent's standing in words, for its team (a page, the API) and the admins:
     whether it can be drawn, and if not why; its failure streak against the automatic

@@ -13,6 +13,7 @@ from arena_site.exceptions import ApplicationError
 from battles.drive_presenters import render_test_drive_panel
 from battles.selectors import access_test_drive, forged_runs_of
 from battles.services import SAMPLE_TASKS, test_drive_start
+from battles.services.test_drives import DEFAULT_SAMPLE
 from battles.serving import private_image
 
 
@@ -37,7 +38,9 @@ def agent_test_drives(request: HttpRequest, agent_id: int) -> HttpResponse:
     if request.method == "POST":
         try:
             drive = test_drive_start(
-                user=request.user, agent_id=agent.pk, sample=request.POST.get("sample", "")
+                user=request.user,
+                agent_id=agent.pk,
+                sample=request.POST.get("sample") or DEFAULT_SAMPLE,
             )
         except ApplicationError as exc:
             if exc.status == 404:

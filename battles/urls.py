@@ -1,5 +1,6 @@
 from django.urls import path
 
+from agents import views as agent_views
 from battles import drive_views, event_stream, views
 
 app_name = "battles"
@@ -29,6 +30,9 @@ urlpatterns = [
     ),
     # Agents' status and test drives (battles/drive_views.py): their team and admins.
     path("my-agents/", drive_views.agents_status, name="agents-status"),
+    # issue 37 point 4: a team registers and changes its agents from the browser
+    path("my-agents/new/", agent_views.agent_new, name="agent-new"),
+    path("my-agents/<int:agent_id>/", agent_views.agent_page, name="agent"),
     path(
         "my-agents/<int:agent_id>/test-drives/",
         drive_views.agent_test_drives,

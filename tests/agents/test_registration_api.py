@@ -539,3 +539,177 @@ def test_a_team_cannot_have_the_arena_call_its_endpoint_without_end(acme, alice,
         # per team, not per agent: a second agent of the team does not get a fresh allowance
         other = registered(alice, remote_body(entrant, display_name="Acme Remote 2"))["id"]
         assert client.post(reverse("api:agent-check", args=[other])).status_code == 429
+
+
+# --- PATCH and DELETE: a team changes and withdraws its own agents ------------------------
+
+
+def edit(user, agent_id: int, body: dict):
+    return api_client_for(user).patch(reverse("api:agent", args=[agent_id]), body, format="json")
+
+
+def test_a_typod_endpoint_is_corrected_by_patch_and_the_agent_passes_its_check(
+    acme, alice, entrant
+):
+    port = entrant.server_address[1]
+    body = registered(alice, remote_body(entrant, endpoint=f"http://127.0.0.1:{port}/ack"))
+    entrant.secret = body["remote_secret"].encode()
+    check = reverse("api:agent-check", args=[body["id"]])
+    assert api_client_for(alice).post(check).json()["ok"] is False  # nothing answers /ack
+
+    answer = edit(alice, body["id"], {"endpoint": f"http://127.0.0.1:{port}{ACT_PATH}"})
+
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["endpoint"] == f"http://127.0.0.1:{port}{ACT_PATH}"
+    assert answer.json()["remote_secret"] is None  # not rotated: not shown
+    assert api_client_for(alice).post(check).json() == {"ok": True, "problems": {}}
+
+
+def test_a_change_of_what_runs_sends_an_approved_agent_back_to_an_admin(
+    acme, alice, admin_user, entrant
+):
+    body = registered(alice, remote_body(entrant))
+    entrant.secret = body["remote_secret"].encode()
+    agent_approve(agent=Agent.objects.get(pk=body["id"]), actor=admin_user)
+
+    renamed = edit(alice, body["id"], {"display_name": "Acme Remote Two"}).json()
+    moved = edit(alice, body["id"], {"params": {"timeout_s": 10}}).json()
+
+    assert (renamed["display_name"], renamed["approval"]) == ("Acme Remote Two", "approved")
+    assert moved["approval"] == "pending" and "waiting for an admin" in moved["approval_note"]
+    assert moved["params"] == {"timeout_s": 10} and moved["endpoint"] == body["endpoint"]
+    assert not Agent.objects.active().filter(pk=body["id"]).exists()
+
+
+def test_rotating_the_secret_shows_the_new_one_once_and_the_old_one_stops(acme, alice, entrant):
+    body = registered(alice, remote_body(entrant))
+    entrant.secret = body["remote_secret"].encode()
+
+    answer = edit(alice, body["id"], {"rotate_secret": True}).json()
+
+    new = answer["remote_secret"]
+    assert new and new != body["remote_secret"]
+    assert Agent.objects.get(pk=body["id"]).remote_secret == new
+    check = api_client_for(alice).post(reverse("api:agent-check", args=[body["id"]])).json()
+    assert check["ok"] is False and "signature" in check["problems"]["params"]
+    assert (
+        new
+        not in api_client_for(alice).get(reverse("api:agent", args=[body["id"]])).content.decode()
+    )
+
+
+def test_a_scaffold_key_is_replaced_sealed_and_never_shown(acme, alice):
+    body = registered(alice, scaffold_body())
+    new_key = "sk-ant-team-acme-rotated-000000000"
+
+    answer = edit(alice, body["id"], {"provider_key": new_key})
+
+    agent = Agent.objects.get(pk=body["id"])
+    assert answer.status_code == 200 and new_key not in answer.content.decode()
+    assert provider_key_open(agent_id=agent.pk, sealed=agent.provider_key_encrypted) == new_key
+    assert answer.json()["approval"] == "pending"  # (it was pending; a key keeps the state)
+
+
+@pytest.mark.parametrize(
+    ("change", "status", "code"),
+    [
+        ({"kind": "remote"}, 400, "not_editable"),
+        ({"slug": "other"}, 400, "not_editable"),
+        ({"team": 1}, 400, "not_editable"),
+        ({"display_name": ""}, 400, "invalid"),
+        ({"endpoint": "http://127.0.0.1:1/"}, 400, "invalid"),  # a scaffold has none
+        ({"params": {"api_key_env": "ANTHROPIC_API_KEY"}}, 400, "forbidden_param"),
+        ({"params": {"base_url": "http://10.0.0.7/v1"}}, 400, "entry_refused"),
+        ({"provider": "openai"}, 400, "key_missing"),  # another provider, no key of its own
+        ({"provider_key": "has spaces in it"}, 400, "invalid_key"),
+        ({"rotate_secret": True}, 400, "invalid"),  # a scaffold has no secret
+        ({"display_name": "Rule book"}, 409, "name_taken"),  # a built-in's, spaced
+    ],
+)
+def test_a_bad_patch_is_refused_in_words_and_changes_nothing(
+    acme, alice, roster, change, status, code
+):
+    body = registered(alice, scaffold_body())
+    before = Agent.objects.filter(pk=body["id"]).values().get()
+
+    answer = edit(alice, body["id"], change)
+
+    assert answer.status_code == status, answer.content
+    assert answer.json()["error"]["code"] == code and answer.json()["error"]["message"]
+    assert Agent.objects.filter(pk=body["id"]).values().get() == before
+
+
+def test_pausing_and_resuming_through_patch(acme, alice, admin_user, entrant):
+    body = registered(alice, remote_body(entrant))
+    entrant.secret = body["remote_secret"].encode()
+    agent_approve(agent=Agent.objects.get(pk=body["id"]), actor=admin_user)
+
+    paused = edit(alice, body["id"], {"is_paused": True, "paused_reason": "moving servers"})
+    assert not Agent.objects.active().filter(pk=body["id"]).exists()
+    entrant.secret = b"a-secret-that-does-not-match"
+    refused = edit(alice, body["id"], {"is_paused": False})
+    entrant.secret = body["remote_secret"].encode()
+    resumed = edit(alice, body["id"], {"is_paused": False})
+
+    assert (paused.json()["is_paused"], paused.json()["paused_reason"]) == (True, "moving servers")
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "entry_refused"
+    assert resumed.status_code == 200 and resumed.json()["is_paused"] is False
+    assert Agent.objects.active().filter(pk=body["id"]).exists()
+    log = [(e.changes, e.actor) for e in Agent.objects.get(pk=body["id"]).standing_log.all()]
+    assert log == [({"is_paused": [True, False]}, alice), ({"is_paused": [False, True]}, alice)]
+
+
+def test_a_pause_an_admin_made_is_not_the_teams_to_lift(acme, alice, admin_user, entrant):
+    from agents.services import agent_standing_log
+
+    body = registered(alice, remote_body(entrant))
+    agent = Agent.objects.get(pk=body["id"])
+    agent_standing_log(agent=agent, changes={"is_paused": [False, True]}, note="It spams.",
+                       actor=admin_user)  # fmt: skip
+    Agent.objects.filter(pk=agent.pk).update(is_paused=True, paused_reason="It spams.")
+
+    answer = edit(alice, body["id"], {"is_paused": False})
+
+    assert answer.status_code == 403 and answer.json()["error"]["code"] == "paused_by_admin"
+    assert Agent.objects.get(pk=agent.pk).is_paused is True
+
+
+def test_delete_withdraws_the_agent_and_keeps_its_history(acme, alice, admin_user, entrant):
+    body = registered(alice, remote_body(entrant))
+    entrant.secret = body["remote_secret"].encode()
+    agent_approve(agent=Agent.objects.get(pk=body["id"]), actor=admin_user)
+    url = reverse("api:agent", args=[body["id"]])
+
+    gone = api_client_for(alice).delete(url)
+    again = api_client_for(alice).delete(url)
+    shown = api_client_for(alice).get(url)
+    changed = edit(alice, body["id"], {"display_name": "Back"})
+
+    assert (gone.status_code, again.status_code) == (204, 204)
+    assert shown.status_code == 200 and shown.json()["retired_at"] is not None
+    assert changed.status_code == 409 and changed.json()["error"]["code"] == "agent_withdrawn"
+    assert Agent.objects.filter(pk=body["id"]).exists()  # the row and its history stay
+    assert not Agent.objects.active().filter(pk=body["id"]).exists()
+
+
+@pytest.mark.parametrize("method", ["patch", "delete"])
+def test_another_team_gets_a_404_and_a_member_a_403_and_nothing_changes(
+    acme, alice, bob, charlie, entrant, method
+):
+    body = registered(alice, remote_body(entrant))
+    url = reverse("api:agent", args=[body["id"]])
+    before = Agent.objects.filter(pk=body["id"]).values().get()
+
+    def call(user):
+        client = api_client_for(user)
+        if method == "delete":
+            return client.delete(url)
+        return client.patch(url, {"display_name": "Taken", "rotate_secret": True}, format="json")
+
+    outsider, member = call(charlie), call(bob)
+    missing = getattr(api_client_for(alice), method)(reverse("api:agent", args=[body["id"] + 999]))
+
+    assert outsider.status_code == 404 and missing.status_code == 404
+    assert outsider.json() == missing.json()  # another team's agent is like a missing one
+    assert member.status_code == 403 and member.json()["error"]["code"] == "not_team_owner"
+    assert Agent.objects.filter(pk=body["id"]).values().get() == before
