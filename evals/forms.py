@@ -9,6 +9,7 @@ from django import forms
 
 from agents.models import Agent
 from evals import calls, tournaments
+from evals.keyless import SAMPLE_CHOICES, candidate_label, judge_label
 from evals.suites import MAX_FILE_BYTES
 
 FORMAT_CHOICES = [
@@ -26,21 +27,29 @@ _VERSUS = re.compile(r"\s+vs?\.?\s+|\s*,\s*|\s+", re.IGNORECASE)
 TOURNAMENT_FIELDS = ("tournament", "best_of", "seed", "opening")
 
 
-def _agent_label(agent: Agent) -> str:
-    return f"{agent.display_name} ({agent.slug}) · {agent.model_id}"
+NO_JUDGE = "No judge: exact match and success commands only (needs no key)"
 
 
 class EvaluationForm(forms.Form):
+    sample = forms.ChoiceField(
+        required=False,
+        choices=[("", "None: I upload my own suite"), *SAMPLE_CHOICES],
+        label="Bundled sample suite",
+        help_text="A suite that ships with the arena (examples/suites), to try an evaluation "
+        "without writing one; or leave it at None and upload your own below.",
+    )
     suite = forms.FileField(
-        help_text="The task suite, YAML or JSON (docs/evaluations.md has the format)."
+        required=False,
+        help_text="The task suite, YAML or JSON (docs/evaluations.md has the format).",
     )
     rubric = forms.FileField(
         required=False, help_text="Optional criteria for the rubric judge, YAML or JSON."
     )
     agents = forms.MultipleChoiceField(
         widget=forms.CheckboxSelectMultiple,
-        help_text="The candidates: your team's model agents or the arena's. Without an order "
-        "below they play in this list's order.",
+        help_text="The candidates: your team's agents or the arena's, with the kinds of task "
+        "each can run (the built-in agents run desktop tasks and need no key). Without an "
+        "order below they play in this list's order.",
     )
     order = forms.CharField(
         required=False,
@@ -53,7 +62,9 @@ class EvaluationForm(forms.Form):
         "matchups are given, king of the hill starts with the first as the holder.",
     )
     judge = forms.ChoiceField(
-        required=False, help_text="Judges the rubric and the pairs; never one of the candidates."
+        required=False,
+        help_text="A model agent that judges the rubric, the pairs or a tournament's games; "
+        "never one of the candidates. Exact answers and success commands need no judge.",
     )
     pairwise = forms.BooleanField(required=False, label="Judge every pair of replies (both orders)")
     max_tokens = forms.IntegerField(
@@ -93,11 +104,19 @@ class EvaluationForm(forms.Form):
         "('p vs s' or 'p, s'); empty pairs neighbours in the order.",
     )
 
-    def __init__(self, *args, agents: list[Agent], **kwargs) -> None:
+    def __init__(
+        self, *args, agents: list[Agent], judges: list[tuple[Agent, str | None]], **kwargs
+    ) -> None:
+        """``agents`` are the possible candidates; ``judges`` the model agents, each with
+        why it cannot be called here (None when it can)."""
         super().__init__(*args, **kwargs)
-        choices = [(a.slug, _agent_label(a)) for a in agents]
-        self.fields["agents"].choices = choices
-        self.fields["judge"].choices = [("", "No judge"), *choices]
+        self.fields["agents"].choices = [(a.slug, candidate_label(a)) for a in agents]
+        self.fields["judge"].choices = [
+            ("", NO_JUDGE),
+            *((a.slug, judge_label(a, unready)) for a, unready in judges),
+        ]
+        self.unready = {a.slug: unready for a, unready in judges if unready}
+        self.judges_ready = any(unready is None for _, unready in judges)
 
     def evaluation_fields(self) -> list[forms.BoundField]:
         """The fields of every evaluation, in order (the page groups the rest)."""
@@ -120,6 +139,17 @@ class EvaluationForm(forms.Form):
 
     def clean_rubric(self):
         return self._file("rubric")
+
+    def clean_judge(self) -> str:
+        """A judge that cannot be called from here is refused now, with the fix, rather
+        than failing every call once the evaluation runs."""
+        slug = self.cleaned_data.get("judge", "")
+        if slug in self.unready:
+            raise forms.ValidationError(
+                f"The judge {slug} cannot be called here: {self.unready[slug]} Or pick a "
+                "model on a local server (docs/local-models.md), or no judge."
+            )
+        return slug
 
     def clean_best_of(self) -> int:
         value = self.cleaned_data.get("best_of")
@@ -148,6 +178,13 @@ class EvaluationForm(forms.Form):
         """The candidates in play order (``candidates``): the order field's when given,
         which must name exactly the ticked ones, else the list's."""
         data = super().clean()
+        if "suite" not in self.errors and bool(data.get("suite")) == bool(data.get("sample")):
+            self.add_error(
+                "suite",
+                "Upload a suite file or choose a bundled sample suite above (one of the two)."
+                if not data.get("suite")
+                else "Choose either a bundled sample suite or a file of your own, not both.",
+            )
         ticked = data.get("agents")
         if ticked is None:
             return data

@@ -18,14 +18,16 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from accounts.models import Team
 from accounts.selectors import user_primary_team
 from accounts.views import consent_required
+from agents.models import Agent
 from arena_site.exceptions import ApplicationError
 from evals import services
 from evals.forms import EvaluationForm
 from evals.jobs import evaluation_publish
+from evals.keyless import judge_unready, sample_files
 from evals.models import Candidate, Evaluation
 from evals.presenters import access_evaluation, progress_of, results_view, run_view
 from evals.report import audit_report_html
-from evals.services.creation import evaluable_agents as evaluable_model_agents
+from evals.services.creation import evaluable_candidates
 from evals.tournament_presenters import tournament_results_view
 from evals.tournament_selectors import record_of
 
@@ -47,8 +49,14 @@ def _create(request: HttpRequest, team: Team, form: EvaluationForm) -> Evaluatio
     """Stores the files and creates the evaluation in one transaction (a refused one
     leaves nothing behind), then starts it once that commits."""
     data = form.cleaned_data
+    repos = None
+    if data.get("sample"):
+        sample = sample_files(data["sample"])
+        name, source, repos = sample.name, sample.suite, sample.repos
+    else:
+        name, source = data["suite"].name, data["suite"].read()
     with transaction.atomic():
-        suite = services.suite_store(team=team, name=data["suite"].name, data=data["suite"].read())
+        suite = services.suite_store(team=team, name=name, data=source)
         rubric = None
         if data.get("rubric"):
             rubric = services.rubric_store(
@@ -67,6 +75,7 @@ def _create(request: HttpRequest, team: Team, form: EvaluationForm) -> Evaluatio
             best_of=data["best_of"],
             seed=data["seed"],
             opening=data["opening"],
+            repos=repos,
         )
         services.evaluation_enqueue(evaluation.pk)
     return evaluation
@@ -76,11 +85,13 @@ def _create(request: HttpRequest, team: Team, form: EvaluationForm) -> Evaluatio
 @require_http_methods(["GET", "POST"])
 def evaluation_list(request: HttpRequest) -> HttpResponse:
     team = user_primary_team(request.user)
-    agents = evaluable_model_agents(team) if team is not None else []
-    form = EvaluationForm(agents=agents)
+    agents = evaluable_candidates(team) if team is not None else []
+    models = [a for a in agents if a.kind == Agent.Kind.SCAFFOLD and a.model_id]
+    choices = {"agents": agents, "judges": [(a, judge_unready(a)) for a in models]}
+    form = EvaluationForm(**choices)
     refused, status = None, 200
     if request.method == "POST":
-        form = EvaluationForm(request.POST, request.FILES, agents=agents)
+        form = EvaluationForm(request.POST, request.FILES, **choices)
         if team is None:
             refused, status = "Your account belongs to no team; ask a team owner to add you.", 403
         elif not form.is_valid():

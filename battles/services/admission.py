@@ -332,9 +332,19 @@ def _task_create(
         ]
         if len(roster) < 2:
             what = "coding agents" if repo is not None else "active agents"
+            # What to do, in plain words (issue 37): coding agents all need a model.
+            fix = (
+                " A coding agent works on a repository: the built-in agents do not, and the "
+                "bundled Claude Code, Codex and Aider run only once an admin enters them "
+                "with the arena's provider key (docs/coding.md). A model agent offered the "
+                "shell works too, and one on a local OpenAI-compatible server needs no key "
+                "(docs/local-models.md)."
+                if repo is not None
+                else ""
+            )
             raise ApplicationError(
                 f"The arena has fewer than two {what} your team did not enter; an "
-                "admin must add some.",
+                f"admin must add some.{fix}",
                 code="roster_too_small",
                 status=503,
             )

@@ -181,6 +181,12 @@ def desktop_settings(
     return chosen
 
 
+def evaluable_candidates(team: Team) -> list[Agent]:
+    """Every agent this team may evaluate, of any kind, by slug (which tasks each can
+    run is ``_candidate``'s rule, checked at creation)."""
+    return list(_evaluable(team).order_by("slug"))
+
+
 def evaluable_agents(team: Team) -> list[Agent]:
     """The model agents among them, by slug."""
     return list(

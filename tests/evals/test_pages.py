@@ -170,7 +170,8 @@ def test_the_form_creates_the_evaluation_starts_it_and_goes_to_its_page(
         ({"judge": ""}, "a rubric or pairwise judging needs --judge"),
         ({"rubric": None, "pairwise": None, "agents": ["alpha", "alpha"]},
          "each agent may be named once"),
-        ({"suite": None}, "This field is required."),
+        ({"suite": None}, "Upload a suite file or choose a bundled sample suite above (one of "
+                          "the two)."),
         ({"agents": ["nobody"]}, "Select a valid choice. nobody is not one of the available "
                                  "choices."),
         ({"max_tokens": "0"}, "Ensure this value is greater than or equal to 1."),
