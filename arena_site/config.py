@@ -130,6 +130,10 @@ class ArenaConfig:
     # else on loopback becomes reachable (docs/demo-web.md). Off: the name is refused
     # like any unresolvable one.
     demo_web: bool = knob(True, "ARENA_DEMO_WEB")
+    # The demo board (docs/leaderboard.md "The demo board"): `manage.py seed_demo` builds
+    # an arena of simulated votes between the built-ins, and the leaderboard shows it
+    # until the public arena has ratings. Off by default; `make run` turns it on.
+    demo_board: bool = knob(False, "ARENA_DEMO_BOARD")
     # Internal destinations the worker's own calls (remote-agent endpoints, provider
     # base URLs) may reach: comma-separated addresses, CIDR blocks or host names. Never
     # consulted for a sandbox's egress; metadata endpoints stay refused (docs/egress.md).

@@ -68,7 +68,8 @@ def _open_arena(request) -> Arena:
         )
     if slug == PUBLIC_ARENA_SLUG:
         return Arena.objects.public()
-    arena = Arena.objects.filter(slug=slug, team=None).first()
+    # (the demo board's arena is not public data: its votes are simulated)
+    arena = Arena.objects.filter(slug=slug, team=None, demo=False).first()
     if arena is None:
         raise ApplicationError(
             f"No public arena {slug!r}; GET /api/open-data/ without ?arena= for the public one.",

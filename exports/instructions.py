@@ -37,5 +37,7 @@ def instructions_redact_pending(*, limit: int = PENDING_BATCH) -> int:
     """Redacts ahead the instructions of decided or excluded battles (each published
     once its delay has passed) that have none yet, at most ``limit`` tasks, oldest
     first; returns how many it made."""
-    due = Battle.objects.filter(status__in=(Battle.Status.DECIDED, Battle.Status.EXCLUDED))
+    due = Battle.objects.filter(
+        status__in=(Battle.Status.DECIDED, Battle.Status.EXCLUDED), arena__demo=False
+    )  # (the demo board's battles are never published)
     return instructions_redact(due.values("task_id"), limit=limit)

@@ -74,7 +74,7 @@ def exportable_exclusions(*, arena_id: int | None, cutoff: datetime) -> QuerySet
     last_by_operator = Subquery(operator.values("at")[:1])
     return (
         Battle.objects.filter(
-            Q(arena__team=None) if arena_id is None else Q(arena_id=arena_id),
+            Q(arena__team=None, arena__demo=False) if arena_id is None else Q(arena_id=arena_id),
             status=Battle.Status.EXCLUDED,
         )
         .exclude(exclusion_reason="")

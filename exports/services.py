@@ -195,11 +195,16 @@ def export_write(
     manifest.json (a consumer checks for it)."""
     options = options or ExportOptions()
     options.check()
+    arena = Arena.objects.get(pk=arena_id)
+    if arena.demo:
+        raise ExportError(
+            f"arena {arena.slug!r} is the demo board: its votes are simulated, and "
+            "simulated data is never exported; export the public arena instead"
+        )
     out_dir = Path(out_dir)
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise ExportError(f"{out_dir} exists and is not an empty directory; name a new one")
     out_dir.mkdir(parents=True, exist_ok=True)
-    arena = Arena.objects.get(pk=arena_id)
     now = now or timezone.now()
     scope = ExportScope.build(
         arena_id=arena.pk,

@@ -162,15 +162,19 @@ def refit_counts(
     """  # noqa: S608 (the selector's own SQL; every value is a parameter)
     # The battles' query is repeated, not shared through a WITH: a WITH read three
     # times is materialised (a million rows written aside, then read back).
+    # The fresh ids as one array on PostgreSQL; SQLite (``make run``'s embedded
+    # database) has no arrays: one comma-separated text instead.
+    postgres = connection.vendor == "postgresql"
+    no_ids, ids = ("NULL::bigint[]", "array_agg(pk)") if postgres else ("NULL", "group_concat(pk)")
     sql = f"""
-        SELECT {PAIR_ROW}, lo, hi, y, w, NULL, count(*), NULL, NULL, NULL::bigint[]
+        SELECT {PAIR_ROW}, lo, hi, y, w, NULL, count(*), NULL, NULL, {no_ids}
           FROM ({battles}) AS rated GROUP BY lo, hi, y, w
         UNION ALL
         SELECT {CLUSTER_ROW}, lo, hi, NULL, NULL, c, count(*), sum(w), sum(w * y), NULL
           FROM ({battles}) AS rated GROUP BY c, lo, hi
         UNION ALL
         SELECT {UNSTAMPED_ROW}, NULL, NULL, NULL, NULL, NULL, count(*), NULL, NULL,
-               array_agg(pk)
+               {ids}
           FROM ({unstamped}) AS fresh
         {by_task if tasks else ""}
         ORDER BY 1, 2, 3, 4, 5, 6
@@ -179,13 +183,17 @@ def refit_counts(
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
         # A fixed-shape aggregate read once a period: compiling it (JIT) costs more than
         # it saves (~1 s at a million battles).
-        cursor.execute("SET LOCAL jit = off")
+        if postgres:
+            cursor.execute("SET LOCAL jit = off")
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     # (the array in scan order: sorted here, a near-sorted list costs one pass)
     (fresh,) = (row for row in rows if row[0] == UNSTAMPED_ROW)
     counted = [row[:9] for row in rows if row[0] != UNSTAMPED_ROW]
-    return counted, sorted(fresh[9] or ())
+    fresh_ids = fresh[9] or ()
+    if isinstance(fresh_ids, str):  # SQLite's group_concat
+        fresh_ids = map(int, fresh_ids.split(","))
+    return counted, sorted(fresh_ids)
 
 
 def refit_rows(*, arena_id: int, category: str | None = None, tasks: bool = False) -> list[tuple]:
@@ -357,12 +365,16 @@ def battles_stamp_incorporated(
     incorporation = connection.ops.quote_name(
         IncorporatedBattle._meta.get_field("incorporation").column
     )
+    insert = f"INSERT INTO {table} ({battle}, {incorporation})"
+    ids = ",".join(map(str, battle_ids))
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} ({battle}, {incorporation})"
-            " SELECT unnest(%s::text::bigint[]), %s",
-            ["{" + ",".join(map(str, battle_ids)) + "}", run.pk],
-        )
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                f"{insert} SELECT unnest(%s::text::bigint[]), %s", ["{" + ids + "}", run.pk]
+            )
+        else:  # SQLite (``make run``'s embedded database): no arrays, a JSON list instead
+            sql = f"{insert} SELECT value, %s FROM json_each(%s)"  # noqa: S608 (names from models)
+            cursor.execute(sql, [run.pk, f"[{ids}]"])
         return cursor.rowcount
 
 

@@ -10,7 +10,7 @@ from django.db.models.functions import Coalesce, Greatest, Least
 from django.urls import reverse
 from django.utils import timezone
 
-from agents.models import Agent, Arena
+from agents.models import DEMO_ARENA_SLUG, PUBLIC_ARENA_SLUG, Agent, Arena
 from battles.classify import CATEGORIES, CATEGORY_LABELS
 from battles.models import Battle
 from ratings.matrices import pair_matrices
@@ -29,6 +29,50 @@ UNAVAILABLE_TEXT = {
     "disconnected": "disconnected",
     "separated": "separated",
 }
+
+
+class NoSuchBoard(Exception):
+    """The board a reader asked for does not exist here; the message says what does."""
+
+
+def demo_arena() -> Arena | None:
+    """The demo board's arena (``Arena.demo``) while ARENA_DEMO_BOARD is on and it has
+    been built (``judging.services.demo_board``); None otherwise."""
+    if not settings.ARENA.demo_board:
+        return None
+    return Arena.objects.filter(slug=DEMO_ARENA_SLUG, demo=True).first()
+
+
+def has_published_rating(*, arena_id: int) -> bool:
+    """Some agent has a rating on the arena's published board."""
+    published = RefitState.objects.filter(arena_id=arena_id).values("snapshot_id")
+    return RatingPoint.objects.filter(snapshot_id__in=published, rating__isnull=False).exists()
+
+
+def board_arena(requested: str) -> tuple[Arena, bool]:
+    """The arena whose board a page shows, and whether it is the demo board standing in
+    for the public one: ``requested`` "demo" the demo board, "public" the public arena,
+    "" the public arena unless it has no rating yet and a demo board exists. Raises
+    NoSuchBoard for any other value, or "demo" when there is no demo board."""
+    if requested not in ("", PUBLIC_ARENA_SLUG, DEMO_ARENA_SLUG):
+        raise NoSuchBoard(
+            f"There is no {requested[:50]!r} board here; arena is {PUBLIC_ARENA_SLUG} (the "
+            f"arena's own battles) or {DEMO_ARENA_SLUG} (the demo board), or blank."
+        )
+    public = Arena.objects.public()
+    if requested == PUBLIC_ARENA_SLUG:
+        return public, False
+    demo = demo_arena()
+    if requested == DEMO_ARENA_SLUG:
+        if demo is None:
+            raise NoSuchBoard(
+                "This arena has no demo board (it is built by `manage.py seed_demo` when "
+                "ARENA_DEMO_BOARD is on); the board below is the arena's own."
+            )
+        return demo, False
+    if demo is not None and not has_published_rating(arena_id=public.pk):
+        return demo, True
+    return public, False
 
 
 def exclusion_counts(*, arena_id: int) -> dict[str, int]:
@@ -62,8 +106,9 @@ def rated_battles(*, arena_id: int | None, category: str | None = None):
     is final and public when it is made), with an outcome, not excluded (self-judged
     ones included; each carries evidence_weight and cluster_judge). With ``category``,
     those whose task has that category (battles.classify): the category's board.
-    ``arena_id`` None: those of every public arena (no team's own)."""
-    arena = Q(arena__team=None) if arena_id is None else Q(arena_id=arena_id)
+    ``arena_id`` None: those of every public arena (no team's own, not the demo board's
+    simulated ones)."""
+    arena = Q(arena__team=None, arena__demo=False) if arena_id is None else Q(arena_id=arena_id)
     rated = Battle.objects.filter(arena, status=Battle.Status.DECIDED, exclusion_reason="").exclude(
         outcome=""
     )

@@ -11,16 +11,20 @@ from django.urls import reverse
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
 
-from agents.models import Arena
+from agents.models import PUBLIC_ARENA_SLUG, Arena
 from battles.classify import CATEGORY_LABELS
 from ratings.board_query import BoardQuery, BoardQueryError, board_query, filter_options
 from ratings.category_boards import board_for_query
 from ratings.heatmap_svg import battle_count_heatmap, win_rate_heatmap
 from ratings.matrices import MAX_AGENTS, PairMatrices
 from ratings.selectors import (
+    NoSuchBoard,
     agent_history,
     agent_public,
+    board_arena,
     board_context,
+    demo_arena,
+    has_published_rating,
     head_to_head,
     leaderboard_rows,
 )
@@ -28,20 +32,66 @@ from ratings.services import leaderboard_current
 from ratings.svg import HistoryPoint, rating_history
 
 
-def _url(name: str, params: dict[str, str]) -> str:
-    path = reverse(name)
+def _url(name: str, params: dict[str, str], *args: str) -> str:
+    path = reverse(name, args=args)
     return f"{path}?{urlencode(params)}" if params else path
 
 
+def _arena_params(request: HttpRequest) -> dict[str, str]:
+    """The ``arena`` a reader asked for, kept in the links between boards and pages."""
+    requested = request.GET.get("arena", "").strip()
+    return {"arena": requested} if requested else {}
+
+
+def _board_arena(request: HttpRequest) -> tuple[Arena, bool]:
+    """``ratings.selectors.board_arena`` of the request; 404 with its message."""
+    try:
+        return board_arena(_arena_params(request).get("arena", ""))
+    except NoSuchBoard as exc:
+        raise Http404(str(exc)) from None
+
+
+def _demo_context(request: HttpRequest, arena: Arena, standing_in: bool) -> dict[str, Any]:
+    """What the pages say about the demo board: on it, that its data is simulated and
+    where the arena's own board is; on the public board, that a demo board exists."""
+    if not arena.demo:
+        demo = demo_arena() if arena.slug == PUBLIC_ARENA_SLUG else None
+        url = _url("ratings:leaderboard", {"arena": demo.slug}) if demo else None
+        return {"demo": None, "demo_board_url": url}
+    public = Arena.objects.public()
+    return {
+        "demo": {
+            "standing_in": standing_in,
+            "public_rated": has_published_rating(arena_id=public.pk),
+            "public_url": _url("ratings:leaderboard", {"arena": public.slug}),
+            "n0": settings.ARENA.n0,
+        }
+    }
+
+
+def _demo_rows(board: dict[str, Any], arena: Arena) -> dict[str, Any]:
+    """The demo board's agent links lead to its own agents' pages."""
+    if not arena.demo:
+        return board
+    rows = [{**row, "url": _url("ratings:agent", {"arena": arena.slug}, row["slug"])}
+            for row in board["rows"]]  # fmt: skip
+    return {**board, "rows": rows}
+
+
 def _board_links(
-    query: BoardQuery, board: dict[str, Any], page: str = "ratings:leaderboard"
+    query: BoardQuery,
+    board: dict[str, Any],
+    page: str = "ratings:leaderboard",
+    keep: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """The boards a reader can switch to (overall and each category) on ``page``,
-    keeping the filters; each says how many rated battles it rests on."""
+    keeping the filters (and ``keep``: the arena asked for); each says how many rated
+    battles it rests on."""
+    keep = keep or {}
     links = [
         {
             "label": "Overall",
-            "url": _url(page, query.params(category="")),
+            "url": _url(page, {**query.params(category=""), **keep}),
             "current": not query.category,
             "battles": board["refit"]["battles"],
         }
@@ -50,7 +100,7 @@ def _board_links(
         links.append(
             {
                 "label": item["label"],
-                "url": _url(page, query.params(category=item["slug"])),
+                "url": _url(page, {**query.params(category=item["slug"]), **keep}),
                 "current": query.category == item["slug"],
                 "battles": item["battles"],
             }
@@ -66,13 +116,16 @@ def _bad_query(request: HttpRequest, arena: Arena, template: str, exc: BoardQuer
 def leaderboard_page(request: HttpRequest) -> HttpResponse:
     """The overall board (live: its rows follow every decided battle over the socket) or
     a task category's (``?category=``), narrowed by ``kind``, ``provider`` and
-    ``organisation``; a narrowed or category board is as of the last refit, not live."""
-    arena = Arena.objects.public()
+    ``organisation``; a narrowed or category board is as of the last refit, not live.
+    ``?arena=demo`` is the demo board (docs/leaderboard.md "The demo board"), shown too
+    while the public arena has no rating yet; it is never live."""
+    arena, standing_in = _board_arena(request)
+    keep = _arena_params(request)
     try:
         query = board_query(request.GET)
     except BoardQueryError as exc:
         return _bad_query(request, arena, "ratings/leaderboard.html", exc)
-    board = board_for_query(arena_id=arena.pk, query=query)
+    board = _demo_rows(board_for_query(arena_id=arena.pk, query=query), arena)
     everyone = leaderboard_current(arena_id=arena.pk)["rows"]  # the filters' choices
     context = board_context(board)
     return render(
@@ -81,14 +134,17 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
         {
             "arena": arena,
             **context,
+            **_demo_context(request, arena, standing_in),
             "query": query,
-            "live": not query.category and not query.narrowed,
+            "keep": keep,
+            "live": not query.category and not query.narrowed and not arena.demo,
             "options": filter_options(everyone),
-            "boards": _board_links(query, board),
+            "boards": _board_links(query, board, keep=keep),
             "category_label": CATEGORY_LABELS.get(query.category, ""),
-            "matrices_url": _url("ratings:matrices", query.params()),
+            "matrices_url": _url("ratings:matrices", {**query.params(), **keep}),
             "clear_url": _url(
-                "ratings:leaderboard", query.params(kind="", provider="", organisation="")
+                "ratings:leaderboard",
+                {**query.params(kind="", provider="", organisation=""), **keep},
             ),
         },
     )
@@ -98,7 +154,8 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
 def matrices_page(request: HttpRequest) -> HttpResponse:
     """Win rates and battle counts between the agents of a board, as heatmaps with the
     same figures in tables."""
-    arena = Arena.objects.public()
+    arena, standing_in = _board_arena(request)
+    keep = _arena_params(request)
     try:
         query = board_query(request.GET)
     except BoardQueryError as exc:
@@ -137,8 +194,9 @@ def matrices_page(request: HttpRequest) -> HttpResponse:
             "left_out": doc["left_out"],
             "max_agents": MAX_AGENTS,
             "total_battles": tables.total_battles,
-            "board_url": _url("ratings:leaderboard", query.params()),
-            "boards": _board_links(query, board, "ratings:matrices"),
+            **_demo_context(request, arena, standing_in),
+            "board_url": _url("ratings:leaderboard", {**query.params(), **keep}),
+            "boards": _board_links(query, board, "ratings:matrices", keep=keep),
             # Built by ratings.heatmap_svg from numbers and escaped text only.
             "win_rate_svg": mark_safe(  # noqa: S308
                 win_rate_heatmap(tables, names, title=f"Win rate between agents, {scope.lower()}")
@@ -154,9 +212,12 @@ def matrices_page(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def agent_page(request: HttpRequest, slug: str) -> HttpResponse:
-    """An agent of the public arena: its published and streaming values, its rating
-    history over the refit snapshots, and its record against each opponent."""
-    arena = Arena.objects.public()
+    """An agent of the public arena (of the demo board with ``?arena=demo``): its
+    published and streaming values, its rating history over the refit snapshots, and
+    its record against each opponent."""
+    keep = _arena_params(request)
+    # (without ?arena=, the public arena's agent, even while the demo board stands in)
+    arena = _board_arena(request)[0] if keep else Arena.objects.public()
     agent = agent_public(arena_id=arena.pk, slug=slug)
     if agent is None:
         raise Http404("No such agent.")
@@ -179,6 +240,8 @@ def agent_page(request: HttpRequest, slug: str) -> HttpResponse:
             # Built by ratings.svg from numbers and escaped text only.
             "history_svg": mark_safe(chart),  # noqa: S308
             "opponents": head_to_head(agent_id=agent.pk, arena_id=arena.pk),
+            **_demo_context(request, arena, False),
+            "arena_query": f"?{urlencode(keep)}" if keep else "",
             "n0": settings.ARENA.n0,
         },
     )

@@ -348,6 +348,9 @@ def main() -> None:
     # Logs for the person at this terminal: text, not one JSON object per line
     # (docs/operations.md "Logs"; an operator's environment can still ask for json).
     env.setdefault("ARENA_LOG_FORMAT", "plain")
+    # The demo board (docs/leaderboard.md): ratings to read from the first minute, labelled
+    # as simulated; a deployment leaves it off.
+    env.setdefault("ARENA_DEMO_BOARD", "true")
     if not env.get(ENV_NAME, "").strip():
         # the data dir's own key, generated once and kept with its data
         secret_key_generate(Path(env.get("ARENA_DATA_DIR", ROOT / "var")))

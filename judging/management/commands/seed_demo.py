@@ -35,6 +35,7 @@ from accounts.services import (
 from agents.models import Arena
 from agents.services import roster_install_builtins
 from judging.services import judge_profile
+from judging.services.demo_board import demo_board_seed
 from sandboxes.demoweb import DEMO_TASKS as WEB_TASKS
 
 DEFAULT_TERMS = """By submitting a task you agree that the task, both agents' trajectories,
@@ -70,6 +71,10 @@ class Command(BaseCommand):
                 handle.writelines(f"{user} {password}\n" for user, password in known.items())
             for user, password in created.items():
                 self.stdout.write(f"created {user} with password {password}")
+        # The demo board (simulated votes, ARENA_DEMO_BOARD), in seconds, before the
+        # real demo battles, which take minutes.
+        for line in demo_board_seed():
+            self.stdout.write(line)
         if not options["no_battles"]:
             for line in demo_history_seed():
                 self.stdout.write(line)
