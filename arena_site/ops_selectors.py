@@ -33,7 +33,7 @@ from django.db.models import (
 from django.db.models.functions import Greatest
 from rq import Queue
 
-from agents.models import PUBLIC_ARENA_SLUG
+from agents.models import PUBLIC_ARENA_SLUG, Arena
 from arena_site.dbclock import db_ago
 from arena_site.redis import probe_client
 from battles.models import Battle, Run
@@ -158,17 +158,25 @@ def _bounded_reads() -> Iterator[None]:
         yield
 
 
+def _demo_arena_ids() -> list[int]:
+    """The demo board's arena (simulated votes, docs/leaderboard.md), left out of the
+    figures below; none in a deployment, whose statements then carry no condition."""
+    return list(Arena.objects.filter(demo=True).values_list("pk", flat=True))
+
+
 def battle_figures() -> BattleFigures:
-    """Battles of every arena by status, decisions by source, failures by cause, the
-    oldest queued battle and the rated battles awaiting a refit (as the boards count
-    them: ``ratings.selectors.rated_battles_pending``, since each arena's
-    ``RefitState.pending_floor``). Four statements."""
+    """Battles of every arena (not the demo board's) by status, decisions by source,
+    failures by cause, the oldest queued battle and the rated battles awaiting a refit
+    (as the boards count them: ``ratings.selectors.rated_battles_pending``, since each
+    arena's ``RefitState.pending_floor``). Five statements."""
     statuses = list(Battle.Status.values)
     sources = list(Battle.DecisionSource.values)
     runs = Run.objects.filter(battle=OuterRef("pk"), end_reason=Run.EndReason.ERROR)
     failed = Q(status=Battle.Status.FAILED)
     with _bounded_reads():
-        totals = Battle.objects.aggregate(
+        demo = _demo_arena_ids()
+        battles = Battle.objects.exclude(arena_id__in=demo) if demo else Battle.objects
+        totals = battles.aggregate(
             **{f"status_{s}": Count("pk", filter=Q(status=s)) for s in statuses},
             **{
                 f"source_{s}": Count(
@@ -283,10 +291,13 @@ def recent_failure_figures() -> dict[str, int]:
 
 
 def vote_figures() -> dict[str, int]:
-    """Votes of every arena: standing admissible, standing inadmissible, taken back."""
+    """Votes of every arena (not the demo board's): standing admissible, standing
+    inadmissible, taken back."""
     live = Q(retracted=False)
     with _bounded_reads():
-        counts = Vote.objects.aggregate(
+        demo = _demo_arena_ids()
+        votes = Vote.objects.exclude(battle__arena_id__in=demo) if demo else Vote.objects
+        counts = votes.aggregate(
             n_admissible=Count("pk", filter=live & Q(admissible=True)),
             n_inadmissible=Count("pk", filter=live & Q(admissible=False)),
             n_retracted=Count("pk", filter=Q(retracted=True)),

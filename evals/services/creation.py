@@ -38,11 +38,13 @@ MAX_REPLICATES = 20
 
 
 def _evaluable(team: Team):
-    """The agents this team may evaluate: its own and the arena's, approved, not retired."""
+    """The agents this team may evaluate: its own and the arena's, approved, not retired
+    (not the demo board's copies of the built-ins: its arena holds simulated votes)."""
     return Agent.objects.filter(
         Q(team=team) | Q(team__isnull=True),
         retired_at=None,
         approval=Agent.Approval.APPROVED,
+        arena__demo=False,
     )
 
 
