@@ -35,12 +35,12 @@ class Stamp:
 
 STAMPS: tuple[Stamp, ...] = (
     Stamp("submitted_at", "s", "submission"),
-    Stamp("dequeued_at", "q", "dequeue"),
-    Stamp("lanes_started_at", "q + δ", "lane start"),
+    Stamp("dequeued_at", "q", "taken by a worker"),
+    Stamp("lanes_started_at", "q + δ", "both sandboxes ready"),
     Stamp("ended_at", "e", "both runs ended"),
-    Stamp("first_judgment_at", "h", "first admissible judgment"),
-    Stamp("incorporated_at", "r", "rating incorporation"),
-    Stamp("leaderboard_served_at", "ℓ", "leaderboard served"),
+    Stamp("first_judgment_at", "h", "first judge's vote that counts"),
+    Stamp("incorporated_at", "r", "included in the published ratings"),
+    Stamp("leaderboard_served_at", "ℓ", "first shown on a leaderboard"),
 )
 STAMP_FIELDS = tuple(stamp.field for stamp in STAMPS)
 
@@ -64,6 +64,15 @@ STAMP_CAVEATS = {
         "includes the wait for the next refit, at most Δ + c (c: how long a refit takes)."
     ),
 }
+# The caveats as the metrics page says them (the API keeps the notes above).
+STAMP_CAVEAT_WORDS = {
+    "incorporated_at": (
+        "A battle counts as included in the published ratings when the first published "
+        "refit that includes it has finished, not when the live rating moved (that "
+        "happens at once). So the incorporation time includes the wait for the next "
+        "refit: at most one refit period plus the time a refit takes."
+    ),
+}
 NO_BATTLE_YET_NOTE = "no battle of the arena has reached this event yet"
 
 
@@ -75,6 +84,7 @@ class Latency:
     needs: tuple[str, ...]
     closes: str  # the stamp whose time places the latency in a window
     compute: Callable[[dict[str, float]], float]
+    meaning: str = ""  # what it measures, in words (the page shows this, not the formula)
 
 
 def _seconds(events: Events, fields: Iterable[str]) -> dict[str, float] | None:
@@ -95,6 +105,7 @@ LATENCIES: tuple[Latency, ...] = (
         ("submitted_at", "dequeued_at"),
         "dequeued_at",
         lambda t: t["dequeued_at"] - t["submitted_at"],
+        meaning="from submission until a worker takes the battle",
     ),
     Latency(
         "provisioning",
@@ -103,6 +114,7 @@ LATENCIES: tuple[Latency, ...] = (
         ("dequeued_at", "lanes_started_at"),
         "lanes_started_at",
         lambda t: t["lanes_started_at"] - t["dequeued_at"],
+        meaning="from a worker taking the battle until both agents' sandboxes are ready",
     ),
     Latency(
         "execution",
@@ -111,6 +123,7 @@ LATENCIES: tuple[Latency, ...] = (
         ("lanes_started_at", "ended_at"),
         "ended_at",
         lambda t: t["ended_at"] - t["lanes_started_at"],
+        meaning="from both sandboxes being ready until both runs have ended",
     ),
     Latency(
         "judgment",
@@ -119,6 +132,7 @@ LATENCIES: tuple[Latency, ...] = (
         ("ended_at", "first_judgment_at"),
         "first_judgment_at",
         lambda t: t["first_judgment_at"] - t["ended_at"],
+        meaning="from both runs ending until the first judge's vote that counts",
     ),
     Latency(
         "incorporation",
@@ -127,6 +141,7 @@ LATENCIES: tuple[Latency, ...] = (
         ("first_judgment_at", "incorporated_at"),
         "incorporated_at",
         lambda t: t["incorporated_at"] - t["first_judgment_at"],
+        meaning="from that first vote until the published ratings include the battle",
     ),
     Latency(
         "service",
@@ -135,6 +150,9 @@ LATENCIES: tuple[Latency, ...] = (
         ("incorporated_at", "leaderboard_served_at"),
         "leaderboard_served_at",
         lambda t: t["leaderboard_served_at"] - t["incorporated_at"],
+        meaning=(
+            "from the published ratings including the battle until a leaderboard first shows it"
+        ),
     ),
     Latency(
         "machine",
@@ -146,6 +164,10 @@ LATENCIES: tuple[Latency, ...] = (
             (t["leaderboard_served_at"] - t["submitted_at"])
             - (t["first_judgment_at"] - t["ended_at"])
         ),
+        meaning=(
+            "from submission until a leaderboard first shows the battle, less the time "
+            "spent waiting for judges"
+        ),
     ),
     Latency(
         "end_to_end",
@@ -154,6 +176,7 @@ LATENCIES: tuple[Latency, ...] = (
         ("submitted_at", "leaderboard_served_at"),
         "leaderboard_served_at",
         lambda t: t["leaderboard_served_at"] - t["submitted_at"],
+        meaning="from submission until a leaderboard first shows the battle",
     ),
 )
 

@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.models import Arena
-from ratings.metrics import LATENCIES, format_duration
+from ratings.metrics import LATENCIES, STAMP_CAVEAT_WORDS, STAMPS, format_duration
 from ratings.metrics_selectors import HOUR_S, arena_metrics
 from ratings.svg import BoxRow, Series, bar_chart, box_plot
 
@@ -188,17 +188,18 @@ def _hours_ago(hours: int) -> str:
 def metrics_context(figures: Mapping[str, Any]) -> dict[str, Any]:
     """What the template shows, formatted, and the two charts (SVG strings built from
     escaped text only, hence safe to mark so)."""
-    pending = {p["field"]: p["symbol"] for p in figures["stamps_not_produced"]}
+    # The page names events and latencies in words; the API keeps their symbols.
+    pending = {p["field"]: p["label"] for p in figures["stamps_not_produced"]}
     rows = []
     for latency in LATENCIES:
         entry = figures["latencies"][latency.name]
         missing = [pending[f] for f in latency.needs if f in pending]
-        note = f"no battle has {', '.join(missing)} yet" if missing else ""
+        note = f"no battle has reached this yet: {'; '.join(missing)}" if missing else ""
         rows.append(
             {
                 "name": latency.name,
                 "label": entry["label"],
-                "formula": entry["formula"],
+                "meaning": latency.meaning,
                 "n": entry["n"],
                 **{key: format_duration(entry[key]) for key in ("p50", "p95", "p99", "mean")},
                 "note": note,
@@ -229,6 +230,7 @@ def metrics_context(figures: Mapping[str, Any]) -> dict[str, Any]:
         title=f"Latency distributions, last {figures['window_s'] // HOUR_S} h",
     )
 
+    labels = {stamp.field: stamp.label for stamp in STAMPS}
     rho = figures["offered_load"]
     freshness = figures["freshness"]
     duplicates = figures["duplicate_rate"]
@@ -250,7 +252,15 @@ def metrics_context(figures: Mapping[str, Any]) -> dict[str, Any]:
         "alpha": format_duration(freshness["alpha_s"]),
         "duplicate_value": _percent(duplicates["value"]),
         "pending_stamps": figures["stamps_not_produced"],
-        "stamp_caveats": figures["stamp_caveats"],
+        "stamp_caveats": [
+            {
+                "field": c["field"],
+                "label": labels[c["field"]],
+                "note": STAMP_CAVEAT_WORDS[c["field"]],
+            }
+            for c in figures["stamp_caveats"]
+            if c["field"] in STAMP_CAVEAT_WORDS
+        ],
         "refit": refit,
         "refit_at_text": (
             f"{datetime.fromisoformat(latest_at).astimezone(UTC):%Y-%m-%d %H:%M}"

@@ -350,9 +350,14 @@ def test_page_shows_the_figures_and_two_charts(arena_day, django_assert_max_num_
     wait_row = page.split('data-latency="wait"')[1].split("</tr>")[0]
     assert '<td class="n">3</td>' in wait_row and "20 s" in wait_row and "30 s" in wait_row
     service_row = page.split('data-latency="service"')[1].split("</tr>")[0]
-    assert "no battle has r, ℓ yet" in service_row
+    assert (
+        "No battle has reached this yet: included in the published ratings; first shown "
+        "on a leaderboard" in service_row
+    )
+    assert "From submission until a worker takes the battle" in wait_row
+    assert "q − s" not in page and "ℓ" not in page and "ρ" not in page  # words, not symbols
     assert 'id="pending-stamps"' in page and "no battle has been rated yet" in page
-    assert 'data-stamp="incorporated_at"' in page and "first published batch refit" in page
+    assert 'data-stamp="incorporated_at"' in page and "first published refit" in page
 
     latency_plot, hourly_plot = svgs(page)
     assert len(with_class(latency_plot, "rect", "mx-box")) == 4  # wait, δ, execution, h − e
@@ -365,7 +370,7 @@ def test_page_of_an_empty_arena(db):
     latency_plot, hourly_plot = svgs(page)
     assert with_class(latency_plot, "rect", "mx-box") == []
     assert len(with_class(hourly_plot, "rect", "mx-bar")) == 48
-    assert "no service times yet" in page
+    assert "no battle timed yet" in page
 
 
 @pytest.mark.urls(__name__)
