@@ -127,7 +127,7 @@ def test_sigterm_to_the_process_group_stops_everything(arena):
 
 def test_a_stop_during_the_preparation_leaves_nothing(arena):
     run = arena()
-    run.wait_for("starting preparation")
+    run.wait_for("starting [2/4] preparation")
     os.killpg(run.make.pid, signal.SIGINT)
     run.assert_gone()
     assert BANNER not in run.output()
