@@ -1,0 +1,273 @@
+"""The demo board (docs/leaderboard.md "The demo board"): an arena of simulated judgments
+between the built-ins, refitted for real, shown and labelled on the leaderboard while
+the public arena has no rating, and kept out of every real arena's figures, the live
+board's socket, exports, evaluations and the operators' counts."""
+
+import io
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth import get_user_model
+from django.core.management import CommandError, call_command
+from django.test import Client
+from rest_framework.test import APIClient
+
+from agents.models import DEMO_ARENA_SLUG, Agent, Arena
+from arena_site.asgi import application
+from arena_site.ops_selectors import battle_figures, vote_figures
+from battles.models import Battle
+from evals.services.creation import _evaluable
+from exports.selectors import exportable_battles, exportable_exclusions
+from exports.services import ExportError, export_write
+from judging.models import Vote
+from judging.services.demo_board import DEMO_TASKS, demo_board_seed
+from ratings.demo_votes import DEMO_BATTLES, DEMO_JUDGES, demo_judgments
+from ratings.models import RatingPoint, RatingSnapshot, RefitState
+from ratings.refit import arena_refit
+from ratings.selectors import board_arena, leaderboard_rows, rated_battles
+from ratings.services import leaderboard_push
+from tests.ratings.factories import judges, round_robin
+
+LABEL = "simulated votes between the built-in agents, shown until this arena"
+
+
+@pytest.fixture(autouse=True)
+def _demo_on(settings):
+    settings.ARENA = settings.ARENA.replace(demo_board=True, bootstrap_replicates=50)
+
+
+@pytest.fixture
+def demo(roster):
+    """The public roster, then the demo board built as seed_demo builds it."""
+    demo_board_seed()
+    return Arena.objects.get(slug=DEMO_ARENA_SLUG)
+
+
+# --- the simulated judgments (pure) -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("slugs", "battles", "seed"),
+    [
+        (["rulebook", "surveyor", "idle"], 360, 37),
+        (["a", "b"], 10, 1),
+        (["x", "y", "z", "w"], 50, 9),
+    ],
+)
+def test_the_judgments_are_a_fixed_draw(slugs, battles, seed):
+    first = demo_judgments(slugs, battles=battles, seed=seed)
+    assert first == demo_judgments(slugs, battles=battles, seed=seed)
+    assert len(first) == battles
+    assert all(j.a != j.b and {j.a, j.b} <= set(range(len(slugs))) for j in first)
+    assert {j.outcome for j in first} <= {"A", "B", "tie"}
+    assert all(0 <= j.judge < DEMO_JUDGES for j in first)
+    assert first != demo_judgments(slugs, battles=battles, seed=seed + 1)
+
+
+def test_the_stronger_agent_wins_more_often():
+    slugs = ["rulebook", "idle"]
+    wins = {"rulebook": 0, "idle": 0}
+    for j in demo_judgments(slugs, battles=2000):
+        if j.outcome != "tie":
+            winner = j.a if j.outcome == "A" else j.b
+            wins[slugs[winner]] += 1
+    assert wins["rulebook"] > 2 * wins["idle"]  # 200 points apart: about 3 in 4
+
+
+@pytest.mark.parametrize(("slugs", "battles"), [(["solo"], 10), (["a", "b"], 0)])
+def test_a_draw_that_cannot_be_made_is_refused(slugs, battles):
+    with pytest.raises(ValueError):
+        demo_judgments(slugs, battles=battles)
+
+
+# --- building it -----------------------------------------------------------------------
+
+
+def test_the_demo_board_is_built_through_the_real_doors(demo, roster):
+    assert demo.demo and demo.slug == "demo"
+    agents = Agent.objects.filter(arena=demo)
+    assert {a.slug for a in agents} == {a.slug for a in roster}
+    assert not agents.filter(pk__in=[a.pk for a in roster]).exists()  # copies of its own
+    battles = Battle.objects.filter(arena=demo)
+    assert battles.count() == DEMO_BATTLES
+    assert battles.filter(status="decided", decision_source="import").count() == DEMO_BATTLES
+    assert battles.filter(streaming_applied__isnull=False).count() == DEMO_BATTLES  # the streaming door
+    assert battles.values("task").distinct().count() == len(DEMO_TASKS)
+    assert battles.values("team__memberships").distinct().get()["team__memberships"] is None
+    votes = Vote.objects.filter(battle__arena=demo)
+    assert votes.count() == DEMO_BATTLES and votes.filter(admissible=True, counted=True).count()
+    accounts = get_user_model().objects.filter(pk__in=votes.values("judge"))
+    assert accounts.count() == DEMO_JUDGES
+    assert not any(user.has_usable_password() for user in accounts)  # nobody logs in as one
+    # the real refit published ratings with intervals and rank bands for every built-in
+    rows = leaderboard_rows(arena_id=demo.pk)
+    assert [r["rank"] for r in rows] == [1, 2, 3]
+    assert all(r["lower"] < r["rating"] < r["upper"] and r["rank_lower"] for r in rows)
+    assert rows[-1]["slug"] == "idle"
+    assert all(r["votes"] > 30 for r in rows)  # the streaming counts moved too
+
+
+def test_building_it_again_changes_nothing(demo):
+    snapshot = RefitState.objects.get(arena=demo).snapshot_id
+    lines = demo_board_seed()
+    assert "already in place" in lines[0]
+    assert Battle.objects.filter(arena=demo).count() == DEMO_BATTLES
+    assert RefitState.objects.get(arena=demo).snapshot_id == snapshot
+    assert RatingSnapshot.objects.filter(arena=demo).count() == 1
+
+
+def test_off_it_builds_nothing(roster, settings):
+    settings.ARENA = settings.ARENA.replace(demo_board=False)
+    assert demo_board_seed() == ["demo board: off (ARENA_DEMO_BOARD)"]
+    assert not Arena.objects.filter(slug=DEMO_ARENA_SLUG).exists()
+
+
+def test_a_real_arena_named_demo_is_never_made_one(roster):
+    real = Arena.objects.create(slug=DEMO_ARENA_SLUG, name="A lab's demo arena")
+    lines = demo_board_seed()
+    assert "not built" in lines[0] and "real battles" in lines[0]
+    real.refresh_from_db()
+    assert not real.demo and not Battle.objects.filter(arena=real).exists()
+    assert not Agent.objects.filter(arena=real).exists()
+
+
+def test_a_persons_account_is_never_a_simulated_judge(roster):
+    get_user_model().objects.create_user("demo:judge-1", password="a real password 123")
+    lines = demo_board_seed()
+    assert "not built" in lines[0] and "demo:judge-1" in lines[0]
+    assert not Battle.objects.filter(arena__slug=DEMO_ARENA_SLUG).exists()
+    assert not Vote.objects.exists()
+
+
+def test_seed_demo_builds_it_before_the_real_battles(roster):
+    out = io.StringIO()
+    call_command("seed_demo", "--no-battles", stdout=out)
+    assert f"demo board: {DEMO_BATTLES} simulated battles written" in out.getvalue()
+    assert Arena.objects.get(slug=DEMO_ARENA_SLUG).demo
+
+
+# --- the pages -----------------------------------------------------------------------
+
+
+def test_the_board_stands_in_while_the_public_arena_has_no_rating(demo):
+    page = Client().get("/").content.decode()
+    assert "Demo data:" in page and LABEL in page and "never exported" in page
+    assert 'href="/?arena=public"' in page  # the real board, as it stands
+    assert page.count('<span class="value">') == 3  # ranked, with numbers
+    assert 'ws-connect="/ws/leaderboard/"' not in page  # never live
+    assert 'href="/agents/rulebook/?arena=demo"' in page
+    legend = page.split('id="legend"')[0].rsplit("<details", 1)[1]
+    assert "open" not in legend  # folded away
+
+
+def test_the_public_board_is_one_click_away_and_says_where_the_demo_is(demo):
+    page = Client().get("/?arena=public").content.decode()
+    assert LABEL not in page and 'id="demo-note"' not in page
+    assert 'href="/?arena=demo"' in page
+    assert '<span class="value">' not in page  # nothing rated there yet
+
+
+def test_once_the_public_arena_is_rated_it_is_the_board(demo, alice, roster, rng):
+    round_robin(alice, roster, judges(3), rounds=16, rng=rng)
+    arena_refit(arena_id=roster[0].arena_id)
+    page = Client().get("/").content.decode()
+    assert 'id="demo-note"' not in page and page.count('<span class="value">') == 3
+    assert 'href="/?arena=demo"' in page
+    demo_page = Client().get("/?arena=demo").content.decode()
+    assert "Demo data:" in demo_page and "see the real board" in demo_page
+
+
+def test_the_demo_boards_other_pages_are_labelled_too(demo):
+    agent = Client().get("/agents/rulebook/?arena=demo").content.decode()
+    assert "Demo data:" in agent and 'href="/?arena=demo"' in agent
+    public_agent = Client().get("/agents/rulebook/").content.decode()
+    assert "Demo data:" not in public_agent  # a plain link is the public arena's agent
+    matrices = Client().get("/matrices/?arena=demo").content.decode()
+    assert "Demo data:" in matrices and "category=browsing&amp;arena=demo" in matrices
+
+
+@pytest.mark.parametrize("query", ["?arena=elsewhere", "?arena=" + "x" * 300])
+def test_an_unknown_board_is_a_404_that_says_which_exist(demo, query):
+    response = Client().get("/" + query)
+    assert response.status_code == 404
+
+
+def test_with_the_knob_off_the_demo_board_is_gone(demo, settings):
+    settings.ARENA = settings.ARENA.replace(demo_board=False)
+    assert Client().get("/?arena=demo").status_code == 404
+    assert Client().get("/agents/rulebook/?arena=demo").status_code == 404
+    page = Client().get("/").content.decode()
+    assert "Demo data:" not in page and "?arena=demo" not in page
+    assert board_arena("") == (Arena.objects.public(), False)
+
+
+# --- kept out ----------------------------------------------------------------------------
+
+
+def test_every_public_arena_means_the_real_ones(demo):
+    assert not rated_battles(arena_id=None).filter(arena=demo).exists()
+    assert rated_battles(arena_id=demo.pk).count() == DEMO_BATTLES  # its own board
+    Battle.objects.filter(arena=demo, pk=Battle.objects.filter(arena=demo).first().pk).update(
+        status="excluded", exclusion_reason="named_model"
+    )
+    far = Battle.objects.filter(arena=demo).latest("decided_at").decided_at
+    assert not exportable_battles(arena_id=None, cutoff=far).filter(arena=demo).exists()
+    assert not exportable_exclusions(arena_id=None, cutoff=far).filter(arena=demo).exists()
+
+
+def test_the_demo_board_is_never_exported(demo, tmp_path):
+    api = APIClient()
+    for path in (
+        "/api/open-data/",
+        "/api/open-data/battles.jsonl",
+        "/api/open-data/archive.tar.gz",
+    ):
+        response = api.get(path + "?arena=demo")
+        assert response.status_code == 404, path
+        assert response.json()["error"]["code"] == "not_found"
+    with pytest.raises(ExportError, match="demo board"):
+        export_write(out_dir=tmp_path / "x", arena_id=demo.pk)
+    assert not (tmp_path / "x").exists()
+    with pytest.raises(CommandError, match="simulated data is never exported"):
+        call_command("export_data", "--out", str(tmp_path / "y"), "--arena", "demo")
+
+
+def test_the_demo_agents_are_never_evaluated_or_matched(demo, alice):
+    team = alice.memberships.first().team
+    offered = list(_evaluable(team))
+    assert offered and not any(agent.arena_id == demo.pk for agent in offered)
+    public = Arena.objects.public()
+    assert not Agent.objects.filter(arena=public, pk__in=Agent.objects.filter(arena=demo)).exists()
+
+
+def test_the_operators_figures_leave_it_out(demo):
+    assert battle_figures().by_status["decided"] == 0
+    assert battle_figures().decided_by_source["import"] == 0
+    assert vote_figures()["admissible"] == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_live_boards_socket_never_carries_the_demo_rows(roster, settings):
+    settings.ARENA = settings.ARENA.replace(demo_board=True, bootstrap_replicates=50)
+    demo_board_seed()
+    demo = Arena.objects.get(slug=DEMO_ARENA_SLUG)
+
+    async def scenario():
+        from channels.db import database_sync_to_async
+
+        socket = WebsocketCommunicator(
+            application, "/ws/leaderboard/", headers=[(b"origin", b"http://127.0.0.1")]
+        )
+        connected, _ = await socket.connect()
+        assert connected
+        initial = await socket.receive_from(timeout=5)
+        await database_sync_to_async(leaderboard_push)(arena_id=demo.pk)
+        nothing = await socket.receive_nothing(timeout=1)
+        await socket.disconnect()
+        return initial, nothing
+
+    initial, nothing = async_to_sync(scenario)()
+    assert '<span class="value">' not in initial  # the public board's rows
+    assert nothing
+    assert RatingPoint.objects.filter(snapshot__arena=demo).count() == 3
