@@ -13,6 +13,7 @@ from playwright.sync_api import expect
 
 from accounts.services import consent_terms_current, consent_terms_publish
 from agents.models import Agent
+from agents.services import roster_install_builtins
 from evals.models import EvalRun, Evaluation
 from tests.agents.conftest import LOOPBACK
 from tests.agents.fake_providers import FakeAnthropic, FakeOpenAI
@@ -152,4 +153,102 @@ def test_an_evaluation_from_the_form_runs_live_to_its_results(evaluation_arena, 
     log_in(page, "charlie")
     assert page.goto(f"/evaluations/{evaluation.pk}/").status == 404
     assert page.goto(f"/evaluations/{evaluation.pk}/runs/{beta_t03.pk}/").status == 404
+    page.context.close()
+
+
+# -- issue 37: the keyless path, from the form, watched live to the end ------------------
+
+PROVIDER_KEYS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY")
+
+# Every state the live part shows, as a person would see it after each change of the DOM:
+# the status, what the progress counts, whether the cancel button is there, and the
+# results table's status cells. A page that shows "done" beside a cancel button or
+# unfinished results would be caught here.
+STATES = """
+window.__states = [];
+new MutationObserver(() => {
+  const progress = document.getElementById("eval-progress");
+  if (!progress) return;
+  const cells = [...document.querySelectorAll("#eval-results td.m-status")];
+  window.__states.push({
+    status: progress.dataset.status,
+    done: Number(progress.dataset.done),
+    cancel: document.getElementById("eval-cancel") !== null,
+    missing: cells.filter((td) => td.classList.contains("run-missing")).length,
+  });
+}).observe(document, { subtree: true, childList: true, attributes: true });
+"""
+
+
+@pytest.fixture
+def keyless_arena(request, transactional_db, tmp_path, sandbox_root, monkeypatch):
+    """The arena as make run has it before anyone brings a key: the built-in agents in
+    the public arena and no provider key in any process. The lanes run without the
+    desktop (no Chromium in them): the same lanes, seconds cheaper on a shared machine."""
+    for name in PROVIDER_KEYS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ARENA_SANDBOX_DESKTOP", "false")
+    arena = ensure_public_arena()
+    roster_install_builtins(arena=arena)
+    if consent_terms_current() is None:
+        consent_terms_publish(text="You agree to publication.")
+    terms = consent_terms_current()
+    for name, team in (("erin", "Acme"), ("charlie", "Umbrella")):
+        person = make_person(name, team, terms)
+        person.password = production_hash(PASSWORD)
+        person.save(update_fields=["password"])
+    with live_arena(tmp_path, sandbox_root) as servers:
+        request.node.stash[_LIVE_ARENA] = servers
+        yield servers
+
+
+def test_a_newcomer_evaluates_the_built_ins_on_a_sample_suite_with_no_key(keyless_arena, browser):
+    base_url = keyless_arena.base_url
+    page = evaluations_page(browser, base_url)
+    page.context.add_init_script(STATES)
+
+    # Given the form as a newcomer finds it: the built-ins offered, the judge's note
+    expect(page.locator("#judge-keyless")).to_contain_text("No model judge can be called here")
+    expect(page.locator('label:has(input[name="agents"][value="rulebook"])')).to_contain_text(
+        "built-in, needs no key · runs desktop tasks"
+    )
+    page.select_option("#id_sample", "desktop-files")
+    for slug in ("rulebook", "surveyor", "idle"):
+        page.check(f'input[name="agents"][value="{slug}"]')
+    keyless_arena.resume_workers()
+
+    # When it is sent with no judge, the run page opens and follows it live
+    page.click("#eval-create")
+    page.wait_for_url(re.compile(r".*/evaluations/\d+/$"))
+    evaluation = Evaluation.objects.get()
+    page.evaluate("window.__sameDocument = true")
+    expect(page.locator("#eval-status")).to_have_text("done", timeout=120_000)
+    expect(page.locator("#eval-live")).to_have_attribute("data-settled", "true")
+
+    # Then, in the same document, the results arrived with the status, never behind it
+    assert page.evaluate("window.__sameDocument") is True
+    states = page.evaluate("window.__states")
+    assert any(s["status"] in ("pending", "running") and s["cancel"] for s in states), states
+    assert not [s for s in states if s["status"] == "done" and s["cancel"]], states
+    assert states[-1] == {"status": "done", "done": 9, "cancel": False, "missing": 0}
+    expect(page.locator("#eval-cancel")).to_have_count(0)
+    results = page.locator("#eval-results")
+    expect(results.locator("tbody tr")).to_have_count(3)
+    success = results.locator('tr[data-task="note"] td.m-success[data-agent="rulebook"]')
+    expect(success).to_have_text("exit 0")
+    expect(
+        results.locator('tr[data-task="poem"] td.m-success[data-agent="rulebook"]')
+    ).to_have_text("exit 1")
+    expect(page.locator('#eval-success tr[data-agent="rulebook"] td').first).to_have_text("0.667")
+    assert EvalRun.objects.filter(evaluation=evaluation).count() == 9
+    assert page.evaluate("window.__wsMessages") >= 2
+    assert page.evaluate("window.__violations") == []
+    assert violations(page) == []
+    page.context.close()
+
+    # Another team's member finds no such evaluation
+    context = browser.new_context(base_url=base_url)
+    page = context.new_page()
+    log_in(page, "charlie")
+    assert page.goto(f"/evaluations/{evaluation.pk}/").status == 404
     page.context.close()
