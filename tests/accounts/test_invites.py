@@ -8,13 +8,19 @@ import threading
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
 from accounts.models import Membership, Team, TeamInvite
-from accounts.services import consent_terms_publish, team_invite_accept, team_invite_create
+from accounts.services import (
+    consent_accept,
+    consent_terms_publish,
+    team_invite_accept,
+    team_invite_create,
+)
 from arena_site.exceptions import ApplicationError
 from tests.conftest import api_client_for, make_person
 
@@ -312,6 +318,9 @@ def test_the_link_walks_a_newcomer_through_sign_up_log_in_and_consent_into_the_t
 
     assert joined.status_code == 302 and joined["Location"] == f"/accounts/teams/{acme.pk}/"
     assert roles(acme)["newbie"] == "member"
+    # the invite's team is their one team: sign-up made none of their own
+    assert list(Membership.objects.filter(user__username="newbie").values_list(
+        "team__name", flat=True)) == ["Acme"]  # fmt: skip
     page = client.get(joined["Location"])
     assert b"You joined team Acme as a member." in page.content
     assert b"Invite links" not in page.content  # a member sees no invites
@@ -389,3 +398,54 @@ def test_the_team_page_lets_owners_create_and_revoke_links(acme, alice, bob, cha
     # a bad form is a 400 with the form's message, nothing created
     bad = owner.post(page, {"action": "create", "max_uses": 99, "days": 3})
     assert bad.status_code == 400 and TeamInvite.objects.count() == 1
+
+
+# --- an invited newcomer gets no stray team of their own --------------------------------------
+
+
+def sign_up_through(client: Client, next_url: str, username: str = "newbie", **extra):
+    form = {"username": username, "password1": "a long pass phrase 9",
+            "password2": "a long pass phrase 9", "next": next_url, **extra}  # fmt: skip
+    return client.post(f"/accounts/signup/?next={next_url}", form)
+
+
+def test_the_sign_up_form_from_an_invite_asks_no_team_name_and_makes_no_team(acme, alice, terms):
+    link = reverse("accounts:invite", args=[create_invite(acme, alice)["token"]])
+    teams_before = Team.objects.count()
+
+    form = Client().get(f"/accounts/signup/?next={link}").content.decode()
+    # (a team name typed anyway, by hand, is ignored)
+    signed_up = sign_up_through(Client(), link, team_name="Stray team")
+
+    assert 'name="team_name"' not in form and 'id="invited"' in form and "Acme" in form
+    assert signed_up.status_code == 302
+    newbie = get_user_model().objects.get(username="newbie")
+    assert Team.objects.count() == teams_before and not Team.objects.filter(name="Stray team")
+    assert not Membership.objects.filter(user=newbie).exists()  # until they join, no team
+    # once joined (here through the API), the API lists the invite's team only
+    consent_accept(user=newbie, terms=terms)
+    answer = accept(newbie, link.rstrip("/").rsplit("/", 1)[1])
+    assert answer.status_code == 201
+    teams = api_client_for(newbie).get(reverse("api:teams")).json()
+    assert [(t["name"], t["role"]) for t in teams] == [("Acme", "member")]
+
+
+@pytest.mark.parametrize("spoil", ["revoked", "unknown", "elsewhere"])
+def test_a_sign_up_from_a_spoiled_link_or_any_other_page_makes_a_team_as_ever(
+    acme, alice, terms, spoil
+):
+    token = create_invite(acme, alice)["token"]
+    if spoil == "revoked":
+        TeamInvite.objects.update(revoked_at=timezone.now())
+    next_url = {
+        "revoked": reverse("accounts:invite", args=[token]),
+        "unknown": reverse("accounts:invite", args=["invite_" + "x" * 20]),
+        "elsewhere": "/submit/",
+    }[spoil]
+
+    form = Client().get(f"/accounts/signup/?next={next_url}").content.decode()
+    signed_up = sign_up_through(Client(), next_url, team_name="Newbies")
+
+    assert 'name="team_name"' in form
+    assert signed_up.status_code == 302
+    assert roles(Team.objects.get(name="Newbies")) == {"newbie": "owner"}

@@ -134,3 +134,22 @@ def test_the_team_page_refuses_in_words(acme, alice, bob, charlie):
                                                               "user": charlie.pk})  # fmt: skip
     assert nobody.status_code == 404
     assert set(members(acme)) == {"alice", "bob"}
+
+
+# --- the navigation's "Team" ------------------------------------------------------------------
+
+
+def test_team_in_the_navigation_opens_your_team_or_lists_your_teams(acme, alice, bob, terms):
+    from accounts.models import Membership as Member
+
+    one = page(bob).get("/accounts/team/")
+    Member.objects.create(team=Team.objects.create(name="Other"), user=bob, role="owner")
+    two = page(bob).get("/accounts/team/").content.decode()
+    none = page(make_person("dave", None, terms)).get("/accounts/team/").content.decode()
+    anonymous = Client().get("/accounts/team/")
+
+    assert one.status_code == 302 and one["Location"] == f"/accounts/teams/{acme.pk}/"
+    assert f'href="/accounts/teams/{acme.pk}/">Acme</a> (member)' in two and ">Other</a>" in two
+    assert 'id="no-team"' in none
+    assert anonymous.status_code == 302 and anonymous["Location"].startswith("/accounts/login/")
+    assert 'href="/accounts/team/">Team</a>' in page(bob).get("/my-agents/").content.decode()
