@@ -3,6 +3,8 @@
 //    (htmx's ws extension: [ws-connect]); it reconnects by itself, this says so.
 // 2. Confirmation before a form that asks for it (data-confirm="what happens") is sent,
 //    in the page's <dialog id="confirm-dialog">; htmx forms included.
+// 3. Enlarging a picture (issue 37): a [data-enlarge] button holding an <img> opens that
+//    image whole and full size in a dialog (see the marked section below).
 (function () {
   "use strict";
 
@@ -76,8 +78,83 @@
     });
   }
 
+  // --- issue 37 — enlarge a screenshot -------------------------------------------------
+  // A click, Enter or Space on a [data-enlarge] button (the judge page's screens) opens the
+  // <img> inside it in a modal dialog: the whole picture, never cropped, fitted to the
+  // window or at its actual size (a button switches), the frame scrolling when it is larger.
+  // Escape, the Close button or a click beside the picture closes it; focus goes back to
+  // the button. The dialog is made here once: the pages hold no markup for it.
+  function enlarge() {
+    let dialog = null;
+    let trigger = null;
+
+    function make() {
+      dialog = document.createElement("dialog");
+      dialog.className = "enlarge";
+      dialog.id = "enlarge-dialog";
+      dialog.setAttribute("aria-labelledby", "enlarge-title");
+      const bar = document.createElement("div");
+      bar.className = "enlarge-bar";
+      const title = document.createElement("h2");
+      title.id = "enlarge-title";
+      const size = document.createElement("button");
+      size.type = "button";
+      size.className = "secondary enlarge-size";
+      size.setAttribute("aria-pressed", "false");
+      size.textContent = "Actual size";
+      const close = document.createElement("button");
+      close.type = "button";
+      close.className = "secondary enlarge-close";
+      close.textContent = "Close";
+      bar.append(title, size, close);
+      const frame = document.createElement("div");
+      frame.className = "enlarge-frame";
+      frame.tabIndex = 0;  // it scrolls at actual size: the keyboard can scroll it too
+      frame.setAttribute("aria-label", "The picture (scrolls at actual size)");
+      frame.setAttribute("role", "group");
+      const img = document.createElement("img");
+      frame.append(img);
+      dialog.append(bar, frame);
+      document.body.append(dialog);
+      size.addEventListener("click", () => {
+        const actual = !dialog.classList.contains("actual");
+        dialog.classList.toggle("actual", actual);
+        size.setAttribute("aria-pressed", String(actual));
+      });
+      close.addEventListener("click", () => dialog.close());
+      // A click on the backdrop (the dialog element itself, outside its content) closes.
+      dialog.addEventListener("click", (e) => { if (e.target === dialog) dialog.close(); });
+      dialog.addEventListener("close", () => {
+        if (trigger && trigger.isConnected) trigger.focus();
+        trigger = null;
+      });
+    }
+
+    document.addEventListener("click", (e) => {
+      const button = e.target.closest ? e.target.closest("[data-enlarge]") : null;
+      if (!button) return;
+      const source = button.querySelector("img");
+      const src = source && !source.hidden ? source.getAttribute("src") : "";
+      if (!src) return;
+      if (!dialog) make();
+      if (typeof dialog.showModal !== "function") return;
+      trigger = button;
+      const img = dialog.querySelector("img");
+      img.src = src;
+      img.alt = (source.alt || "The picture") + ", whole, at full size";
+      dialog.querySelector("#enlarge-title").textContent =
+        button.dataset.enlargeTitle || source.alt || "The picture";
+      dialog.classList.remove("actual");
+      dialog.querySelector(".enlarge-size").setAttribute("aria-pressed", "false");
+      dialog.showModal();
+      dialog.querySelector(".enlarge-close").focus();
+    });
+  }
+  // --- end issue 37 — enlarge a screenshot ---------------------------------------------
+
   // A deferred script: the document is parsed, and htmx (loaded before) has not yet
   // opened its sockets, which it does on DOMContentLoaded.
   liveIndicator();
   confirmations();
+  enlarge();
 })();

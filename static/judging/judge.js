@@ -4,6 +4,12 @@
 (function () {
   "use strict";
   const STEP_MS = 1200;
+  // The sandbox's screen is 1280 × 800 (sandboxes.base) and its Chromium window fills it;
+  // the top 87 px are Chromium's tab strip and address bar (40 + 46 + a 1 px line, Debian's
+  // Chromium). A screenshot taken while the browser showed a page is shown from below them
+  // (judge.css: img.shot.page-only), the page alone; the enlarged view shows it whole.
+  const SCREEN_RATIO = 1280 / 800;
+  const BROWSER_TOP_PX = 87;
 
   function Replay(section) {
     const steps = Array.from(section.querySelectorAll("ol.timeline > li"));
@@ -17,6 +23,14 @@
     let index = 0;
     let timer = null;
     let touched = false;  // until the judge moves it, the replay rests on its latest screen
+    let onPage = false;  // the shown screenshot was taken while the browser showed a page
+
+    function crop() {
+      // Only a whole 1280 × 800 screen (or one scaled down as a whole) is cropped.
+      const whole = shot.naturalWidth > 0 &&
+        Math.abs(shot.naturalWidth / shot.naturalHeight - SCREEN_RATIO) < 0.01;
+      shot.classList.toggle("page-only", onPage && whole);
+    }
 
     function placePointer(li) {
       const x = parseFloat(li.dataset.x), y = parseFloat(li.dataset.y);
@@ -24,9 +38,17 @@
         pointer.hidden = true;
         return;
       }
-      // Screenshot pixels → pixels of the image as laid out inside the screen box.
-      pointer.style.left = (shot.offsetLeft + shot.offsetWidth * x / shot.naturalWidth) + "px";
-      pointer.style.top = (shot.offsetTop + shot.offsetHeight * y / shot.naturalHeight) + "px";
+      // Screenshot pixels → pixels of the image as laid out inside the screen box (the
+      // page area is the bottom of the picture: what is cut is cut from the top).
+      const scale = shot.offsetWidth / shot.naturalWidth;
+      const cut = Math.max(0, shot.naturalHeight * scale - shot.offsetHeight);
+      const top = y * scale - cut;
+      if (top < 0) {  // in the browser's own bar, outside the page area shown
+        pointer.hidden = true;
+        return;
+      }
+      pointer.style.left = (shot.offsetLeft + x * scale) + "px";
+      pointer.style.top = (shot.offsetTop + top) + "px";
       pointer.hidden = false;
     }
 
@@ -35,12 +57,16 @@
       const li = steps[index];
       // The screen as of this step: its own screenshot, else the latest before it.
       let url = null;
-      for (let k = index; k >= 0 && !url; k--) url = steps[k].dataset.shot || null;
+      for (let k = index; k >= 0 && !url; k--) {
+        url = steps[k].dataset.shot || null;
+        if (url) onPage = steps[k].dataset.browser === "1";
+      }
       if (url) {
         if (shot.getAttribute("src") !== url) {
           pointer.hidden = true;
           shot.src = url;
         } else {
+          crop();
           placePointer(li);
         }
         shot.hidden = false;
@@ -81,7 +107,7 @@
       }, STEP_MS);
     }
 
-    shot.addEventListener("load", () => placePointer(steps[index]));
+    shot.addEventListener("load", () => { crop(); placePointer(steps[index]); });
     window.addEventListener("resize", () => placePointer(steps[index]));
     scrub.addEventListener("input", () => { touched = true; pause(); show(parseInt(scrub.value, 10)); });
     play.addEventListener("click", () => (timer ? pause() : start()));
