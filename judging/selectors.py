@@ -8,12 +8,16 @@ from django.db.models import QuerySet
 
 from accounts.models import Membership
 from agents.models import Agent, Arena
-from battles.models import Battle
+from battles.models import Battle, Task
 from judging import agreement
 from judging.models import Assignment, JudgeProfile, Vote
 from ratings.selectors import exclusion_counts, self_judged_tally
 
 HISTORY_ROWS = 10
+# A judge's first battles (this many served, votes and skips alike) come from tasks that
+# open on a web page when there are any: screens with something to see, not two blank
+# browsers (``dangerously_next_battle_for_judge``).
+FIRST_BATTLES = 5
 
 
 def dangerously_battles_open_for_judging() -> QuerySet:
@@ -48,6 +52,22 @@ def _own() -> str:
             WHERE o.user_id = %s AND o.team_id = b.team_id)"""  # noqa: S608 (names from models)
 
 
+def _opens_on_a_page() -> str:
+    """SQL: the task of battle ``b`` opens on a web page (a start URL that is not a blank
+    ``about:`` page). The task's submitter sets it, the same for both sides, before any
+    agent acts: nothing an agent does moves its battle in the order."""
+    return f"""EXISTS (SELECT 1 FROM {_table(Task)} t
+            WHERE t.id = b.task_id AND t.start_url <> ''
+              AND t.start_url NOT LIKE 'about:%%')"""  # noqa: S608 (names from models)
+
+
+def _newcomer() -> str:
+    """SQL: the judge was served fewer than FIRST_BATTLES battles (a one-time condition:
+    the browsing branch is not even walked for anyone else)."""
+    return f"""(SELECT COUNT(*) FROM (SELECT 1 FROM {_table(Assignment)} n
+            WHERE n.judge_id = %s LIMIT {FIRST_BATTLES}) AS served) < {FIRST_BATTLES}"""  # noqa: S608 (names from models)
+
+
 def dangerously_next_battle_id_for_judge(*, judge_id: int) -> int | None:
     """The id of the battle to serve this judge now (see
     ``dangerously_next_battle_for_judge``)."""
@@ -59,38 +79,49 @@ def dangerously_next_battle_for_judge(*, judge_id: int) -> tuple[int, bool] | No
     """(id, held) of the battle to serve this judge now, in the order of
     ``judging.services.serving.judge_next``: a battle they hold (served, no live vote,
     not voided) first; then other teams' battles before their own team's; among those,
-    fewest admissible votes (``Battle.admissible_votes``), then oldest (ended_at), then
-    id. Crosses teams by design (crowd judging): the caller presents it blind.
+    for a judge served fewer than FIRST_BATTLES battles, those whose task opens on a web
+    page first; then fewest admissible votes (``Battle.admissible_votes``), then oldest
+    (ended_at), then id. Crosses teams by design (crowd judging): the caller presents it
+    blind.
 
-    Written in SQL (like ``judging.vote_db``): the held battle and the next other team's
-    battle in one round trip, each branch an early-stopping walk (the judge's own
-    assignments; the partial index battle_judging_queue in serving order), and the own
-    team's battles only when nothing else is left. ``held`` is True when the judge
-    already holds it (their assignment exists: serving it again writes nothing)."""
+    Written in SQL (like ``judging.vote_db``): the held battle, a newcomer's next other
+    team's battle on a web page, and the next other team's battle in one round trip, each
+    branch an early-stopping walk (the judge's own assignments; the partial index
+    battle_judging_queue in serving order; the newcomer's branch is gated by a one-time
+    count of at most FIRST_BATTLES rows), and the own team's battles only when nothing
+    else is left. ``held`` is True when the judge already holds it (their assignment
+    exists: serving it again writes nothing)."""
+    first = f"CASE WHEN {_newcomer()} AND {_opens_on_a_page()} THEN 0 ELSE 1 END"
     held = f"""
         SELECT 0 AS tier, id FROM (SELECT b.id FROM {_table(Battle)} b
         WHERE b.id IN (SELECT a.battle_id FROM {_table(Assignment)} a
             WHERE a.judge_id = %s AND a.voided_at IS NULL)
           AND {_open_for()}
-        ORDER BY CASE WHEN {_own()} THEN 1 ELSE 0 END,
+        ORDER BY CASE WHEN {_own()} THEN 1 ELSE 0 END, {first},
           b.admissible_votes, b.ended_at, b.id
         LIMIT 1) AS held"""  # noqa: S608 (names from models)
-    others = f"""
+    browsing = f"""
         SELECT 1 AS tier, id FROM (SELECT b.id FROM {_table(Battle)} b
+        WHERE {_newcomer()} AND {_open_for()} AND NOT {_own()} AND {_opens_on_a_page()}
+        ORDER BY b.admissible_votes, b.ended_at, b.id
+        LIMIT 1) AS browsing"""  # noqa: S608 (names from models)
+    others = f"""
+        SELECT 2 AS tier, id FROM (SELECT b.id FROM {_table(Battle)} b
         WHERE {_open_for()} AND NOT {_own()}
         ORDER BY b.admissible_votes, b.ended_at, b.id
         LIMIT 1) AS others"""  # noqa: S608 (names from models)
     own = f"""
         SELECT b.id FROM {_table(Battle)} b
         WHERE {_open_for()} AND {_own()}
-        ORDER BY b.admissible_votes, b.ended_at, b.id
+        ORDER BY {first}, b.admissible_votes, b.ended_at, b.id
         LIMIT 1"""  # noqa: S608 (names from models)
     with connection.cursor() as cursor:
-        both = f"{held} UNION ALL {others}"
-        cursor.execute(both, [judge_id] * both.count("%s"))
+        tiers = f"{held} UNION ALL {browsing} UNION ALL {others}"
+        cursor.execute(tiers, [judge_id] * tiers.count("%s"))
         found = dict(cursor.fetchall())
         if found:
-            return (found[0], True) if 0 in found else (found[1], False)
+            tier = min(found)
+            return found[tier], tier == 0
         cursor.execute(own, [judge_id] * own.count("%s"))
         row = cursor.fetchone()
     return (row[0], False) if row else None

@@ -1,6 +1,7 @@
 """The ordering contract of ``judge_next`` written as the queryset it was before issue
 #13 (a count of admissible votes over every open battle): the reference the order test
 and the reads benchmark compare the served battle with. Held first, own team last,
+for a judge served fewer than FIRST_BATTLES battles those whose task opens on a web page,
 fewest admissible votes, oldest, id; never a battle with a live vote of theirs, voided
 for them or with an agent of their team."""
 
@@ -8,7 +9,7 @@ from django.db.models import Case, Count, Exists, IntegerField, OuterRef, Q, Que
 
 from accounts.models import Membership
 from judging.models import Assignment, Vote
-from judging.selectors import dangerously_battles_open_for_judging
+from judging.selectors import FIRST_BATTLES, dangerously_battles_open_for_judging
 
 
 def reference_candidates(judge) -> QuerySet:
@@ -16,6 +17,8 @@ def reference_candidates(judge) -> QuerySet:
     live = Vote.objects.filter(battle=OuterRef("pk"), judge=judge, retracted=False)
     voided = Assignment.objects.filter(battle=OuterRef("pk"), judge=judge, voided_at__isnull=False)
     held = Assignment.objects.filter(battle=OuterRef("pk"), judge=judge, voided_at=None)
+    newcomer = Assignment.objects.filter(judge=judge).count() < FIRST_BATTLES
+    on_a_page = ~Q(task__start_url="") & ~Q(task__start_url__startswith="about:")
     return (
         dangerously_battles_open_for_judging()
         .filter(~Exists(live), ~Exists(voided))
@@ -28,9 +31,14 @@ def reference_candidates(judge) -> QuerySet:
                 default=Value(0),
                 output_field=IntegerField(),
             ),
+            first=Case(
+                When(on_a_page, then=Value(0 if newcomer else 1)),
+                default=Value(1),
+                output_field=IntegerField(),
+            ),
             n_votes=Count(
                 "votes", filter=Q(votes__retracted=False, votes__admissible=True), distinct=True
             ),
         )
-        .order_by("-held", "own", "n_votes", "ended_at", "pk")
+        .order_by("-held", "own", "first", "n_votes", "ended_at", "pk")
     )

@@ -1,7 +1,8 @@
 """The judge's next battle at scale: ``Battle.admissible_votes`` is kept by every path
 that changes a vote, and the served order is exactly the one the ordering contract of
 ``judge_next`` states, checked against that contract written as the queryset it used to
-be (a count of admissible votes over every open battle)."""
+be (a count of admissible votes over every open battle). A judge's first battles come
+from tasks that open on a web page, and nothing an agent does changes that."""
 
 import datetime as dt
 import random
@@ -10,12 +11,21 @@ import pytest
 import time_machine
 
 from agents.models import Agent
-from battles.models import Battle
+from battles.models import Battle, Step, Task
+from judging.models import Assignment
+from judging.selectors import FIRST_BATTLES
 from judging.services import judge_trust_set
 from judging.services.voting import vote_undo
 from tests.conftest import make_person
 from tests.judging.battle_factories import T0, cast, ended_battle, people, serve
 from tests.judging.reference_next import reference_candidates
+
+WEB_PAGE = "http://demo.arena.test/news/"
+
+
+def opens_on(battle: Battle, url: str) -> Battle:
+    Task.objects.filter(pk=battle.task_id).update(start_url=url)
+    return battle
 
 
 def contract_next(judge) -> int | None:
@@ -81,6 +91,48 @@ def test_an_undone_vote_and_an_untrusted_judge_leave_the_count(
     assert_tallies_exact()
 
 
+def test_a_new_judge_gets_battles_on_web_pages_first_then_the_usual_order(alice, roster):
+    # Given, oldest first: a file task; a file task whose agents both browsed anyway (an
+    # entrant's agent can browse wherever it likes); a task opening on about:blank; and
+    # the newest, a task opening on a web page
+    made = [ended_battle(alice, target=3) for _ in range(4)]
+    for age, battle in zip((40, 30, 20, 10), made, strict=True):
+        Battle.objects.filter(pk=battle.pk).update(ended_at=T0 - dt.timedelta(minutes=age))
+    files, browsed, blank, web = made
+    Step.objects.filter(run__battle=browsed).update(
+        result={"ok": True, "page": {"url": WEB_PAGE, "title": "News"}}
+    )
+    opens_on(blank, "about:blank")
+    opens_on(web, WEB_PAGE)
+    newcomer, regular = people(2)
+    # When a new judge asks: the battle on a web page, though it is the newest
+    assert serve(newcomer).pk == web.pk
+    cast(newcomer, web, "A")
+    # then, with no other such battle, the usual order (the oldest)
+    assert serve(newcomer).pk == files.pk
+    # A judge past their first battles gets the usual order with the web battle still open
+    Assignment.objects.bulk_create(
+        [Assignment(judge=regular, battle=ended_battle(alice, status=Battle.Status.DECIDED),
+                    served_at=T0) for _ in range(FIRST_BATTLES)]
+    )  # fmt: skip
+    assert serve(regular).pk == files.pk
+    assert contract_next(regular) == files.pk
+
+
+def test_the_preference_keeps_the_conflict_and_own_team_rules(alice, charlie, judge, roster):
+    """A newcomer is never served a web battle with an agent of their team, and their own
+    team's web battle comes after every other team's battle."""
+    entrant = next(a for a in roster if a.slug == "surveyor")
+    Agent.objects.filter(pk=entrant.pk).update(team=judge.memberships.first().team)
+    conflicted = opens_on(ended_battle(alice, a="surveyor", b="idle"), WEB_PAGE)
+    own = opens_on(ended_battle(judge), WEB_PAGE)
+    other = ended_battle(charlie)
+    assert serve(judge).pk == other.pk
+    cast(judge, other, "B")
+    assert serve(judge).pk == own.pk
+    assert conflicted.pk not in {contract_next(judge), own.pk}
+
+
 def test_the_served_order_is_the_contract_in_every_case(alice, charlie, bob, judge, roster):
     """Random open battles of two teams, random votes (some skips), battles held and a
     conflict of interest: every judge, of either team or none, is served what the
@@ -97,10 +149,11 @@ def test_the_served_order_is_the_contract_in_every_case(alice, charlie, bob, jud
         Battle.objects.filter(pk=battle.pk).update(
             ended_at=T0 - dt.timedelta(minutes=rng.randint(1, 5))  # ties on ended_at too
         )
+        opens_on(battle, rng.choice(["", "", WEB_PAGE, "about:blank"]))
         battles.append(battle)
     crowd = people(6)
     everyone = [*crowd, alice, bob, charlie, judge]
-    for step in range(30):
+    for step in range(40):  # some judges pass their first FIRST_BATTLES battles
         person = rng.choice(everyone)
         expected = contract_next(person)
         served = serve(person)
