@@ -28,12 +28,14 @@ STATE_WORDS = {
 
 @dataclass
 class Step:
-    """One background step: what it is and what waits for it, in a visitor's words."""
+    """One background step: what it is and what waits for it, in a visitor's words
+    (``shown`` false: nothing waits for it that a visitor would notice)."""
 
     key: str
     label: str
     waits: str
     state: str = "waiting"
+    shown: bool = True
 
 
 def status_path(data_dir: Path) -> Path:
@@ -81,7 +83,7 @@ def status_pending(data_dir: Path) -> list[dict[str, str]]:
     if _cache["key"] != key:
         try:
             content = json.loads(path.read_text())
-            steps = [s for s in content["steps"] if s["state"] != "done"]
+            steps = [s for s in content["steps"] if s["state"] != "done" and s.get("shown", True)]
             pid = content["pid"]
         except (OSError, ValueError, KeyError, TypeError):
             steps, pid = [], None

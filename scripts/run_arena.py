@@ -135,9 +135,15 @@ def seeding_battles(env: dict[str, str]) -> bool:
 
 def background_steps(env: dict[str, str]) -> list[tuple[Step, list[str]]]:
     """What `make run` prepares after its first page answers, in order: (step, argv).
-    The demo battles run in sandboxes (after the Debian packages); the coding toolchain
-    (about 1.5 GB the first time) comes last, since only coding battles need it."""
+    First the .venv's bytecode, when the first page did not wait for it (setup.sh
+    install_python_env; at once otherwise). The demo battles run in sandboxes (after the
+    Debian packages); the coding toolchain (about 1.5 GB the first time) comes last, since
+    only coding battles need it."""
     steps = [
+        (
+            Step("bytecode", "Python's compiled files", "processes start faster", shown=False),
+            ["bash", "scripts/setup.sh", "bytecode"],
+        ),
         (
             Step(
                 "packages",
@@ -145,7 +151,7 @@ def background_steps(env: dict[str, str]) -> list[tuple[Step, list[str]]]:
                 "battles start once they are installed",
             ),
             ["bash", "scripts/setup.sh", "debian"],
-        )
+        ),
     ]
     if seeding_battles(env):
         steps.append(
@@ -411,7 +417,11 @@ def main() -> None:
                     "  demo logins (user password):",
                     *logins(),
                     "Still preparing in the background (every page says what is left):",
-                    *(f"    {step.label}: {step.waits}" for step, _ in background_steps(env)),
+                    *(
+                        f"    {step.label}: {step.waits}"
+                        for step, _ in background_steps(env)
+                        if step.shown
+                    ),
                     "Press Ctrl-C to stop.",
                     "",
                 ]

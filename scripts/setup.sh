@@ -12,6 +12,7 @@
 #                              in the background once the page answers (docs/operations.md)
 #   scripts/setup.sh debian    the Debian packages the sandboxes need
 #   scripts/setup.sh sandboxes those and the toolchain (`make setup-sandboxes`)
+#   scripts/setup.sh bytecode  the .venv's bytecode, when `make run` installed it
 #   scripts/setup.sh test      all of it, with the test tools (requirements-test.lock)
 #
 # A .venv that has the test lock has the runtime too: `make run` after `make test`
@@ -21,8 +22,8 @@ cd "$(dirname "$0")/.."
 
 MODE="${1:-run}"
 case "$MODE" in
-    run | test | debian | sandboxes) ;;
-    *) echo "setup: usage: scripts/setup.sh [run|debian|sandboxes|test]" >&2; exit 2 ;;
+    run | test | debian | sandboxes | bytecode) ;;
+    *) echo "setup: usage: scripts/setup.sh [run|debian|sandboxes|bytecode|test]" >&2; exit 2 ;;
 esac
 
 # What creating .venv needs (Debian's python3 has no ensurepip without python3-venv).
@@ -94,25 +95,45 @@ install_python_env() {
         .venv/bin/python -m pip install -q --disable-pip-version-check "uv==$want_uv"
     fi
     # A stamp of the synced lock (its name and hash) skips the sync when nothing changed.
-    # Bytecode is compiled at install: the suite and the arena's children run with
+    # Bytecode is compiled at install for the tests: the suite runs with
     # PYTHONDONTWRITEBYTECODE, and without .pyc files every process compiles the provider
-    # SDKs again (seconds per Daphne or worker start on this machine).
+    # SDKs again (seconds per Daphne or worker start on this machine). `make run` does
+    # not wait for it (about a minute on two busy cores): its processes write the .pyc of
+    # what they import, and the rest is compiled in the background (`setup.sh bytecode`).
     local stamp=.venv/.lock-stamp
     local lock=requirements.lock
     [ "$MODE" = test ] && lock=requirements-test.lock
-    local want have
-    want="$lock $(sha256sum "$lock" | cut -d' ' -f1) compiled"
+    local hash want have
+    hash="$lock $(sha256sum "$lock" | cut -d' ' -f1)"
+    want="$hash compiled"
     have=$(cat "$stamp" 2>/dev/null || true)
     if [ "$have" = "$want" ]; then
         return 0
+    fi
+    if [ "$MODE" = run ] && [ "$have" = "$hash" ]; then
+        return 0  # synced; the bytecode comes in the background
     fi
     if [ "$MODE" = run ] && [ "${have%% *}" = requirements-test.lock ] &&
         [ "$have" = "requirements-test.lock $(sha256sum requirements-test.lock | cut -d' ' -f1) compiled" ]; then
         return 0  # the test lock holds the runtime
     fi
     say "installing locked Python dependencies ($lock)"
-    VIRTUAL_ENV=.venv .venv/bin/uv pip sync -q --compile-bytecode --python .venv/bin/python "$lock"
-    echo "$want" > "$stamp"
+    if [ "$MODE" = run ]; then
+        VIRTUAL_ENV=.venv .venv/bin/uv pip sync -q --python .venv/bin/python "$lock"
+        echo "$hash" > "$stamp"
+    else
+        VIRTUAL_ENV=.venv .venv/bin/uv pip sync -q --compile-bytecode --python .venv/bin/python "$lock"
+        echo "$want" > "$stamp"
+    fi
+}
+
+# The bytecode `make run` did not wait for (see install_python_env).
+compile_bytecode() {
+    local stamp=.venv/.lock-stamp have
+    have=$(cat "$stamp" 2>/dev/null || true)
+    case "$have" in *" compiled" | "") return 0 ;; esac
+    .venv/bin/python -m compileall -q -j 0 "$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null || true
+    echo "$have compiled" > "$stamp"
 }
 
 # The sandboxes run the arena's own files (the supervisor, Python packages of .venv, the
@@ -136,6 +157,7 @@ make_checkout_traversable() {
 }
 
 make_checkout_traversable
+if [ "$MODE" = bytecode ]; then compile_bytecode; exit 0; fi
 # Each step says what it does and, when it did anything, how long it took.
 step() {
     local label=$1 started=$SECONDS

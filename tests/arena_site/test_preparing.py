@@ -44,6 +44,12 @@ def test_every_page_says_what_is_still_being_prepared(client, data_dir):
     status_write(data_dir, _steps("done", "done"), os.getpid())
     assert "still being prepared" not in client.get("/").content.decode()
 
+    # a step nothing visible waits for is not listed
+    quiet = _steps("running", "done")
+    quiet[0].shown = False
+    status_write(data_dir, quiet, os.getpid())
+    assert status_pending(data_dir) == []
+
 
 def test_a_launcher_that_is_gone_leaves_no_banner(client, data_dir):
     gone = subprocess.Popen(["true"])

@@ -58,6 +58,7 @@ def test_the_banner_comes_once_the_server_answers_and_ctrl_c_stops_everything(ar
     assert output.index(BANNER) < run.output().index("background: the sandboxes' system")
     status = json.loads((run.data_dir / "preparing.json").read_text())
     assert [(s["key"], s["state"]) for s in status["steps"]] == [
+        ("bytecode", "done"),
         ("packages", "done"),
         ("toolchain", "done"),
     ]
