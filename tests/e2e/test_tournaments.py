@@ -21,7 +21,7 @@ from tests.conftest import make_person
 from tests.e2e.conftest import _LIVE_ARENA
 from tests.e2e.test_accessibility import violations
 from tests.e2e.test_arena_loop import PASSWORD, production_hash
-from tests.e2e.test_evaluations import evaluations_page
+from tests.e2e.test_evaluations import STATES, consistent, evaluations_page
 from tests.e2e.test_judge_page import log_in
 from tests.evals.test_tournament_pages import REPORT_POLICY
 from tests.evals.tournament_world import suite_bytes
@@ -63,6 +63,7 @@ def tournament_arena(request, transactional_db, tmp_path, sandbox_root, monkeypa
 def test_a_tournament_from_the_form_runs_live_to_its_brackets_and_report(tournament_arena, browser):
     base_url = tournament_arena.base_url
     page = evaluations_page(browser, base_url)
+    page.context.add_init_script(STATES)
 
     # Given the form, filled as a person would: four candidates in an order of their own
     page.set_input_files(
@@ -89,8 +90,14 @@ def test_a_tournament_from_the_form_runs_live_to_its_brackets_and_report(tournam
         "single-elimination · best of 3 · seed 5 · opening matchups s vs p, q vs r"
     )
     expect(page.locator("#eval-status")).to_have_text("done", timeout=30_000)
+    expect(page.locator("#eval-live")).to_have_attribute("data-settled", "true")
 
-    # Then the bar moved through the frames and reached the games played, in one document
+    # Then the bar moved through the frames and reached the games played, in one document,
+    # and no state showed "done" beside a cancel button or brackets not yet brought up to date
+    states = page.evaluate("window.__states")
+    assert any(s["status"] in ("pending", "running") and s["cancel"] for s in states), states
+    assert consistent(states) == [], states
+    assert (states[-1]["status"], states[-1]["cancel"], states[-1]["pending"]) == ("done", False, 0)
     assert page.evaluate("window.__sameDocument") is True
     seen = page.evaluate("window.__seen")
     assert any(0 < done < ANSWERS + GAMES for done in seen), seen
