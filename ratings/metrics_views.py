@@ -182,7 +182,7 @@ def _figure(value: float | None) -> str:
 
 
 def _hours_ago(hours: int) -> str:
-    return "now" if hours == 0 else f"−{hours} h"
+    return "now" if hours == 0 else f"{hours} h ago"
 
 
 def metrics_context(figures: Mapping[str, Any]) -> dict[str, Any]:

@@ -127,7 +127,7 @@ def box_plot(rows: Sequence[BoxRow], *, title: str) -> str:
             continue
         v = {key: float(stats[key]) for key in BOX_KEYS}
         n = stats.get("n")
-        caption = f"median {format_duration(v['p50'])}" + (f" · n = {n}" if n else "")
+        caption = f"median {format_duration(v['p50'])}" + (f" · {n} measured" if n else "")
         body.append(_text(right, y0 + 14, caption, anchor="end", muted=True))
         mid, half = y0 + 29, 8
         body.append('<g class="mx-box-row">')

@@ -345,7 +345,7 @@ def test_box_plot_draws_a_box_for_each_latency_with_data():
     assert len(with_class(root, "path", "mx-mean")) == 2
     texts = [t.text for t in root.iter(f"{SVG}text")]
     assert "Service <ℓ − r>" in texts and "no battle has r, ℓ yet" in texts
-    assert "median 20 s · n = 3" in texts
+    assert "median 20 s · 3 measured" in texts
     # the axis runs from 1 s to 1 min (the ticks around 2 s … 60 s), both ends labelled
     assert {"1 s", "10 s", "1 min"} <= set(texts) and "10 min" not in texts
 
