@@ -165,6 +165,8 @@ def evaluation_execute(
     Evaluation.objects.filter(pk=evaluation.pk).exclude(status=Evaluation.Status.CANCELLED).update(
         status=Evaluation.Status.RUNNING
     )  # a cancel that came first stays
+    if progress:
+        progress("running")  # the page says so now, not after the first (slow) call or lane
     if concurrency is None:
         concurrency = settings.ARENA.eval_provider_concurrency
     if evaluation.settings.get("concurrency") != concurrency:  # the record cites it

@@ -350,8 +350,9 @@ def test_a_member_hears_the_progress_as_the_job_runs(alice, bob, arena_agents):
     assert frames[0].startswith('\n<div id="eval-progress"') or frames[0].lstrip().startswith(
         '<div id="eval-progress"'
     )
-    # the first call's frame at once, then at most four a second, then the last word
-    assert status_and_done(frames[1]) == ("running", 1)
+    # the start's frame at once (running, nothing done yet), then at most four a second,
+    # then the last word
+    assert status_and_done(frames[1]) == ("running", 0)
     assert len(frames) >= 3
     done = [d for _, d in map(status_and_done, frames)]
     assert done == sorted(done)
