@@ -186,3 +186,24 @@ def test_the_bundled_repository_suite_brings_its_repository(alice, keyless):
     assert (source.origin, source.time_limit_s) == ("tarball", 120)
     calc = sample_files("repo-fix").repos["calc.tar.gz"]
     assert source.upload_sha256 == hashlib.sha256(calc).hexdigest()
+
+
+def test_a_coding_battle_with_only_the_built_ins_says_what_to_do(api, alice, keyless):
+    calc = sample_files("repo-fix").repos["calc.tar.gz"]
+    response = api(alice).post(
+        "/api/tasks/",
+        {"instruction": "Make the tests pass.", "success_cmd": "python3 -m pytest -q",
+         "repo_upload": SimpleUploadedFile("calc.tar.gz", calc)},
+        format="multipart",
+    )  # fmt: skip
+
+    assert response.status_code == 503
+    error = response.json()["error"]
+    assert error["code"] == "roster_too_small"
+    assert error["message"] == (
+        "The arena has fewer than two coding agents your team did not enter; an admin must "
+        "add some. A coding agent works on a repository: the built-in agents do not, and the "
+        "bundled Claude Code, Codex and Aider run only once an admin enters them with the "
+        "arena's provider key (docs/coding.md). A model agent offered the shell works too, and "
+        "one on a local OpenAI-compatible server needs no key (docs/local-models.md)."
+    )
