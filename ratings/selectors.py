@@ -385,6 +385,14 @@ def interval_bars(
     return bars
 
 
+def _exclusion_words(reason: str) -> str:
+    """An exclusion reason as the board says it (the API keeps the code)."""
+    try:
+        return Battle.ExclusionReason(reason).label
+    except ValueError:
+        return reason.replace("_", " ")
+
+
 def board_context(board: dict[str, Any]) -> dict[str, Any]:
     """Template context of the board fragment, shared by the page, the socket's first
     frame and every push."""
@@ -395,7 +403,7 @@ def board_context(board: dict[str, Any]) -> dict[str, Any]:
         **board,
         "rows": rows,
         "exclusion_items": (
-            [(reason.replace("_", " "), count) for reason, count in exclusions.items()]
+            [(reason, _exclusion_words(reason), count) for reason, count in exclusions.items()]
             if exclusions is not None
             else None
         ),

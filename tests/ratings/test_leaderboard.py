@@ -81,7 +81,7 @@ def test_the_board_publishes_exclusion_counts_and_the_self_judged_tally(alice, r
     ]
     assert body["self_judged_only"] == 1
     page = Client().get("/").content.decode()
-    assert '<span data-reason="named model">named model 2</span>' in page
+    assert '<span data-reason="named_model">judge-visible text named a model: 2</span>' in page
     assert "(total 3)" in page and '<span class="self-judged">1</span>' in page
 
 
