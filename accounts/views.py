@@ -221,7 +221,7 @@ def consent(request: HttpRequest) -> HttpResponse:
             )
         else:
             consent_accept(user=request.user, terms=terms)
-            return redirect(_safe_next(request, reverse("battles:submit")))
+            return redirect(_safe_next(request, reverse("judging:landing")))
     return render(
         request,
         "accounts/consent.html",

@@ -368,7 +368,7 @@ AXES_CLIENT_IP_CALLABLE = "arena_site.ratelimit.client_address"
 AXES_RESET_ON_SUCCESS = False
 AXES_VERBOSE = False  # no start-up banner from every process
 LOGIN_URL = "accounts:login"
-LOGIN_REDIRECT_URL = "battles:submit"
+LOGIN_REDIRECT_URL = "judging:landing"  # judges to /judge/, submitters to /submit/
 LOGOUT_REDIRECT_URL = "ratings:leaderboard"
 
 LANGUAGE_CODE = "en-us"

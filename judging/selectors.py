@@ -4,7 +4,8 @@ from collections import Counter, defaultdict
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Max, QuerySet
+from django.urls import reverse
 
 from accounts.models import Membership
 from agents.models import Agent, Arena
@@ -125,6 +126,26 @@ def dangerously_next_battle_for_judge(*, judge_id: int) -> tuple[int, bool] | No
         cursor.execute(own, [judge_id] * own.count("%s"))
         row = cursor.fetchone()
     return (row[0], False) if row else None
+
+
+def landing_url(user) -> str:
+    """Where a person lands after logging in (or accepting the consent terms) when no page
+    asked for them: the page of what they did last. Judged more recently than they
+    submitted a task: the judge page; submitted more recently: the submit page. Neither
+    yet: a member of a team that entered an agent sees their agents, anyone else (a new
+    crowd judge) the judge page."""
+    served = Assignment.objects.filter(judge=user).aggregate(last=Max("served_at"))["last"]
+    submitted = (
+        Task.objects.filter(submitter=user)
+        .order_by("-created_at")
+        .values_list("created_at", flat=True)
+        .first()
+    )
+    if submitted is not None and (served is None or submitted > served):
+        return reverse("battles:submit")
+    if served is None and Agent.objects.filter(team__memberships__user=user).exists():
+        return reverse("battles:agents-status")
+    return reverse("judging:judge")
 
 
 def judging_quality(arena: Arena) -> dict:

@@ -5,6 +5,7 @@ from judging import views
 app_name = "judging"
 
 urlpatterns = [
+    path("start/", views.landing, name="landing"),
     path("judge/", views.judge_page, name="judge"),
     path("judge/<int:battle_id>/vote/", views.vote, name="vote"),
     path("judge/<int:battle_id>/undo/", views.undo, name="undo"),

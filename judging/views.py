@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
@@ -25,7 +25,7 @@ from judging.machine_board import machine_board_document
 from judging.machine_reads import battle_machine_verdicts, machine_agreement, machine_verdict_counts
 from judging.models import Assignment, Vote
 from judging.presenters import replay_sides
-from judging.selectors import judging_quality
+from judging.selectors import judging_quality, landing_url
 from judging.services import judge_next, reading_time_s, vote_cast, vote_status, vote_undo
 
 SIDES = ("A", "B")
@@ -67,6 +67,15 @@ def judge_page(request: HttpRequest) -> HttpResponse:
             choices=[(value, label, *VOTE_KEYS[value]) for value, label in Vote.Choice.choices],
         )
     return render(request, "judging/judge.html", context)
+
+
+@login_required
+@require_GET
+def landing(request: HttpRequest) -> HttpResponse:
+    """After log-in (settings.LOGIN_REDIRECT_URL) and consent, when no page was asked for:
+    judges land on the judge page, submitters on the submit page, a new entrant on its
+    agents (``judging.selectors.landing_url``)."""
+    return redirect(landing_url(request.user))
 
 
 def _status_response(request: HttpRequest, battle_id: int, status: int = 200) -> HttpResponse:

@@ -20,8 +20,10 @@ def test_sign_up_creates_a_team_then_log_in_leads_to_consent(client, terms):
     logged_in = client.post(
         "/accounts/login/", {"username": "dana", "password": "a long passphrase 42"}
     )
-    assert logged_in["Location"] == "/submit/"
-    assert client.get("/submit/")["Location"] == "/accounts/consent/?next=/submit/"
+    # a new account lands on the judge page (judging.selectors.landing_url), consent first
+    assert logged_in["Location"] == "/start/"
+    assert client.get("/start/")["Location"] == "/judge/"
+    assert client.get("/judge/")["Location"] == "/accounts/consent/?next=/judge/"
 
 
 def test_submit_page_sends_unconsented_user_to_consent(client, alice):
@@ -54,7 +56,7 @@ def test_consent_next_refuses_offsite_redirects(client, alice):
     response = client.post(
         "/accounts/consent/", {"version": new.version, "next": "https://evil.example/"}
     )
-    assert response["Location"] == "/submit/"
+    assert response["Location"] == "/start/"  # where log-in lands too
 
 
 def test_api_submission_without_current_consent_is_403_with_link(api, alice, roster):

@@ -107,9 +107,12 @@ def test_submit_watch_judge_and_leaderboard_move_live(arena_servers, browser):
     submitter.fill("#id_username", "newcomer")
     submitter.fill("#id_password", PASSWORD)
     submitter.get_by_role("button", name="Log in").click()
-    expect(submitter).to_have_url(f"{base_url}/accounts/consent/?next=/submit/")
+    # a new account lands on the judge page (judging.selectors.landing_url); Submit is a
+    # link away
+    expect(submitter).to_have_url(f"{base_url}/accounts/consent/?next=/judge/")
     submitter.click("#accept-consent")
-    expect(submitter).to_have_url(f"{base_url}/submit/")
+    expect(submitter).to_have_url(f"{base_url}/judge/")
+    submitter.goto("/submit/")
     submitter.fill("#instruction", INSTRUCTION)
     submitter.click("#submit-task")
     expect(submitter).to_have_url(re.compile(rf"^{re.escape(base_url)}/battles/\d+/$"))
@@ -150,7 +153,7 @@ def test_submit_watch_judge_and_leaderboard_move_live(arena_servers, browser):
     judge.fill("#id_username", "judith")
     judge.fill("#id_password", PASSWORD)
     judge.get_by_role("button", name="Log in", exact=True).click()
-    expect(judge).to_have_url(f"{base_url}/submit/")
+    expect(judge).to_have_url(f"{base_url}/judge/")  # judges land on the judge page
     # Everything the judge's browser receives from here on (a body can be read only
     # while its document is current, so the log-in page stays out).
     responses, frames = [], []

@@ -59,7 +59,7 @@ def log_in(context, username: str):
     page.fill("#id_username", username)
     page.fill("#id_password", PASSWORD)
     page.get_by_role("button", name="Log in").click()
-    page.wait_for_url("**/submit/")
+    page.wait_for_url("**/judge/")  # a judge lands on the judge page
     return page
 
 

@@ -119,7 +119,8 @@ def log_in(page: Page, username: str) -> None:
     page.fill("#id_username", username)
     page.fill("#id_password", PASSWORD)
     page.get_by_role("button", name="Log in", exact=True).click()
-    page.wait_for_url(re.compile(r".*/submit/$"))
+    # where log-in lands depends on what they did last (judging.selectors.landing_url)
+    page.wait_for_url(re.compile(r".*/(judge|submit|my-agents)/$"))
 
 
 def forbidden_strings(battle: Battle) -> tuple[list[str], list[re.Pattern]]:

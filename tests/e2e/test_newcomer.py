@@ -49,9 +49,10 @@ def sign_up(page: Page, username: str, team: str) -> None:
     page.fill("#id_username", username)
     page.fill("#id_password", PASSWORD)
     page.get_by_role("button", name="Log in").click()
-    expect(page).to_have_url(re.compile(r"/accounts/consent/\?next=/submit/$"))
+    # a new account lands on the judge page (judging.selectors.landing_url)
+    expect(page).to_have_url(re.compile(r"/accounts/consent/\?next=/judge/$"))
     page.click("#accept-consent")
-    expect(page).to_have_url(re.compile(r"/submit/$"))
+    expect(page).to_have_url(re.compile(r"/judge/$"))
 
 
 def step_tools(page: Page, side: str) -> Counter:
@@ -71,6 +72,7 @@ def test_a_newcomer_signs_up_submits_watches_both_sides_browse_judges_and_sees_t
     submitter = browser.new_context(base_url=base_url, viewport={"width": 1280, "height": 800})
     page = submitter.new_page()
     sign_up(page, "newcomer", "Newcomers")
+    page.goto("/submit/")
     page.fill("#instruction", task["instruction"])
     page.click("#submit-task")
     expect(page).to_have_url(re.compile(r"/battles/\d+/$"))
