@@ -4,6 +4,7 @@ the public arena has no rating, and kept out of every real arena's figures, the 
 board's socket, exports, evaluations and the operators' counts."""
 
 import io
+import random
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -17,10 +18,12 @@ from agents.models import DEMO_ARENA_SLUG, Agent, Arena
 from arena_site.asgi import application
 from arena_site.ops_selectors import battle_figures, vote_figures
 from battles.models import Battle
+from battles.services import task_submit
 from evals.services.creation import _evaluable
 from exports.selectors import exportable_battles, exportable_exclusions
 from exports.services import ExportError, export_write
 from judging.models import Vote
+from judging.services import judge_next
 from judging.services.demo_board import DEMO_TASKS, demo_board_seed
 from ratings.demo_votes import DEMO_BATTLES, DEMO_JUDGES, demo_judgments
 from ratings.models import RatingPoint, RatingSnapshot, RefitState
@@ -92,7 +95,9 @@ def test_the_demo_board_is_built_through_the_real_doors(demo, roster):
     battles = Battle.objects.filter(arena=demo)
     assert battles.count() == DEMO_BATTLES
     assert battles.filter(status="decided", decision_source="import").count() == DEMO_BATTLES
-    assert battles.filter(streaming_applied__isnull=False).count() == DEMO_BATTLES  # the streaming door
+    assert (
+        battles.filter(streaming_applied__isnull=False).count() == DEMO_BATTLES
+    )  # the streaming door
     assert battles.values("task").distinct().count() == len(DEMO_TASKS)
     assert battles.values("team__memberships").distinct().get()["team__memberships"] is None
     votes = Vote.objects.filter(battle__arena=demo)
@@ -239,6 +244,16 @@ def test_the_demo_agents_are_never_evaluated_or_matched(demo, alice):
     assert offered and not any(agent.arena_id == demo.pk for agent in offered)
     public = Arena.objects.public()
     assert not Agent.objects.filter(arena=public, pk__in=Agent.objects.filter(arena=demo)).exists()
+
+
+def test_tasks_go_to_the_public_arena_and_no_judge_is_served_a_demo_battle(demo, alice, judge):
+    battle = task_submit(user=alice, instruction="what is 1+1", rng=random.Random(3))
+    public = Arena.objects.public()
+    assert battle.arena_id == public.pk
+    assert {battle.agent_a.arena_id, battle.agent_b.arena_id} == {public.pk}
+    # nothing of the demo's is open for judging, or ever was outside its transaction
+    assert not Battle.objects.filter(arena=demo).exclude(status="decided").exists()
+    assert judge_next(judge=judge) is None
 
 
 def test_the_operators_figures_leave_it_out(demo):
