@@ -1,6 +1,7 @@
 """The team's agents API: a team owner registers the team's agents (remote, or a
-scaffold with the team's own provider key), the team reads them back (approval state
-and note, pause reason) and runs their entry check. Tenant-scoped
+scaffold with the team's own provider key), changes them (PATCH: edit, rotate the
+secret, replace the key, pause, resume) and withdraws them (DELETE); the team reads
+them back (approval state and note, pause reason) and runs their entry check. Tenant-scoped
 (``accounts.tenancy``): another team's agents are a 404, exactly like missing ones.
 No answer ever carries a provider key or, after the registering call, a remote secret."""
 

@@ -17,6 +17,7 @@ from battles.models import TestDrive
 from tests.agents.conftest import LOOPBACK
 from tests.conftest import make_person
 from tests.e2e.conftest import _LIVE_ARENA
+from tests.e2e.test_accessibility import violations
 from tests.e2e.test_arena_loop import PASSWORD, production_hash
 from tests.e2e.test_judge_page import log_in
 from tests.servers import ensure_public_arena, live_arena
@@ -52,6 +53,7 @@ def test_a_lab_registers_edits_pauses_drives_and_invites_from_the_browser(lab_ar
     expect(page).to_have_url(f"{base_url}/my-agents/")
     page.click("#register-agent-link")
     expect(page.locator("#key-needed")).to_contain_text("need your team's own provider key")
+    assert violations(page) == []
     page.get_by_label("Remote system over HTTP").check()
     page.fill("#id_display_name", "Acme Remote")
     page.fill("#id_endpoint", "http://127.0.0.1:9/ack")
@@ -66,6 +68,7 @@ def test_a_lab_registers_edits_pauses_drives_and_invites_from_the_browser(lab_ar
     # When she corrects the endpoint on its page
     page.goto(f"/my-agents/{agent.pk}/")
     assert secret not in page.content()
+    assert violations(page) == []
     page.fill("#id_endpoint", "http://127.0.0.1:9/act")
     page.click("#save-agent")
     expect(page.locator(".messages")).to_contain_text("Acme Remote is saved.")
