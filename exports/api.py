@@ -27,6 +27,7 @@ from arena_site.exceptions import ApplicationError
 from arena_site.ratelimit import downloads_count
 from arena_site.schema import error_response
 from exports.schema import BY_NAME, CORE_TABLES, DATA_CARD_VERSION, SCHEMA_VERSION
+from exports.selectors import publication_note, publication_outlook
 from exports.services import export_archive
 from exports.tables import ExportScope, table_rows
 
@@ -119,6 +120,19 @@ class OpenDataIndexOutput(serializers.Serializer):
     download_limit_per_hour = serializers.IntegerField(
         min_value=1, help_text="Downloads (tables or archives) per client address per hour."
     )
+    published_battles = serializers.IntegerField(
+        min_value=0, help_text="Battles (rated or excluded) the tables hold now."
+    )
+    waiting_battles = serializers.IntegerField(
+        min_value=0, help_text="Battles decided within the delay, published once it passes."
+    )
+    next_publication_at = serializers.DateTimeField(
+        allow_null=True, help_text="When the first waiting battle is published; null: none."
+    )
+    note = serializers.CharField(
+        help_text="In a sentence: when battles are published, and why the tables are empty "
+        "when they are."
+    )
     archive_url = serializers.CharField(help_text="Every core table, JSONL and Parquet, tar.gz.")
     tables = OpenDataTableOutput(many=True)
     schema = serializers.JSONField(help_text="schema.json: every table's columns and types.")
@@ -145,6 +159,9 @@ class OpenDataIndexApi(APIView):
         arena = _open_arena(request)
         scope = _scope(arena)
         query = _arena_query(arena)
+        outlook = publication_outlook(
+            arena_id=arena.pk, cutoff=scope.cutoff, delay_days=scope.delay_days
+        )
         tables = [
             {
                 "name": name,
@@ -162,6 +179,10 @@ class OpenDataIndexApi(APIView):
                     "delay_days": scope.delay_days,
                     "cutoff": scope.cutoff,
                     "download_limit_per_hour": settings.ARENA.export_rate_per_hour,
+                    "published_battles": outlook["published"],
+                    "waiting_battles": outlook["waiting"],
+                    "next_publication_at": outlook["next_at"],
+                    "note": publication_note(outlook, delay_days=scope.delay_days),
                     "archive_url": f"/api/open-data/archive.tar.gz{query}",
                     "tables": tables,
                     "schema": schema_document(),

@@ -10,7 +10,7 @@ battles only. Judges appear only as pseudonyms; no user id, name, email, team or
 attachment content is ever selected."""
 
 from collections.abc import Callable, Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -51,6 +51,52 @@ def exportable_battles(*, arena_id: int | None, cutoff: datetime) -> QuerySet:
     return (
         rated_battles(arena_id=arena_id).filter(_consented(), decided_at__lte=cutoff).order_by("pk")
     )
+
+
+def publication_outlook(*, arena_id: int, cutoff: datetime, delay_days: int) -> dict[str, Any]:
+    """Why an export may be empty, as counts and a time (nothing else of the battles):
+    ``published``, the battles (rated or excluded) an export as of ``cutoff`` holds;
+    ``waiting``, those that will be once the delay has passed (their submitter consents);
+    ``next_at``, when the first of them is published (its decision or exclusion plus
+    ``delay_days``), None when none waits."""
+    now = cutoff + timedelta(days=delay_days)
+    published = (
+        exportable_battles(arena_id=arena_id, cutoff=cutoff).count()
+        + exportable_exclusions(arena_id=arena_id, cutoff=cutoff).count()
+    )
+    rated = exportable_battles(arena_id=arena_id, cutoff=now).filter(decided_at__gt=cutoff)
+    excluded = exportable_exclusions(arena_id=arena_id, cutoff=now).filter(excluded_at__gt=cutoff)
+    firsts = [
+        first
+        for first in (
+            rated.order_by("decided_at").values_list("decided_at", flat=True).first(),
+            excluded.order_by("excluded_at").values_list("excluded_at", flat=True).first(),
+        )
+        if first is not None
+    ]
+    return {
+        "published": published,
+        "waiting": rated.count() + excluded.count(),
+        "next_at": min(firsts) + timedelta(days=delay_days) if firsts else None,
+    }
+
+
+def publication_note(outlook: dict[str, Any], *, delay_days: int) -> str:
+    """The outlook in a sentence for a person reading an index or a command's output."""
+    rule = (
+        f"Battles are published {delay_days} day{'s' if delay_days != 1 else ''} after they "
+        "are decided (or excluded), if the person who submitted the task agreed to "
+        "publication."
+    )
+    if outlook["published"]:
+        return rule
+    if outlook["next_at"] is not None:
+        return (
+            f"Nothing is published yet. {rule} {outlook['waiting']} battle"
+            f"{'s' if outlook['waiting'] != 1 else ''} will be; the first on "
+            f"{outlook['next_at']:%Y-%m-%d %H:%M} UTC."
+        )
+    return f"Nothing is published yet: no battle has been decided. {rule}"
 
 
 def _excluded_at() -> Coalesce:

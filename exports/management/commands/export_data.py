@@ -10,12 +10,14 @@ stdout."""
 
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from agents.models import PUBLIC_ARENA_SLUG, Arena
+from exports.selectors import publication_note, publication_outlook
 from exports.services import (
     DEFAULT_MAX_BATTLE_SCREENSHOT_BYTES,
     DEFAULT_MAX_SCREENSHOT_BYTES,
@@ -100,6 +102,11 @@ class Command(BaseCommand):
             f"({len(manifest['files'])} files, {size:,} bytes, {seconds:.1f} s; cutoff "
             f"{manifest['filters']['cutoff']})"
         )
+        if not manifest["counts"].get("battles") and not manifest["counts"].get("exclusions"):
+            delay = manifest["filters"]["delay_days"]
+            cutoff = datetime.fromisoformat(manifest["filters"]["cutoff"])
+            outlook = publication_outlook(arena_id=arena.pk, cutoff=cutoff, delay_days=delay)
+            self.stdout.write("note: " + publication_note(outlook, delay_days=delay))
         if not manifest["round_trip"]["complete"]:
             self.stdout.write(
                 "note: not every battle of the published board is in this export (consent, "
