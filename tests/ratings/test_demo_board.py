@@ -4,7 +4,11 @@ the public arena has no rating, and kept out of every real arena's figures, the 
 board's socket, exports, evaluations and the operators' counts."""
 
 import io
+import os
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -286,3 +290,34 @@ def test_the_live_boards_socket_never_carries_the_demo_rows(roster, settings):
     assert '<span class="value">' not in initial  # the public board's rows
     assert nothing
     assert RatingPoint.objects.filter(snapshot__arena=demo).count() == 3
+
+
+# make run's embedded database: a whole migrate on SQLite is `make soak`'s (as in
+# tests/arena_site/test_database_url.py).
+@pytest.mark.soak
+def test_on_sqlite_the_demo_board_is_built_and_refitted_too(tmp_path, settings):
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'arena.sqlite3'}",
+        "ARENA_DATA_DIR": str(tmp_path),
+        "ARENA_DEMO_BOARD": "true",
+        "ARENA_CACHE_PREFIX": settings.CACHES["default"]["KEY_PREFIX"] + "-sqlite",
+    }
+    root = Path(__file__).resolve().parents[2]
+
+    def manage(*args: str) -> str:
+        done = subprocess.run([sys.executable, "manage.py", *args], cwd=root, env=env,
+                              capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    manage("migrate", "--noinput", "-v", "0")
+    assert f"{DEMO_BATTLES} simulated battles written" in manage("seed_demo", "--no-battles")
+    board = manage(
+        "shell",
+        "-c",
+        "from agents.models import Arena; from ratings.selectors import leaderboard_rows; "
+        "print([(r['rank'], r['slug'], r['lower'] < r['rating'] < r['upper']) "
+        "for r in leaderboard_rows(arena_id=Arena.objects.get(slug='demo').pk)])",
+    )
+    assert board.strip().endswith("(3, 'idle', True)]") and "(1, " in board and "(2, " in board
