@@ -66,8 +66,8 @@ def board_arena(requested: str) -> tuple[Arena, bool]:
     if requested == DEMO_ARENA_SLUG:
         if demo is None:
             raise NoSuchBoard(
-                "This arena has no demo board (it is built by `manage.py seed_demo` when "
-                "ARENA_DEMO_BOARD is on); the board below is the arena's own."
+                "There is no demo board on this arena (its operator has not turned it on); "
+                "the overall board is the arena's own."
             )
         return demo, False
     if demo is not None and not has_published_rating(arena_id=public.pk):

@@ -43,15 +43,7 @@ def _arena_params(request: HttpRequest) -> dict[str, str]:
     return {"arena": requested} if requested else {}
 
 
-def _board_arena(request: HttpRequest) -> tuple[Arena, bool]:
-    """``ratings.selectors.board_arena`` of the request; 404 with its message."""
-    try:
-        return board_arena(_arena_params(request).get("arena", ""))
-    except NoSuchBoard as exc:
-        raise Http404(str(exc)) from None
-
-
-def _demo_context(request: HttpRequest, arena: Arena, standing_in: bool) -> dict[str, Any]:
+def _demo_context(arena: Arena, standing_in: bool) -> dict[str, Any]:
     """What the pages say about the demo board: on it, that its data is simulated and
     where the arena's own board is; on the public board, that a demo board exists."""
     if not arena.demo:
@@ -108,8 +100,15 @@ def _board_links(
     return links
 
 
-def _bad_query(request: HttpRequest, arena: Arena, template: str, exc: BoardQueryError):
-    return render(request, template, {"arena": arena, "query_error": str(exc)}, status=400)
+def _bad_query(
+    request: HttpRequest, arena: Arena, template: str, exc: Exception, status: int = 400
+) -> HttpResponse:
+    return render(request, template, {"arena": arena, "query_error": str(exc)}, status=status)
+
+
+def _no_board(request: HttpRequest, template: str, exc: NoSuchBoard) -> HttpResponse:
+    """An ``arena`` that names no board here: 404, saying which boards exist."""
+    return _bad_query(request, Arena.objects.public(), template, exc, status=404)
 
 
 @require_GET
@@ -119,8 +118,11 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
     ``organisation``; a narrowed or category board is as of the last refit, not live.
     ``?arena=demo`` is the demo board (docs/leaderboard.md "The demo board"), shown too
     while the public arena has no rating yet; it is never live."""
-    arena, standing_in = _board_arena(request)
     keep = _arena_params(request)
+    try:
+        arena, standing_in = board_arena(keep.get("arena", ""))
+    except NoSuchBoard as exc:
+        return _no_board(request, "ratings/leaderboard.html", exc)
     try:
         query = board_query(request.GET)
     except BoardQueryError as exc:
@@ -134,7 +136,7 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
         {
             "arena": arena,
             **context,
-            **_demo_context(request, arena, standing_in),
+            **_demo_context(arena, standing_in),
             "query": query,
             "keep": keep,
             "live": not query.category and not query.narrowed and not arena.demo,
@@ -154,8 +156,11 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
 def matrices_page(request: HttpRequest) -> HttpResponse:
     """Win rates and battle counts between the agents of a board, as heatmaps with the
     same figures in tables."""
-    arena, standing_in = _board_arena(request)
     keep = _arena_params(request)
+    try:
+        arena, standing_in = board_arena(keep.get("arena", ""))
+    except NoSuchBoard as exc:
+        return _no_board(request, "ratings/matrices.html", exc)
     try:
         query = board_query(request.GET)
     except BoardQueryError as exc:
@@ -194,7 +199,7 @@ def matrices_page(request: HttpRequest) -> HttpResponse:
             "left_out": doc["left_out"],
             "max_agents": MAX_AGENTS,
             "total_battles": tables.total_battles,
-            **_demo_context(request, arena, standing_in),
+            **_demo_context(arena, standing_in),
             "board_url": _url("ratings:leaderboard", {**query.params(), **keep}),
             "boards": _board_links(query, board, "ratings:matrices", keep=keep),
             # Built by ratings.heatmap_svg from numbers and escaped text only.
@@ -217,7 +222,10 @@ def agent_page(request: HttpRequest, slug: str) -> HttpResponse:
     its record against each opponent."""
     keep = _arena_params(request)
     # (without ?arena=, the public arena's agent, even while the demo board stands in)
-    arena = _board_arena(request)[0] if keep else Arena.objects.public()
+    try:
+        arena = board_arena(keep["arena"])[0] if keep else Arena.objects.public()
+    except NoSuchBoard as exc:
+        raise Http404(str(exc)) from None
     agent = agent_public(arena_id=arena.pk, slug=slug)
     if agent is None:
         raise Http404("No such agent.")
@@ -240,7 +248,7 @@ def agent_page(request: HttpRequest, slug: str) -> HttpResponse:
             # Built by ratings.svg from numbers and escaped text only.
             "history_svg": mark_safe(chart),  # noqa: S308
             "opponents": head_to_head(agent_id=agent.pk, arena_id=arena.pk),
-            **_demo_context(request, arena, False),
+            **_demo_context(arena, False),
             "arena_query": f"?{urlencode(keep)}" if keep else "",
             "n0": settings.ARENA.n0,
         },

@@ -198,13 +198,18 @@ def test_the_demo_boards_other_pages_are_labelled_too(demo):
 
 @pytest.mark.parametrize("query", ["?arena=elsewhere", "?arena=" + "x" * 300])
 def test_an_unknown_board_is_a_404_that_says_which_exist(demo, query):
-    response = Client().get("/" + query)
-    assert response.status_code == 404
+    for path in ("/", "/matrices/"):
+        response = Client().get(path + query)
+        assert response.status_code == 404
+        assert "board here; arena is public" in response.content.decode()
+    assert Client().get("/agents/rulebook/" + query).status_code == 404
 
 
 def test_with_the_knob_off_the_demo_board_is_gone(demo, settings):
     settings.ARENA = settings.ARENA.replace(demo_board=False)
-    assert Client().get("/?arena=demo").status_code == 404
+    response = Client().get("/?arena=demo")
+    assert response.status_code == 404
+    assert "There is no demo board on this arena" in response.content.decode()
     assert Client().get("/agents/rulebook/?arena=demo").status_code == 404
     page = Client().get("/").content.decode()
     assert "Demo data:" not in page and "?arena=demo" not in page
