@@ -118,7 +118,8 @@ install_python_env() {
         return 0  # the test lock holds the runtime
     fi
     say "installing locked Python dependencies ($lock)"
-    if [ "$MODE" = run ]; then
+    # (with PYTHONDONTWRITEBYTECODE set nothing writes .pyc files as it imports: compiled now)
+    if [ "$MODE" = run ] && [ -z "${PYTHONDONTWRITEBYTECODE:-}" ]; then
         VIRTUAL_ENV=.venv .venv/bin/uv pip sync -q --python .venv/bin/python "$lock"
         echo "$hash" > "$stamp"
     else

@@ -61,7 +61,15 @@ def one_start(cache: str, redis_url: str, linger_s: float) -> dict:
         env = {
             k: v
             for k, v in os.environ.items()
-            if k not in ("DATABASE_URL", "ARENA_DATA_DIR", "VIRTUAL_ENV", "ARENA_SECRET_KEY")
+            # (and a person's shell writes bytecode: no PYTHONDONTWRITEBYTECODE)
+            if k
+            not in (
+                "DATABASE_URL",
+                "ARENA_DATA_DIR",
+                "VIRTUAL_ENV",
+                "ARENA_SECRET_KEY",
+                "PYTHONDONTWRITEBYTECODE",
+            )
         }
         env.update(
             ARENA_PORT=str(port),
@@ -131,7 +139,10 @@ def main() -> None:
         "--redis-url", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/14")
     )
     args = parser.parse_args()
-    runs = [one_start(cache, args.redis_url, args.linger) for cache in args.caches.split(",")]
+    runs = []
+    for cache in args.caches.split(","):
+        runs.append(one_start(cache, args.redis_url, args.linger))
+        print(f"{cache}: first page in {runs[-1]['first_page_s']} s", file=sys.stderr)
     load = os.getloadavg()
     json.dump(
         {
