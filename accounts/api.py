@@ -1,8 +1,10 @@
 """The teams API: a user's teams, a team's invite links (its owners create, list and
-revoke them) and joining a team through one. Invites are scoped through
+revoke them), joining a team through one, and its members (its owners remove them,
+anyone leaves). Invites are scoped through
 ``TenantScopedApiMixin``: another team's invites are a 404, exactly like missing ones;
 a member who is not an owner gets 403 ``not_team_owner``."""
 
+from django.contrib.auth import get_user_model
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.urls import reverse
 from django.utils import timezone
@@ -18,6 +20,7 @@ from accounts.services import (
     team_invite_accept,
     team_invite_create,
     team_invite_revoke,
+    team_member_remove,
     team_owner_check,
 )
 from accounts.tenancy import TenantScopedApiMixin
@@ -223,3 +226,69 @@ class InviteAcceptApi(APIView):
             "role": membership.role,
         }
         return Response(body, status=status.HTTP_201_CREATED)
+
+
+class MemberOutput(serializers.Serializer):
+    user = serializers.IntegerField(source="pk", help_text="The member's user id.")
+    username = serializers.CharField()
+    role = serializers.ChoiceField(source="team_role", choices=Membership.Role.choices)
+    joined_at = serializers.DateTimeField(help_text="When they joined the team.")
+
+
+class _TeamMembers(TenantScopedApiMixin):
+    """The path's team's members (users), if the request's user is one of them; the
+    path's ``user`` names the member."""
+
+    lookup_url_kwarg = "user"
+
+    def path_team(self) -> Team:
+        team = user_team(self.request.user, self.kwargs["team"])
+        if team is None:
+            raise NotFound("Not found.")
+        return team
+
+    def scoped_queryset(self, team_ids: list[int]) -> QuerySet:
+        team = self.kwargs["team"]
+        row = Membership.objects.filter(team_id=team, user=OuterRef("pk"))
+        return (
+            get_user_model()
+            .objects.filter(memberships__team_id=team, memberships__team_id__in=team_ids)
+            .annotate(
+                team_role=Subquery(row.values("role")[:1]),
+                joined_at=Subquery(row.values("created_at")[:1]),
+            )
+            .order_by("joined_at", "pk")
+        )
+
+
+@extend_schema_view(
+    get=extend_schema(
+        operation_id="teams_members_list",
+        description="The team's members with their roles, first to join first (any member).",
+    )
+)
+class TeamMemberListApi(_TeamMembers, generics.ListAPIView):
+    serializer_class = MemberOutput
+    pagination_class = None
+
+    def list(self, request, *args, **kwargs):
+        self.path_team()  # a team you are not in: 404, not an empty list
+        return super().list(request, *args, **kwargs)
+
+
+class TeamMemberDetailApi(_TeamMembers, APIView):
+    @extend_schema(
+        operation_id="teams_members_remove",
+        responses={
+            204: None,
+            403: NOT_OWNER,
+            409: error_response(409, "last_owner: a team keeps at least one owner."),
+        },
+        description="Removes a member from the team (owners), or leaves it (your own user "
+        "id, anyone). The last owner cannot leave. Their open live pages of the team's "
+        "battles close at once.",
+    )
+    def delete(self, request, team: int, user: int):
+        team_row = self.path_team()
+        team_member_remove(team=team_row, member=self.get_object(), actor=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -15,6 +15,8 @@ from accounts.api import (
     TeamInviteDetailApi,
     TeamInviteListCreateApi,
     TeamListApi,
+    TeamMemberDetailApi,
+    TeamMemberListApi,
 )
 from agents.api import AgentCheckApi, AgentDetailApi, AgentListCreateApi
 from agents.protocol_api import AgentProtocolApi
@@ -75,6 +77,8 @@ api = [
     path("teams/", TeamListApi.as_view(), name="teams"),
     path("teams/<id:team>/invites/", TeamInviteListCreateApi.as_view(), name="team-invites"),
     path("teams/<id:team>/invites/<id:pk>/", TeamInviteDetailApi.as_view(), name="team-invite"),
+    path("teams/<id:team>/members/", TeamMemberListApi.as_view(), name="team-members"),
+    path("teams/<id:team>/members/<id:user>/", TeamMemberDetailApi.as_view(), name="team-member"),
     path("invites/accept/", InviteAcceptApi.as_view(), name="invite-accept"),
     path("agents/", AgentListCreateApi.as_view(), name="agents"),
     path("agents/<id:pk>/", AgentDetailApi.as_view(), name="agent"),

@@ -7,11 +7,12 @@ import threading
 import pytest
 from django.db import connection
 from django.test import Client
+from django.urls import reverse
 
 from accounts.models import Membership, Team
 from accounts.services import team_member_remove
 from arena_site.exceptions import ApplicationError
-from tests.conftest import make_person
+from tests.conftest import api_client_for, make_person
 
 
 @pytest.fixture
@@ -153,3 +154,41 @@ def test_team_in_the_navigation_opens_your_team_or_lists_your_teams(acme, alice,
     assert 'id="no-team"' in none
     assert anonymous.status_code == 302 and anonymous["Location"].startswith("/accounts/login/")
     assert 'href="/accounts/team/">Team</a>' in page(bob).get("/my-agents/").content.decode()
+
+
+# --- the API: GET /api/teams/{team}/members/, DELETE .../members/{user}/ ----------------------
+
+
+def member_url(team: Team, user) -> str:
+    return reverse("api:team-member", args=[team.pk, user.pk])
+
+
+def test_the_api_lists_members_to_members_and_404s_to_outsiders(acme, alice, bob, charlie):
+    listed = api_client_for(bob).get(reverse("api:team-members", args=[acme.pk]))
+    outsider = api_client_for(charlie).get(reverse("api:team-members", args=[acme.pk]))
+
+    assert [(m["username"], m["role"]) for m in listed.json()] == [("alice", "owner"),
+                                                                     ("bob", "member")]  # fmt: skip
+    assert outsider.status_code == 404 and outsider.json()["error"]["code"] == "not_found"
+
+
+def test_the_api_removes_and_leaves_with_the_same_rules_as_the_page(
+    acme, alice, bob, charlie, terms
+):
+    dave = make_person("dave", "Acme", terms)
+
+    by_member = api_client_for(bob).delete(member_url(acme, dave))
+    by_outsider = api_client_for(charlie).delete(member_url(acme, dave))
+    not_in_team = api_client_for(alice).delete(member_url(acme, charlie))
+    last_owner = api_client_for(alice).delete(member_url(acme, alice))
+    assert (by_member.status_code, by_member.json()["error"]["code"]) == (403, "not_team_owner")
+    assert by_outsider.status_code == 404 and not_in_team.status_code == 404
+    assert by_outsider.json() == not_in_team.json()  # another team is like a missing member
+    assert (last_owner.status_code, last_owner.json()["error"]["code"]) == (409, "last_owner")
+    assert set(members(acme)) == {"alice", "bob", "dave"}
+
+    removed = api_client_for(alice).delete(member_url(acme, dave))
+    left = api_client_for(bob).delete(member_url(acme, bob))
+
+    assert (removed.status_code, left.status_code) == (204, 204)
+    assert members(acme) == {"alice": "owner"}
