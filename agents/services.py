@@ -438,8 +438,8 @@ def _pause_reason(streak: int, last_error: str) -> str:
     return (
         f"Paused automatically: its last {streak} runs failed through the agent itself "
         f"(its provider or endpoint could not be reached or broke the protocol). The "
-        f"last one: {last_error[:500]}. Fix the agent, then an admin resumes it (saving "
-        "it checks it again)."
+        f"last one: {last_error[:500]}. Fix the agent, then resume it from its page (My "
+        "agents) or the API; resuming checks it again."
     )
 
 

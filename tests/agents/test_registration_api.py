@@ -713,3 +713,24 @@ def test_another_team_gets_a_404_and_a_member_a_403_and_nothing_changes(
     assert outsider.json() == missing.json()  # another team's agent is like a missing one
     assert member.status_code == 403 and member.json()["error"]["code"] == "not_team_owner"
     assert Agent.objects.filter(pk=body["id"]).values().get() == before
+
+
+def test_an_automatic_pause_is_the_teams_to_lift_once_the_agent_passes(
+    acme, alice, admin_user, entrant, settings
+):
+    from agents.services import agent_lane_failed
+
+    body = registered(alice, remote_body(entrant))
+    entrant.secret = body["remote_secret"].encode()
+    agent_approve(agent=Agent.objects.get(pk=body["id"]), actor=admin_user)
+    for _ in range(settings.ARENA.agent_failure_pause):
+        agent_lane_failed(agent_id=body["id"], error="the endpoint timed out")
+    paused = Agent.objects.get(pk=body["id"])
+    assert paused.is_paused and "resume it from its page" in paused.paused_reason
+
+    answer = edit(alice, body["id"], {"is_paused": False})
+
+    assert answer.status_code == 200 and answer.json()["is_paused"] is False
+    resumed = Agent.objects.get(pk=body["id"])
+    assert (resumed.failure_streak, resumed.paused_reason) == (0, "")
+    assert Agent.objects.active().filter(pk=body["id"]).exists()
