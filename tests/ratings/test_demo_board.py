@@ -196,6 +196,19 @@ def test_the_demo_boards_other_pages_are_labelled_too(demo):
     assert "Demo data:" in matrices and "category=browsing&amp;arena=demo" in matrices
 
 
+@pytest.mark.parametrize(
+    "path",
+    ["/", "/?arena=demo", "/?arena=demo&category=browsing", "/?arena=public",
+     "/agents/rulebook/?arena=demo", "/matrices/?arena=demo"],
+)  # fmt: skip
+def test_the_demo_boards_pages_speak_plain_words(demo, path):
+    from tests.arena_site.test_plain_words import findings
+
+    response = Client().get(path)
+    assert response.status_code == 200
+    assert findings(response.content.decode()) == []
+
+
 @pytest.mark.parametrize("query", ["?arena=elsewhere", "?arena=" + "x" * 300])
 def test_an_unknown_board_is_a_404_that_says_which_exist(demo, query):
     for path in ("/", "/matrices/"):
