@@ -12,6 +12,7 @@ from pathlib import Path
 from django.conf import settings
 
 from agents.models import Agent
+from agents.services import agent_keys_check
 from arena_site.exceptions import ApplicationError
 from evals import suites
 from evals.services.creation import lane_refusal, repo_refusal
@@ -105,8 +106,6 @@ def judge_unready(agent: Agent) -> str | None:
     needs none). Whether the key is right shows only when it is called."""
     if agent.provider_key_encrypted:
         return None
-    from agents.services import agent_keys_check
-
     try:
         agent_keys_check(kind=agent.kind, provider=agent.provider, params=agent.params)
     except ApplicationError as refused:
@@ -118,4 +117,4 @@ def judge_label(agent: Agent, unready: str | None) -> str:
     base = f"{agent.display_name} ({agent.slug}) · model {agent.model_id}"
     if unready is None:
         return base
-    return f"{base} · cannot be called here: no provider key"
+    return f"{base} · cannot be called here: no usable provider key"

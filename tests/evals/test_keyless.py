@@ -77,7 +77,10 @@ def test_the_form_offers_the_built_ins_and_says_no_judge_can_be_called(alice, ke
     ]
     assert options(html, "judge") == [
         ("", "No judge: exact match and success commands only (needs no key)"),
-        ("cloud", "Cloud (cloud) · model claude-test · cannot be called here: no provider key"),
+        (
+            "cloud",
+            "Cloud (cloud) · model claude-test · cannot be called here: no usable provider key",
+        ),
     ]
     assert options(html, "sample") == [("", "None: I upload my own suite")] + [
         (s.key, s.label) for s in SAMPLES
