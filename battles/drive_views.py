@@ -8,6 +8,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
+from accounts.selectors import user_teams
 from agents.selectors import access_agent, agent_status, agents_visible_to
 from arena_site.exceptions import ApplicationError
 from battles.drive_presenters import render_test_drive_panel
@@ -24,8 +25,14 @@ def agents_status(request: HttpRequest) -> HttpResponse:
     not, and a link to its test drives."""
     agents = list(agents_visible_to(request.user).filter(retired_at=None).order_by("display_name"))
     forged = forged_runs_of([agent.pk for agent in agents])
+    mine = {team.pk for team in user_teams(request.user)}  # staff see others' too
     rows = [
-        {"agent": agent, "status": agent_status(agent), "forged": forged.get(agent.pk, [])}
+        {
+            "agent": agent,
+            "status": agent_status(agent),
+            "forged": forged.get(agent.pk, []),
+            "mine": agent.team_id in mine,
+        }
         for agent in agents
     ]
     return render(request, "battles/agents_status.html", {"rows": rows})

@@ -254,3 +254,12 @@ def test_a_test_drive_starts_from_the_agents_page(alice, agent):
     drive = agent.test_drives.get()
     assert answer.status_code == 302 and answer["Location"] == f"/test-drives/{drive.pk}/"
     assert drive.sample == "files"  # the default sample
+
+
+def test_my_agents_links_each_of_your_teams_agents_to_its_page(alice, agent, admin_user):
+    own = page(alice).get("/my-agents/").content.decode()
+    staff = page(admin_user).get("/my-agents/").content.decode()  # staff see every agent
+
+    assert f'<a href="/my-agents/{agent.pk}/">Acme Remote</a>' in own
+    assert "Acme Remote" in staff and f'href="/my-agents/{agent.pk}/"' not in staff
+    assert page(admin_user).get(f"/my-agents/{agent.pk}/").status_code == 404  # (staff use the admin)
