@@ -262,4 +262,5 @@ def test_my_agents_links_each_of_your_teams_agents_to_its_page(alice, agent, adm
 
     assert f'<a href="/my-agents/{agent.pk}/">Acme Remote</a>' in own
     assert "Acme Remote" in staff and f'href="/my-agents/{agent.pk}/"' not in staff
-    assert page(admin_user).get(f"/my-agents/{agent.pk}/").status_code == 404  # (staff use the admin)
+    # (staff change other teams' agents in the admin)
+    assert page(admin_user).get(f"/my-agents/{agent.pk}/").status_code == 404
