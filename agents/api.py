@@ -286,7 +286,8 @@ class AgentDetailApi(_TeamAgents, generics.RetrieveAPIView):
     )
     def patch(self, request, pk: int):
         agent = self.get_object()
-        fixed = sorted(set(NOT_EDITABLE) & set(request.data))
+        sent = request.data.keys() if hasattr(request.data, "keys") else ()
+        fixed = sorted(set(NOT_EDITABLE) & set(sent))
         if fixed:
             raise ApplicationError(
                 f"{', '.join(fixed)} cannot change: withdraw the agent and register a new one.",

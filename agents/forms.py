@@ -6,6 +6,7 @@ import json
 
 from django import forms
 
+from agents.entry_changes import PAUSE_REASON_MAX
 from agents.keys import MAX_KEY_CHARS
 from agents.providers.registry import PROVIDERS
 from agents.registration import KEYED_PROVIDERS, NAME_MAX, PROMPT_MAX, SLUG_MAX, TEAM_KIND_CHOICES
@@ -149,7 +150,7 @@ class AgentEditForm(_AgentFields):
 class PauseForm(forms.Form):
     reason = forms.CharField(
         required=False,
-        max_length=1000,
+        max_length=PAUSE_REASON_MAX,
         label="Why (optional)",
         help_text="Shown to your team and the admins.",
     )

@@ -734,3 +734,15 @@ def test_an_automatic_pause_is_the_teams_to_lift_once_the_agent_passes(
     resumed = Agent.objects.get(pk=body["id"])
     assert (resumed.failure_streak, resumed.paused_reason) == (0, "")
     assert Agent.objects.active().filter(pk=body["id"]).exists()
+
+
+@pytest.mark.parametrize("payload", [[{"kind": "remote"}], ["kind"], "kind", 7])
+def test_a_patch_body_that_is_not_an_object_is_a_400(acme, alice, payload):
+    body = registered(alice, scaffold_body())
+
+    answer = api_client_for(alice).patch(
+        reverse("api:agent", args=[body["id"]]), json.dumps(payload),
+        content_type="application/json",
+    )  # fmt: skip
+
+    assert answer.status_code == 400 and answer.json()["error"]["code"] == "invalid"
