@@ -155,10 +155,12 @@ ENDED_EARLY_TASK = "Write a file named draft.txt containing a first draft of the
 NAMING_TASK = "Create a file named credits.txt containing Rulebook and Surveyor were here"
 # The demo web's tasks (sandboxes.demoweb, docs/demo-web.md): both sides browse
 # http://demo.arena.test/. The first ones are judged with the history (one judge each),
-# the rest left open with OPEN_TASKS. Submitted without a start URL (the instruction
-# names the page, so opening it is the agent's first step), each with its known category.
+# the rest left open with OPEN_TASKS. Submitted with their start URL (both sides open on
+# the page: a new judge's first battles are ones with something to see, docs/method.md)
+# and each with its known category.
 WEB_JUDGED = 4
 WEB_CATEGORIES = {task["instruction"]: task["category"] for task in WEB_TASKS}
+WEB_START_URLS = {task["instruction"]: task["start_url"] for task in WEB_TASKS}
 JUDGED_TASKS = [*DEMO_TASKS, *((task["instruction"], 1) for task in WEB_TASKS[:WEB_JUDGED])]
 # How long the demo judges read each battle: their serve is stamped this long before
 # the vote (see _served_earlier).
@@ -233,7 +235,10 @@ def _demo_battles_run(demo, tasks: list[tuple[str, int]], singles: list[str]) ->
         # The redundancy draw is random (SPEC §5.2); the demo asks for its sample.
         fraction = 1.0 if target > 1 else 0.0
         with override_settings(ARENA=settings.ARENA.replace(redundancy_fraction=fraction)):
-            battles.append(task_submit(user=demo, instruction=instruction, rng=rng))
+            start_url = WEB_START_URLS.get(instruction, "")
+            battles.append(
+                task_submit(user=demo, instruction=instruction, start_url=start_url, rng=rng)
+            )
         if instruction in WEB_CATEGORIES:
             Task.objects.filter(pk=battles[-1].task_id).update(category=WEB_CATEGORIES[instruction])
     if len(singles) >= 2:
