@@ -264,3 +264,12 @@ def test_my_agents_links_each_of_your_teams_agents_to_its_page(alice, agent, adm
     assert "Acme Remote" in staff and f'href="/my-agents/{agent.pk}/"' not in staff
     # (staff change other teams' agents in the admin)
     assert page(admin_user).get(f"/my-agents/{agent.pk}/").status_code == 404
+
+
+def test_the_forms_on_the_registration_answer_act_on_the_agent(acme, alice, entrant):
+    answer = register_remote(alice, acme, entrant).content.decode()
+
+    agent = Agent.objects.get(team=acme)
+    # the answer is at /my-agents/new/: its forms must not post there
+    assert answer.count(f'action="/my-agents/{agent.pk}/"') == 5
+    assert f'action="/my-agents/{agent.pk}/test-drives/"' in answer
