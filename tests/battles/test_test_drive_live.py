@@ -62,3 +62,40 @@ def test_another_team_and_visitors_get_a_closed_socket(alice, charlie, who):
         return connected, code
 
     assert async_to_sync(scenario)() == (False, 4404)
+
+
+def test_a_member_removed_from_the_team_stops_hearing_the_drive_at_once(alice, bob):
+    from django.db import transaction
+
+    from accounts.services import team_member_remove
+    from battles.models import TestDrive
+    from battles.services.live import test_drive_publish
+
+    agent = team_agent(alice)
+    drive = drives.test_drive_start(user=alice, agent_id=agent.pk)
+    team = agent.team
+
+    def remove_and_change() -> None:
+        with transaction.atomic():  # the frame is published after the removal's commit
+            team_member_remove(team=team, member=bob, actor=alice)
+            TestDrive.objects.filter(pk=drive.pk).update(status=TestDrive.Status.RUNNING)
+            test_drive_publish(drive_id=drive.pk)
+
+    cookies = session_cookie(bob), session_cookie(alice)
+
+    async def scenario():
+        bobs, alices = (drive_socket(drive.pk, cookie) for cookie in cookies)
+        for socket in (bobs, alices):
+            assert (await socket.connect())[0]
+            await socket.receive_from(timeout=5)  # the panel on connect
+        await database_sync_to_async(remove_and_change)()
+        bob_heard = await bobs.receive_output(timeout=5)
+        alice_heard = await alices.receive_from(timeout=5)
+        await alices.disconnect()
+        await bobs.disconnect()
+        return bob_heard, alice_heard
+
+    bob_heard, alice_heard = async_to_sync(scenario)()
+
+    assert bob_heard == {"type": "websocket.close", "code": 4404}  # no "running" frame first
+    assert 'id="drive-status">running<' in alice_heard
