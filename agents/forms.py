@@ -130,7 +130,8 @@ class AgentEditForm(_AgentFields):
             "Leave blank to keep the stored key; a new one replaces it (never shown again)."
         )
         # only what the agent's kind has
-        dropped = ("provider", "model_id", "provider_key") if agent.kind == "remote" else ()
+        remote_drops = ("provider", "model_id", "provider_key", "system_prompt")
+        dropped = remote_drops if agent.kind == "remote" else ()
         dropped += ("endpoint",) if agent.kind != "remote" else ()
         for name in dropped:
             del self.fields[name]
