@@ -71,7 +71,8 @@ class EvaluationForm(forms.Form):
         min_value=1,
         max_value=200_000,
         initial=calls.MAX_TOKENS,
-        label="Candidates' max_tokens",
+        label="Longest reply of a candidate, in tokens",
+        help_text="The most each candidate may write per answer (sent to its model).",
     )
     tournament = forms.ChoiceField(
         required=False,
