@@ -15,9 +15,9 @@ from judging.models import Assignment, JudgeProfile, Vote
 from ratings.selectors import exclusion_counts, self_judged_tally
 
 HISTORY_ROWS = 10
-# A judge's first battles (this many served, votes and skips alike) come from tasks that
-# open on a web page when there are any: screens with something to see, not two blank
-# browsers (``dangerously_next_battle_for_judge``).
+# A judge's first battles (this many served, votes and skips alike) come from web tasks
+# when there are any: screens with something to see, not two blank browsers
+# (``dangerously_next_battle_for_judge``).
 FIRST_BATTLES = 5
 
 
@@ -53,13 +53,15 @@ def _own() -> str:
             WHERE o.user_id = %s AND o.team_id = b.team_id)"""  # noqa: S608 (names from models)
 
 
-def _opens_on_a_page() -> str:
-    """SQL: the task of battle ``b`` opens on a web page (a start URL that is not a blank
-    ``about:`` page). The task's submitter sets it, the same for both sides, before any
-    agent acts: nothing an agent does moves its battle in the order."""
+def _web_task() -> str:
+    """SQL: the task of battle ``b`` is a web task: it opens on a web page (a start URL
+    that is not a blank ``about:`` page) or its instruction names a web address. The
+    task's submitter writes both, the same for both sides, before any agent acts:
+    nothing an agent does moves its battle in the order."""
     return f"""EXISTS (SELECT 1 FROM {_table(Task)} t
-            WHERE t.id = b.task_id AND t.start_url <> ''
-              AND t.start_url NOT LIKE 'about:%%')"""  # noqa: S608 (names from models)
+            WHERE t.id = b.task_id AND ((t.start_url <> ''
+              AND t.start_url NOT LIKE 'about:%%')
+              OR t.instruction LIKE '%%http://%%' OR t.instruction LIKE '%%https://%%'))"""  # noqa: S608 (names from models)
 
 
 def _newcomer() -> str:
@@ -80,19 +82,19 @@ def dangerously_next_battle_for_judge(*, judge_id: int) -> tuple[int, bool] | No
     """(id, held) of the battle to serve this judge now, in the order of
     ``judging.services.serving.judge_next``: a battle they hold (served, no live vote,
     not voided) first; then other teams' battles before their own team's; among those,
-    for a judge served fewer than FIRST_BATTLES battles, those whose task opens on a web
-    page first; then fewest admissible votes (``Battle.admissible_votes``), then oldest
-    (ended_at), then id. Crosses teams by design (crowd judging): the caller presents it
-    blind.
+    for a judge served fewer than FIRST_BATTLES battles, web tasks first
+    (``_web_task``); then fewest admissible votes (``Battle.admissible_votes``), then
+    oldest (ended_at), then id. Crosses teams by design (crowd judging): the caller
+    presents it blind.
 
     Written in SQL (like ``judging.vote_db``): the held battle, a newcomer's next other
-    team's battle on a web page, and the next other team's battle in one round trip, each
+    team's web task, and the next other team's battle in one round trip, each
     branch an early-stopping walk (the judge's own assignments; the partial index
     battle_judging_queue in serving order; the newcomer's branch is gated by a one-time
     count of at most FIRST_BATTLES rows), and the own team's battles only when nothing
     else is left. ``held`` is True when the judge already holds it (their assignment
     exists: serving it again writes nothing)."""
-    first = f"CASE WHEN {_newcomer()} AND {_opens_on_a_page()} THEN 0 ELSE 1 END"
+    first = f"CASE WHEN {_newcomer()} AND {_web_task()} THEN 0 ELSE 1 END"
     held = f"""
         SELECT 0 AS tier, id FROM (SELECT b.id FROM {_table(Battle)} b
         WHERE b.id IN (SELECT a.battle_id FROM {_table(Assignment)} a
@@ -103,7 +105,7 @@ def dangerously_next_battle_for_judge(*, judge_id: int) -> tuple[int, bool] | No
         LIMIT 1) AS held"""  # noqa: S608 (names from models)
     browsing = f"""
         SELECT 1 AS tier, id FROM (SELECT b.id FROM {_table(Battle)} b
-        WHERE {_newcomer()} AND {_open_for()} AND NOT {_own()} AND {_opens_on_a_page()}
+        WHERE {_newcomer()} AND {_open_for()} AND NOT {_own()} AND {_web_task()}
         ORDER BY b.admissible_votes, b.ended_at, b.id
         LIMIT 1) AS browsing"""  # noqa: S608 (names from models)
     others = f"""

@@ -100,8 +100,10 @@ def judge_next(*, judge: AbstractBaseUser, rate_counted: int | None = None) -> B
     not voided) comes first; otherwise, among the battles open for judging that they
     have no live vote on, were not voided for, and do not have a conflict of interest
     with (their team entered one of its agents: SPEC §5.1), battles of other teams
-    before their own team's (their vote there is a submitter vote), those with the
-    fewest admissible votes first, then the oldest. Serving records ``served_at`` once
+    before their own team's (their vote there is a submitter vote); among those, for a
+    judge's first ``FIRST_BATTLES`` battles, web tasks first (a start page or a web
+    address in the instruction: the task's, never what an agent did); then those with
+    the fewest admissible votes, then the oldest. Serving records ``served_at`` once
     (re-serving keeps the first time). Rate limited per judge; refused without current
     consent and while the account awaits approval. ``rate_counted``: as
     ``judge_rate_check``'s ``counted``."""

@@ -1,7 +1,8 @@
 """The ordering contract of ``judge_next`` written as the queryset it was before issue
 #13 (a count of admissible votes over every open battle): the reference the order test
 and the reads benchmark compare the served battle with. Held first, own team last,
-for a judge served fewer than FIRST_BATTLES battles those whose task opens on a web page,
+for a judge served fewer than FIRST_BATTLES battles web tasks (a start page, or a web
+address in the instruction),
 fewest admissible votes, oldest, id; never a battle with a live vote of theirs, voided
 for them or with an agent of their team."""
 
@@ -18,7 +19,11 @@ def reference_candidates(judge) -> QuerySet:
     voided = Assignment.objects.filter(battle=OuterRef("pk"), judge=judge, voided_at__isnull=False)
     held = Assignment.objects.filter(battle=OuterRef("pk"), judge=judge, voided_at=None)
     newcomer = Assignment.objects.filter(judge=judge).count() < FIRST_BATTLES
-    on_a_page = ~Q(task__start_url="") & ~Q(task__start_url__startswith="about:")
+    on_a_page = (
+        (~Q(task__start_url="") & ~Q(task__start_url__startswith="about:"))
+        | Q(task__instruction__contains="http://")
+        | Q(task__instruction__contains="https://")
+    )
     return (
         dangerously_battles_open_for_judging()
         .filter(~Exists(live), ~Exists(voided))

@@ -91,24 +91,27 @@ def test_an_undone_vote_and_an_untrusted_judge_leave_the_count(
     assert_tallies_exact()
 
 
-def test_a_new_judge_gets_battles_on_web_pages_first_then_the_usual_order(alice, roster):
+def test_a_new_judge_gets_web_tasks_first_then_the_usual_order(alice, roster):
     # Given, oldest first: a file task; a file task whose agents both browsed anyway (an
-    # entrant's agent can browse wherever it likes); a task opening on about:blank; and
-    # the newest, a task opening on a web page
-    made = [ended_battle(alice, target=3) for _ in range(4)]
-    for age, battle in zip((40, 30, 20, 10), made, strict=True):
+    # entrant's agent can browse wherever it likes); a task opening on about:blank; a task
+    # whose instruction names a web address; and the newest, a task opening on a web page
+    made = [ended_battle(alice, target=3) for _ in range(5)]
+    for age, battle in zip((50, 40, 30, 20, 10), made, strict=True):
         Battle.objects.filter(pk=battle.pk).update(ended_at=T0 - dt.timedelta(minutes=age))
-    files, browsed, blank, web = made
+    files, browsed, blank, named, web = made
     Step.objects.filter(run__battle=browsed).update(
         result={"ok": True, "page": {"url": WEB_PAGE, "title": "News"}}
     )
     opens_on(blank, "about:blank")
+    Task.objects.filter(pk=named.task_id).update(instruction=f"Summarise {WEB_PAGE} in a line")
     opens_on(web, WEB_PAGE)
     newcomer, regular = people(2)
-    # When a new judge asks: the battle on a web page, though it is the newest
+    # When a new judge asks: the web tasks, though they are the newest, oldest first
+    assert serve(newcomer).pk == named.pk
+    cast(newcomer, named, "A")
     assert serve(newcomer).pk == web.pk
-    cast(newcomer, web, "A")
-    # then, with no other such battle, the usual order (the oldest)
+    cast(newcomer, web, "B")
+    # then, with no other web task, the usual order (the oldest)
     assert serve(newcomer).pk == files.pk
     # A judge past their first battles gets the usual order with the web battle still open
     Assignment.objects.bulk_create(
@@ -150,6 +153,8 @@ def test_the_served_order_is_the_contract_in_every_case(alice, charlie, bob, jud
             ended_at=T0 - dt.timedelta(minutes=rng.randint(1, 5))  # ties on ended_at too
         )
         opens_on(battle, rng.choice(["", "", WEB_PAGE, "about:blank"]))
+        if rng.random() < 0.2:
+            Task.objects.filter(pk=battle.task_id).update(instruction=f"Open {WEB_PAGE}")
         battles.append(battle)
     crowd = people(6)
     everyone = [*crowd, alice, bob, charlie, judge]
