@@ -11,7 +11,8 @@ What is scanned: the text a person reads, plus the ``title``, ``alt`` and ``aria
 attributes (tooltips, image descriptions, what a screen reader says). Exempt, narrowly:
 
 - ``<code>``, ``<pre>``, ``<kbd>``, ``<samp>``: literal text a person reads as code or
-  types (a command, a file name, an API address, an agent's own tool call);
+  types (a command, a file name, an API address, an agent's own tool call), and a coding
+  battle's diff lines (``diff-lines``: the agents' code);
 - other attributes (classes, ids, data attributes, URLs) and ``<script>``/``<style>``;
 - addresses in the text (``https://…``, ``/api/…``);
 - the API's own reference (Swagger UI draws it from the schema in the browser: field
@@ -34,6 +35,7 @@ from agents.models import Agent, Arena
 from battles.models import Battle, Run, Step, TestDrive
 from ratings.refit import arena_refit
 from tests.agents.conftest import _loopback_allowlisted  # noqa: F401 - the fakes are on loopback
+from tests.coding.page_factories import coding_battle
 from tests.conftest import make_person
 from tests.environments.environment_factories import environment, source_battle
 from tests.evals.conftest import (
@@ -63,6 +65,7 @@ _ADDRESS = re.compile(r"\S+://\S+|(?<!\w)/[\w./-]+")
 _LITERAL = {"code", "pre", "kbd", "samp"}
 _HIDDEN = {"script", "style", "template"}
 _READ_ATTRIBUTES = {"title", "alt", "aria-label"}
+_DIFF_LINES = "diff-lines"  # a coding battle's diff: the agents' code, line by line
 _VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta",
          "source", "track", "wbr"}  # fmt: skip
 
@@ -72,18 +75,26 @@ class ReadText(HTMLParser):
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
-        self.skipping: list[str] = []
+        self.open: list[tuple[str, bool]] = []  # each open element: (tag, exempt)
         self.parts: list[str] = []
+
+    @property
+    def skipping(self) -> bool:
+        return any(exempt for _, exempt in self.open)
 
     def handle_starttag(self, tag: str, attrs: list) -> None:
         if not self.skipping:
             self.parts += [v for k, v in attrs if k in _READ_ATTRIBUTES and v]
-        if tag in _LITERAL | _HIDDEN and tag not in _VOID:
-            self.skipping.append(tag)
+        if tag in _VOID:
+            return
+        classes = (dict(attrs).get("class") or "").split()
+        self.open.append((tag, tag in _LITERAL | _HIDDEN or _DIFF_LINES in classes))
 
     def handle_endtag(self, tag: str) -> None:
-        if self.skipping and self.skipping[-1] == tag:
-            self.skipping.pop()
+        for depth in range(len(self.open) - 1, -1, -1):  # (an unclosed <p> or <li> inside)
+            if self.open[depth][0] == tag:
+                del self.open[depth:]
+                return
 
     def handle_data(self, data: str) -> None:
         if not self.skipping:
@@ -131,6 +142,7 @@ def test_the_scan_catches_each_kind(text, rule):
         '<p><a href="/api/open_data/" class="x_y">the open data</a> at https://a.b/c_d</p>',
         "<p>Side A's screen, A/B pages, 1 / 4 slots, 6*7 = 42</p>",
         "<p>Don't, it's the agent’s run</p>",
+        '<div class="diff-lines"><div class="dl"><span>+</span>return a + b</div></div><p>ok',
     ],
 )
 def test_the_scan_leaves_plain_words_and_literals_alone(html):
@@ -143,9 +155,9 @@ def test_the_scan_leaves_plain_words_and_literals_alone(html):
 @pytest.fixture
 def world(terms, alice, roster, arena_agents, settings):  # noqa: F811 - the imported fixture
     """A public arena with a rated board, battles of the judge's team in every state that
-    shows words (decided, excluded, failed, judging), a battle from another team for her
-    to judge, a test drive, training environments (published, building), an evaluation
-    run to its end, and an invite."""
+    shows words (decided, excluded, failed, judging, a coding battle), a battle from
+    another team for her to judge, a test drive, training environments (published,
+    building), an evaluation run to its end, and an invite."""
     from tests.evals.test_pages import full
 
     settings.ARENA = settings.ARENA.replace(export_delay_days=7)
@@ -166,6 +178,7 @@ def world(terms, alice, roster, arena_agents, settings):  # noqa: F811 - the imp
         status=Battle.Status.FAILED, failure_reason="An agent failed: its endpoint did not answer."
     )
     judging = ended_battle(alice, a=roster[0].slug, b=roster[1].slug)
+    coding = coding_battle(alice)  # its phases, both diffs and the judge sandbox's figures
     voted = ended_battle(bob, a=roster[1].slug, b=roster[2].slug)
     judge_on(judith, voted, "A")  # her vote's status page
     ended_battle(bob, a=roster[0].slug, b=roster[2].slug, end_reasons=("gave_up", "time_budget"))
@@ -197,7 +210,7 @@ def world(terms, alice, roster, arena_agents, settings):  # noqa: F811 - the imp
         "judith": judith,
         "agent": roster[0],
         "own": own,
-        "battles": [decided, excluded, failed, judging],
+        "battles": [decided, excluded, failed, judging, coding],
         "voted": voted,
         "drive": drive,
         "environments": [published, building],
