@@ -91,6 +91,7 @@
   }
 
   live.addEventListener("htmx:wsAfterMessage", () => {
+    if (settled) return;  // the results are final: a late frame has nothing newer
     if (FINISHED.includes(statusOf(document))) onFinishedFrame();
     schedule();
   });

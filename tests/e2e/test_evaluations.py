@@ -121,6 +121,10 @@ def test_an_evaluation_from_the_form_runs_live_to_its_results(evaluation_arena, 
     expect(page.locator("#eval-bar")).to_have_attribute("value", str(EXPECTED))
     expect(page.locator("#eval-bar")).to_have_attribute("max", str(EXPECTED))
     expect(page.locator("#eval-cancel")).to_have_count(0)  # re-read over HTTP once done
+    expect(page.locator("#eval-live")).to_have_attribute("data-settled", "true")
+    # a frame after the last read (the job's last word) leaves the final results as they are
+    page.wait_for_timeout(1500)
+    expect(page.locator("#eval-body")).not_to_have_attribute("aria-busy", "true")
     # the results, read again over HTTP after the last frame
     results = page.locator("#eval-results")
     expect(results.locator("tbody tr")).to_have_count(20)
