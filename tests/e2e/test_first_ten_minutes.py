@@ -194,6 +194,7 @@ def test_a_lab_s_first_ten_minutes_with_no_provider_key(fresh_make_run, entrant,
     expect(page.locator("#eval-live")).to_have_attribute("data-settled", "true")
     assert page.evaluate("window.__sameDocument") is True
     expect(page.locator("#eval-cancel")).to_have_count(0)
+    expect(page.locator("#eval-agents")).to_have_text("rulebook (built-in), surveyor (built-in)")
     expect(page.locator("#eval-results tbody tr")).to_have_count(3)
     # every answer is in: rulebook writes the note and fails the poem (a success command)
     for task, exit_code in (("note", "exit 0"), ("poem", "exit 1")):
