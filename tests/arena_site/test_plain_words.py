@@ -370,3 +370,25 @@ _OPEN_TO_ALL: dict[str, tuple[str, ...]] = {
     "accounts:login": (JUDGE,),
     "accounts:signup": (JUDGE,),
 }
+
+
+def test_the_demo_board_speaks_plain_words_too(roster, settings):
+    """The first page of a fresh `make run` is the demo board (docs/leaderboard.md): it,
+    its who-beat-whom tables and its agents' pages pass the same scan, for a visitor."""
+    from judging.services.demo_board import demo_board_seed
+
+    settings.ARENA = settings.ARENA.replace(demo_board=True, bootstrap_replicates=50)
+    demo_board_seed()
+    agents = Agent.objects.filter(arena__demo=True).order_by("slug")
+    assert agents.exists()
+    paths = ["/", "/?arena=demo", "/matrices/?arena=demo"]
+    paths += [f"/agents/{agent.slug}/?arena=demo" for agent in agents]
+    visitor = Client()
+    report = {}
+    for path in paths:
+        response = visitor.get(path)
+        assert response.status_code == 200, path
+        page = response.content.decode()
+        assert "Demo data" in page, path
+        report[path] = findings(page)
+    assert {path: found for path, found in report.items() if found} == {}
