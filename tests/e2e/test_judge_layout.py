@@ -135,6 +135,16 @@ def test_the_layout_holds_before_and_after_the_reveal(browsing_battle, browser, 
     expect(side_b).to_have_class("shot")
     box = side_a.bounding_box()
     assert box["width"] / box["height"] == pytest.approx(1280 / 713, rel=0.02)
+    # the pointer of A's click at (960, 600) on the screen sits where it clicked in the
+    # page area (87 px of browser bar above it cut away)
+    if window == LAPTOP:
+        page.keyboard.press("ArrowLeft")
+        pointer = page.locator('section.replay[data-side="A"] .pointer')
+        expect(pointer).to_be_visible()
+        mark = pointer.bounding_box()
+        centre = (mark["x"] + mark["width"] / 2, mark["y"] + mark["height"] / 2)
+        assert centre[0] == pytest.approx(box["x"] + box["width"] * 960 / 1280, abs=2)
+        assert centre[1] == pytest.approx(box["y"] + box["height"] * (600 - 87) / 713, abs=2)
 
     # When she votes and two more judges decide the battle
     vote_a = page.locator('#vote-form button[value="A"]')
