@@ -119,15 +119,20 @@ class TeamListApi(TenantScopedApiMixin, generics.ListAPIView):
         )
 
 
-class _TeamInvites(TenantScopedApiMixin):
-    """Invites of the path's team, if the request's user is one of its members; the
-    owner check comes on top (403 for a member who is not an owner)."""
+class _PathTeam(TenantScopedApiMixin):
+    """The path's ``team``, if the request's user is one of its members (else 404, as
+    for a team that does not exist)."""
 
     def path_team(self) -> Team:
         team = user_team(self.request.user, self.kwargs["team"])
         if team is None:
             raise NotFound("Not found.")
         return team
+
+
+class _TeamInvites(_PathTeam):
+    """Invites of the path's team, if the request's user is one of its members; the
+    owner check comes on top (403 for a member who is not an owner)."""
 
     def scoped_queryset(self, team_ids: list[int]) -> QuerySet:
         return TeamInvite.objects.filter(
@@ -235,17 +240,11 @@ class MemberOutput(serializers.Serializer):
     joined_at = serializers.DateTimeField(help_text="When they joined the team.")
 
 
-class _TeamMembers(TenantScopedApiMixin):
+class _TeamMembers(_PathTeam):
     """The path's team's members (users), if the request's user is one of them; the
     path's ``user`` names the member."""
 
     lookup_url_kwarg = "user"
-
-    def path_team(self) -> Team:
-        team = user_team(self.request.user, self.kwargs["team"])
-        if team is None:
-            raise NotFound("Not found.")
-        return team
 
     def scoped_queryset(self, team_ids: list[int]) -> QuerySet:
         team = self.kwargs["team"]

@@ -6,10 +6,13 @@ here runs with loopback allow-listed explicitly (``ARENA_INTERNAL_ALLOWLIST``, a
 shows the same calls refused without it."""
 
 import base64
+import contextlib
+import threading
 from collections.abc import Iterator
 
 import pytest
 
+from examples.remote_entrant.server import EntrantServer
 from sandboxes.netpolicy import Allowlist, OutboundPolicy
 from tests.agents.fake_providers import FakeAnthropic, FakeOpenAI
 
@@ -56,3 +59,18 @@ def fake_openai() -> Iterator[FakeOpenAI]:
     """A running FakeOpenAI with an empty script (``push`` replies onto it)."""
     with FakeOpenAI() as fake:
         yield fake
+
+
+@contextlib.contextmanager
+def entrant_serving(secret: bytes) -> Iterator[EntrantServer]:
+    """The reference entrant (examples/remote_entrant) on a free loopback port, served
+    from a thread, with ``secret``; shut down at the end."""
+    server = EntrantServer(("127.0.0.1", 0), secret)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)

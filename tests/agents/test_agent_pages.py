@@ -4,7 +4,6 @@ through the same services as the API. Every rule tried to be broken: another tea
 member gets a 404 for every page and action (like a missing agent) and changes
 nothing; a member who is not an owner is refused (403) every change."""
 
-import threading
 from collections.abc import Iterator
 
 import pytest
@@ -17,6 +16,7 @@ from agents.keys import provider_key_open
 from agents.models import Agent
 from arena_site.secret import KEK_ENV_NAME
 from examples.remote_entrant.server import ACT_PATH, EntrantServer
+from tests.agents.conftest import entrant_serving
 
 TEAM_KEY = "sk-ant-team-acme-0123456789abcdef"
 
@@ -33,13 +33,8 @@ def acme(alice, bob) -> Team:  # alice owns Acme, bob is a member
 
 @pytest.fixture
 def entrant() -> Iterator[EntrantServer]:
-    server = EntrantServer(("127.0.0.1", 0), b"not-yet")
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
+    with entrant_serving(b"not-yet") as server:
+        yield server
 
 
 def page(user) -> Client:

@@ -7,7 +7,6 @@ key-encryption key, the arena's environment variables named in params."""
 
 import json
 import logging
-import threading
 import time
 from collections.abc import Iterator
 
@@ -28,6 +27,7 @@ from agents.services import AgentFailure, policy_for
 from arena_site.exceptions import ApplicationError
 from arena_site.secret import KEK_ENV_NAME, KEK_FILE_NAME, key_encryption_keys_load
 from examples.remote_entrant.server import ACT_PATH, EntrantServer
+from tests.agents.conftest import entrant_serving
 from tests.agents.fake_providers import FakeAnthropic, text
 from tests.conftest import api_client_for
 
@@ -50,13 +50,8 @@ def acme(alice) -> Team:
 
 @pytest.fixture
 def entrant() -> Iterator[EntrantServer]:
-    server = EntrantServer(("127.0.0.1", 0), b"not-the-agents-secret-yet")
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
+    with entrant_serving(b"not-the-agents-secret-yet") as server:
+        yield server
 
 
 def scaffold_body(**changes) -> dict:

@@ -26,7 +26,7 @@ from agents.protocol import (
 from agents.remote import RemoteAgentError, RemotePolicy, session_token
 from examples.remote_entrant.server import EntrantServer, ReplyCache
 from sandboxes.base import ToolResult
-from tests.agents.conftest import loopback_outbound
+from tests.agents.conftest import entrant_serving, loopback_outbound
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -56,13 +56,8 @@ def observation(step: int = 0, **changes) -> Observation:
 
 @pytest.fixture
 def entrant() -> Iterator[EntrantServer]:
-    server = EntrantServer(("127.0.0.1", 0), SECRET.encode())
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
+    with entrant_serving(SECRET.encode()) as server:
+        yield server
 
 
 # --- a scripted stub --------------------------------------------------------------------

@@ -34,13 +34,13 @@ from playwright.sync_api import Page, expect
 
 from tests.agents.conftest import LOOPBACK
 from tests.e2e.test_accessibility import violations
+from tests.e2e.test_lab_pages import invited_colleague_joins
 from tests.makerun import BANNER, ROOT, MakeRun, free_port
 
 pytestmark = pytest.mark.e2e
 
 FIRST_PAGE_WITHIN_S = 120
 PROVIDER_KEYS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY")
-COLLEAGUE_PASSWORD = "colleague-Passw0rd!"
 
 
 @pytest.fixture
@@ -164,18 +164,7 @@ def test_a_lab_s_first_ten_minutes_with_no_provider_key(fresh_make_run, entrant,
     shot(page, "06-invite")
     colleague = browser.new_context(base_url=base_url, viewport={"width": 1280, "height": 900})
     other = colleague.new_page()
-    other.goto(link)
-    other.locator("#content").get_by_role("link", name="Sign up").click()
-    other.fill("#id_username", "colleague")
-    other.fill("#id_password1", COLLEAGUE_PASSWORD)
-    other.fill("#id_password2", COLLEAGUE_PASSWORD)
-    other.get_by_role("button", name="Create account").click()
-    other.fill("#id_username", "colleague")
-    other.fill("#id_password", COLLEAGUE_PASSWORD)
-    other.get_by_role("button", name="Log in", exact=True).click()
-    other.click("#accept-consent")
-    other.click("#join-team")
-    expect(other.locator(".messages")).to_contain_text("You joined team demo")
+    invited_colleague_joins(other, link, "colleague", team="demo")
     other.get_by_role("navigation", name="Main").get_by_role("link", name="Team").click()
     expect(other.locator("h1")).to_have_text("Team demo")
     shot(other, "07-colleague")

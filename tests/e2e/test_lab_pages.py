@@ -8,7 +8,7 @@ no other team of their own."""
 import re
 
 import pytest
-from playwright.sync_api import expect
+from playwright.sync_api import Page, expect
 
 from accounts.models import Membership
 from accounts.services import consent_terms_current, consent_terms_publish
@@ -40,6 +40,25 @@ def lab_arena(request, transactional_db, tmp_path, sandbox_root, monkeypatch):
     with live_arena(tmp_path, sandbox_root) as servers:
         request.node.stash[_LIVE_ARENA] = servers
         yield servers
+
+
+def invited_colleague_joins(page: Page, link: str, username: str, *, team: str) -> None:
+    """A newcomer opens an invite ``link``, signs up through it (no team name asked: the
+    invite's team is theirs), logs in, accepts the terms and joins ``team``."""
+    page.goto(link)
+    page.locator("#content").get_by_role("link", name="Sign up").click()
+    expect(page.locator("#invited")).to_contain_text(team)
+    expect(page.locator("#id_team_name")).to_have_count(0)
+    page.fill("#id_username", username)
+    page.fill("#id_password1", COLLEAGUE_PASSWORD)
+    page.fill("#id_password2", COLLEAGUE_PASSWORD)
+    page.get_by_role("button", name="Create account").click()
+    page.fill("#id_username", username)
+    page.fill("#id_password", COLLEAGUE_PASSWORD)
+    page.get_by_role("button", name="Log in", exact=True).click()
+    page.click("#accept-consent")
+    page.click("#join-team")
+    expect(page.locator(".messages")).to_contain_text(f"You joined team {team} as a member.")
 
 
 def test_a_lab_registers_edits_pauses_drives_and_invites_from_the_browser(lab_arena, browser):
@@ -97,22 +116,9 @@ def test_a_lab_registers_edits_pauses_drives_and_invites_from_the_browser(lab_ar
     # Then the colleague signs up through the link, with no team name asked
     colleague = browser.new_context(base_url=base_url, viewport={"width": 1280, "height": 900})
     other = colleague.new_page()
-    other.goto(link)
-    other.locator("#content").get_by_role("link", name="Sign up").click()
-    expect(other.locator("#invited")).to_contain_text("Acme")
-    expect(other.locator("#id_team_name")).to_have_count(0)
-    other.fill("#id_username", "frank")
-    other.fill("#id_password1", COLLEAGUE_PASSWORD)
-    other.fill("#id_password2", COLLEAGUE_PASSWORD)
-    other.get_by_role("button", name="Create account").click()
-    other.fill("#id_username", "frank")
-    other.fill("#id_password", COLLEAGUE_PASSWORD)
-    other.get_by_role("button", name="Log in", exact=True).click()
-    other.click("#accept-consent")
-    other.click("#join-team")
+    invited_colleague_joins(other, link, "frank", team="Acme")
 
     # and lands in the team, with no other team
-    expect(other.locator(".messages")).to_contain_text("You joined team Acme as a member.")
     teams = list(
         Membership.objects.filter(user__username="frank").values_list("team__name", "role")
     )
