@@ -14,7 +14,7 @@ from django.dispatch import receiver
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from agents.models import Agent, Arena
+from agents.models import PUBLIC_ARENA_SLUG, Agent, Arena
 from arena_site.realtime import group_send
 from arena_site.redis import queue, redis_client
 from battles.models import Battle
@@ -183,9 +183,10 @@ def leaderboard_html(*, arena_id: int) -> str:
 
 
 def leaderboard_push(*, arena_id: int) -> None:
-    # The socket relays the public board (ratings.consumers): the demo board's rows
-    # (simulated votes, docs/leaderboard.md) must never reach it.
-    if Arena.objects.filter(pk=arena_id, demo=True).exists():
+    # The socket relays the public board (ratings.consumers) and no other: neither the
+    # demo board's rows (simulated votes, docs/leaderboard.md) nor a team's own arena's
+    # (private to it) may reach it.
+    if not Arena.objects.filter(pk=arena_id, slug=PUBLIC_ARENA_SLUG).exists():
         return
     html = leaderboard_html(arena_id=arena_id)
     group_send(LEADERBOARD_GROUP, {"type": "leaderboard.update", "html": html})

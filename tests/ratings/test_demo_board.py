@@ -18,6 +18,7 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from rest_framework.test import APIClient
 
+from accounts.models import Team
 from agents.models import DEMO_ARENA_SLUG, Agent, Arena
 from arena_site.asgi import application
 from arena_site.ops_selectors import battle_figures, vote_figures
@@ -285,10 +286,15 @@ def test_the_operators_figures_leave_it_out(demo):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_live_boards_socket_never_carries_the_demo_rows(roster, settings):
+@pytest.mark.parametrize("other", ["demo", "a team's own"])
+def test_the_live_boards_socket_never_carries_another_arenas_rows(roster, settings, other):
     settings.ARENA = settings.ARENA.replace(demo_board=True, bootstrap_replicates=50)
     demo_board_seed()
     demo = Arena.objects.get(slug=DEMO_ARENA_SLUG)
+    if other != "demo":  # a team's private arena with a rated board of its own
+        team = Team.objects.create(name="Private Lab")
+        demo.slug, demo.team, demo.demo = "private-lab", team, False
+        demo.save(update_fields=["slug", "team", "demo"])
 
     async def scenario():
         from channels.db import database_sync_to_async
