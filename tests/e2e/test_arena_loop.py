@@ -159,7 +159,9 @@ def test_submit_watch_judge_and_leaderboard_move_live(arena_servers, browser):
     judge.get_by_role("button", name="Log in", exact=True).click()
     expect(judge).to_have_url(f"{base_url}/judge/")  # judges land on the judge page
     # Everything the judge's browser receives from here on (a body can be read only
-    # while its document is current, so the log-in page stays out).
+    # while its document is current, so the log-in page and the judge page it landed on
+    # stay out: a blank page first, so none of their late responses is caught).
+    judge.goto("about:blank")
     responses, frames = [], []
     judge.on("response", lambda response: responses.append(response))
     judge.on("websocket", lambda ws: ws.on("framereceived", lambda frame: frames.append(frame)))
