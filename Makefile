@@ -41,7 +41,7 @@ doctor: setup setup-sandboxes
 # deploy/compose.yaml up on the Docker engine of $DOCKER_HOST: the images built offline,
 # the secrets made once (deploy/arena.env), the stack started; deploy-down stops it and
 # keeps its volumes (docs/deployment.md, "Compose").
-deploy: setup
+deploy: setup setup-sandboxes
 	@bash scripts/deploy_up.sh
 
 deploy-down:
