@@ -27,6 +27,8 @@ ENVIRONMENTS_PER_PAGE = 50
 # socket: what a viewer may see depends on who they are and on time passing, as a
 # source battle's publication delay ends, which no write announces).
 POLL_S = 5
+# htmx's answer code for "stop polling" (it swaps the body, then polls no more).
+HTMX_STOP_POLLING = 286
 
 
 def _row(environment: Environment, user) -> dict:
@@ -95,6 +97,10 @@ def environment_page(request: HttpRequest, environment_id: int) -> HttpResponse:
     try:
         environment = access_environment(request.user, environment_id)
     except Environment.DoesNotExist:
+        if request.headers.get("HX-Request") == "true":
+            # the page's own re-read (it was shown, then rejected or hidden): say so, and
+            # stop it (htmx stops polling on 286), instead of a 404 it would poll forever
+            return render(request, "environments/_gone.html", status=HTMX_STOP_POLLING)
         raise Http404("No such environment.") from None
     row = _row(environment, request.user)
     downloadable = environment.status == Environment.Status.VALIDATED

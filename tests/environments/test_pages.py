@@ -287,6 +287,11 @@ def test_a_rejected_environment_is_no_longer_listed_nor_downloadable(world, staf
     assert env.rejected_at is not None
     assert listed(client_for().get("/environments/").content.decode()) == []
     assert client_for().get(f"/environments/{env.pk}/").status_code == 404
+    # the page a visitor still has open re-reads itself: told, and its polling stopped
+    gone = client_for().get(f"/environments/{env.pk}/", HTTP_HX_REQUEST="true")
+    assert gone.status_code == 286
+    assert 'id="environment-live"' in gone.content.decode()
+    assert "Environment no longer shown" in gone.content.decode()
     assert api_for().get(f"/api/environments/{env.pk}/package.tar.gz").status_code == 404
     assert api_for().get("/api/environments/").json()["count"] == 0
 
