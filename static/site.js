@@ -5,6 +5,8 @@
 //    in the page's <dialog id="confirm-dialog">; htmx forms included.
 // 3. Enlarging a picture (issue 37): a [data-enlarge] button holding an <img> opens that
 //    image whole and full size in a dialog (see the marked section below).
+// 4. Copying a text (issue 37): a [data-copy="#id"] button copies that element's text
+//    (an invite link) and says so in its [data-copied] status.
 (function () {
   "use strict";
 
@@ -152,9 +154,39 @@
   }
   // --- end issue 37 — enlarge a screenshot ---------------------------------------------
 
+  // --- issue 37 — copy a text -----------------------------------------------------------
+  function copying() {
+    document.querySelectorAll("[data-copy]").forEach((button) => {
+      const source = document.querySelector(button.dataset.copy);
+      const status = document.getElementById(button.dataset.copied || "");
+      if (!source) return;
+      button.hidden = false;  // (without this script the text is there to copy by hand)
+      button.addEventListener("click", () => {
+        const text = source.textContent.trim();
+        const said = (words) => { if (status) status.textContent = words; };
+        if (navigator.clipboard && window.isSecureContext) {
+          navigator.clipboard.writeText(text).then(
+            () => said("Copied."),
+            () => said("Could not copy: select the link and copy it."),
+          );
+        } else {
+          // no clipboard here (a page over plain http): select it for the person
+          const range = document.createRange();
+          range.selectNodeContents(source);
+          const selection = window.getSelection();
+          selection.removeAllRanges();
+          selection.addRange(range);
+          said("Selected: copy it with Ctrl+C.");
+        }
+      });
+    });
+  }
+  // --- end issue 37 — copy a text -------------------------------------------------------
+
   // A deferred script: the document is parsed, and htmx (loaded before) has not yet
   // opened its sockets, which it does on DOMContentLoaded.
   liveIndicator();
   confirmations();
   enlarge();
+  copying();
 })();

@@ -112,6 +112,11 @@ def test_a_lab_registers_edits_pauses_drives_and_invites_from_the_browser(lab_ar
     page.click("#create-invite")
     link = page.locator("#new-invite-link").inner_text()
     assert link.startswith(f"{base_url}/accounts/invites/")
+    # and copies it with the button beside it
+    owner.grant_permissions(["clipboard-read", "clipboard-write"], origin=base_url)
+    page.click("#copy-invite-link")
+    expect(page.locator("#copy-invite-status")).to_have_text("Copied.")
+    assert page.evaluate("navigator.clipboard.readText()") == link
 
     # Then the colleague signs up through the link, with no team name asked
     colleague = browser.new_context(base_url=base_url, viewport={"width": 1280, "height": 900})
