@@ -6,7 +6,9 @@ battles those passes were most of a refit. ``ordered_table`` does it in one: it 
 each battle and counts it into the n × n × 3 table as it goes. ``fold`` turns the table
 into cells and pair sums, ``laplacian`` fills the dense Hessians and meats, and
 ``battle_meat`` sums the cells' squared residuals, each in one loop where numpy needed
-several passes and temporaries (docs/performance.md has the figures).
+several passes and temporaries (docs/performance.md has the figures). The bootstrap's
+replicates (``ratings.bootstrap``) are one compiled loop too: a block of drawn counts in,
+each replicate's pair sums, Newton refit and tied ranks out (``replicate_ranks``).
 
 numba takes about a second to import and compiles each loop on first use (then caches
 it on disk), so this module is imported only inside the functions that fit (the rating
@@ -128,3 +130,249 @@ def battle_meat(pair, count, w, y, mu, battles):  # pragma: no cover - compiled
     for p in range(n_pairs):
         spread[p] += square[p] / max(battles[p], 1) * mu[p] * (1.0 - mu[p])
     return spread
+
+
+# --- bootstrap replicates (``ratings.bootstrap``) ----------------------------------------
+#
+# One replicate: its pair sums from the drawn counts, Newton from the full fit's θ
+# (``bradley_terry.newton``'s iteration, stop rule and step control, loop for loop), and
+# its tied ranks. Each replicate reads only its own row of counts and writes only its own
+# rows of the results, so a block of replicates gives the same figures whichever thread
+# runs it, and in whatever order the blocks run.
+
+FIT_CONVERGED, FIT_NOT_CONVERGED, FIT_NOT_POSITIVE_DEFINITE = 0, 1, 2
+LOG2 = 0.6931471805599453
+
+
+@njit(cache=True, nogil=True)
+def _log_sigmoid(d):  # pragma: no cover - compiled
+    """log σ(d) = −logaddexp(0, −d), numpy's logaddexp loop written out."""
+    x = -d
+    if x == 0.0:
+        return -LOG2
+    if x > 0.0:
+        return -(x + np.log1p(np.exp(-x)))
+    return -np.log1p(np.exp(x))
+
+
+@njit(cache=True, nogil=True)
+def _objective(i, j, total, wins, theta, ridge):  # pragma: no cover - compiled
+    """ℓ(θ) − (r/2)‖θ‖² over the pair sums (``bradley_terry.objective``)."""
+    value = 0.0
+    for p in range(len(i)):
+        d = theta[i[p]] - theta[j[p]]
+        value += wins[p] * _log_sigmoid(d) + (total[p] - wins[p]) * _log_sigmoid(-d)
+    square = 0.0
+    for k in range(len(theta)):
+        square += theta[k] * theta[k]
+    return value - 0.5 * ridge * square
+
+
+@njit(cache=True, nogil=True)
+def _projected_gradient(i, j, total, wins, theta, ridge, g, mu):  # pragma: no cover
+    """g ← ∇(ℓ − r‖θ‖²/2) minus its mean, μ ← σ(θ_i − θ_j); returns g·g."""
+    m = len(theta)
+    for k in range(m):
+        g[k] = -ridge * theta[k]
+    for p in range(len(i)):
+        mu[p] = 0.5 * (1.0 + np.tanh(0.5 * (theta[i[p]] - theta[j[p]])))
+        residual = wins[p] - total[p] * mu[p]
+        g[i[p]] += residual
+        g[j[p]] -= residual
+    mean = 0.0
+    for k in range(m):
+        mean += g[k]
+    mean /= m
+    square = 0.0
+    for k in range(m):
+        g[k] -= mean
+        square += g[k] * g[k]
+    return square
+
+
+@njit(cache=True, nogil=True)
+def _cholesky_solve(a, b, x):  # pragma: no cover - compiled
+    """x ← a⁻¹ b by the Cholesky factor a = UᵀU, overwriting a's upper triangle with U;
+    False when a is not numerically positive definite. Row-wise updates over contiguous
+    memory, in one fixed order: the same bits on every machine thread."""
+    m = len(b)
+    for k in range(m):
+        pivot = a[k, k]
+        if not pivot > 0.0:  # also NaN
+            return False
+        d = np.sqrt(pivot)
+        a[k, k] = d
+        for c in range(k + 1, m):
+            a[k, c] /= d
+        for r in range(k + 1, m):
+            f = a[k, r]
+            if f != 0.0:
+                for c in range(r, m):
+                    a[r, c] -= f * a[k, c]
+    for r in range(m):  # Uᵀ z = b
+        s = b[r]
+        for k in range(r):
+            s -= a[k, r] * x[k]
+        x[r] = s / a[r, r]
+    for r in range(m - 1, -1, -1):  # U x = z
+        s = x[r]
+        for c in range(r + 1, m):
+            s -= a[r, c] * x[c]
+        x[r] = s / a[r, r]
+    return True
+
+
+@njit(cache=True, nogil=True)
+def newton_fit(i, j, total, wins, theta0, ridge, tol, max_iterations, armijo):  # pragma: no cover
+    """(θ, iterations, status): ``bradley_terry.newton`` from θ0 (m ≥ 2), the Newton
+    step solved by Cholesky instead of LU. Status FIT_CONVERGED, FIT_NOT_CONVERGED (the
+    iteration cap, or no step along Newton's direction helps: θ is the last point, as
+    there) or FIT_NOT_POSITIVE_DEFINITE (the caller refits with ``bradley_terry.newton``)."""
+    m = len(theta0)
+    n_pairs = len(i)
+    theta = theta0.copy()
+    mean = 0.0
+    for k in range(m):
+        mean += theta[k]
+    mean /= m
+    for k in range(m):
+        theta[k] -= mean
+    g = np.empty(m)
+    mu = np.empty(n_pairs)
+    g_trial = np.empty(m)
+    mu_trial = np.empty(n_pairs)
+    trial = np.empty(m)
+    step = np.empty(m)
+    hessian = np.empty((m, m))
+    gg = _projected_gradient(i, j, total, wins, theta, ridge, g, mu)
+    previous = np.inf
+    for iteration in range(1, max_iterations + 1):
+        # H + 11ᵀ/m: the Hessian on the differences, 1 on the common shift
+        shift = 1.0 / m
+        for r in range(m):
+            for c in range(m):
+                hessian[r, c] = shift
+            hessian[r, r] += ridge
+        for p in range(n_pairs):
+            a, b = i[p], j[p]
+            v = total[p] * mu[p] * (1.0 - mu[p])
+            hessian[a, b] -= v
+            hessian[b, a] -= v
+            hessian[a, a] += v
+            hessian[b, b] += v
+        if not _cholesky_solve(hessian, g, step):
+            return theta, iteration, FIT_NOT_POSITIVE_DEFINITE
+        mean = 0.0
+        for k in range(m):
+            mean += step[k]
+        mean /= m
+        moved = 0.0
+        for k in range(m):
+            step[k] -= mean
+            moved = max(moved, abs(step[k]))
+            trial[k] = theta[k] + step[k]
+        gg_trial = _projected_gradient(i, j, total, wins, trial, ridge, g_trial, mu_trial)
+        if moved > 1e-6 and gg_trial > gg:
+            # the full step did not bring the gradient down: halve it until the
+            # penalised log-likelihood rises enough (Armijo)
+            current = _objective(i, j, total, wins, theta, ridge)
+            slope = 0.0
+            for k in range(m):
+                slope += g[k] * step[k]
+            t = 1.0
+            while _objective(i, j, total, wins, trial, ridge) < current + armijo * t * slope:
+                t *= 0.5
+                if t < 1e-12:
+                    return theta, iteration, FIT_NOT_CONVERGED
+                for k in range(m):
+                    trial[k] = theta[k] + t * step[k]
+            gg_trial = _projected_gradient(i, j, total, wins, trial, ridge, g_trial, mu_trial)
+            moved *= t
+        theta, trial = trial, theta
+        g, g_trial = g_trial, g
+        mu, mu_trial = mu_trial, mu
+        gg = gg_trial
+        if moved <= tol or (moved < 1e-4 and moved**3 / previous**2 <= tol):
+            return theta, iteration, FIT_CONVERGED
+        previous = moved
+    return theta, max_iterations, FIT_NOT_CONVERGED
+
+
+@njit(cache=True, nogil=True)
+def tied_ranks(theta, tie, best, worst):  # pragma: no cover - compiled
+    """``bootstrap.tied_ranks`` by counting: best = 1 + #{θ_k > θ + tie}, worst =
+    #{θ_k ≥ θ − tie}."""
+    m = len(theta)
+    for a in range(m):
+        above = theta[a] + tie
+        below = theta[a] - tie
+        stronger = 0
+        at_least = 0
+        for k in range(m):
+            stronger += theta[k] > above
+            at_least += theta[k] >= below
+        best[a] = 1 + stronger
+        worst[a] = at_least
+
+
+@njit(cache=True, nogil=True)
+def replicate_ranks(
+    counts,
+    unit,
+    pair,
+    total,
+    wins,
+    i,
+    j,
+    theta0,
+    ridge,
+    tol,
+    max_iterations,
+    armijo,
+    tie,
+    best,
+    worst,
+    status,
+):  # pragma: no cover - compiled; tested through ratings.bootstrap
+    """For each row r of ``counts`` (draws per resampled unit): the pair sums
+    Σ_rows total·k, Σ_rows wins·k (k the count of the row's ``unit``, rows summed in
+    order into ``pair``), Newton from θ0, and its tied ranks into ``best[r]``,
+    ``worst[r]``; the fit's status into ``status[r]``."""
+    n_pairs = len(i)
+    sum_total = np.empty(n_pairs)
+    sum_wins = np.empty(n_pairs)
+    for r in range(counts.shape[0]):
+        sum_total[:] = 0.0
+        sum_wins[:] = 0.0
+        for c in range(len(pair)):
+            k = np.float64(counts[r, unit[c]])
+            sum_total[pair[c]] += total[c] * k
+            sum_wins[pair[c]] += wins[c] * k
+        theta, _, status[r] = newton_fit(
+            i, j, sum_total, sum_wins, theta0, ridge, tol, max_iterations, armijo
+        )
+        tied_ranks(theta, tie, best[r], worst[r])
+
+
+@njit(cache=True, nogil=True)
+def summed_replicate_ranks(
+    sum_total,
+    sum_wins,
+    i,
+    j,
+    theta0,
+    ridge,
+    tol,
+    max_iterations,
+    armijo,
+    tie,
+    best,
+    worst,
+    status,
+):  # pragma: no cover - compiled; tested through ratings.bootstrap
+    """``replicate_ranks`` for replicates given as pair sums (one row each)."""
+    for r in range(sum_total.shape[0]):
+        theta, _, status[r] = newton_fit(
+            i, j, sum_total[r], sum_wins[r], theta0, ridge, tol, max_iterations, armijo
+        )
+        tied_ranks(theta, tie, best[r], worst[r])

@@ -191,3 +191,142 @@ def test_small_replicate_counts_work(replicates):
     a, b, y = sample(np.array([0.5, 0.0, -0.5]), 60, seed=7)
     result = rate(a, b, y, n_agents=3, bootstrap=replicates, seed=1)
     assert all(1 <= e.rank_lower <= e.rank_upper <= 3 for e in result.agents)
+
+
+# --- the compiled, blocked replicates against the loop they replaced (issue 38) -------
+
+
+def loop_replicate_ranks(draw, i, j, *, n_agents, theta, replicates, seed, ridge=1e-3):
+    """``bootstrap.replicate_ranks`` before issue 38 (a copy): one draw, one numpy
+    Newton and one ``tied_ranks`` per replicate."""
+    best = np.empty((replicates, n_agents), dtype=np.int64)
+    worst = np.empty((replicates, n_agents), dtype=np.int64)
+    for r, (total, wins) in enumerate(bootstrap.resamples(draw, replicates=replicates, seed=seed)):
+        fit = newton(i, j, total, wins, n_agents=n_agents, ridge=ridge, theta0=theta)
+        best[r], worst[r] = bootstrap.tied_ranks(fit.theta)
+    return best, worst
+
+
+def weighted_cells(seed: int, m: int, n: int, ties: float):
+    rng = np.random.default_rng(seed)
+    a, b, y = sample(rng.normal(0, 0.4, m), n, seed)
+    y[rng.random(n) < ties] = 0.5
+    w = rng.choice([0.5, 1.0, 1.25], n)  # evidence weights: the sorted path of cells
+    return count_cells(a, b, y, w if seed % 2 else None, n_agents=m), a, b, y
+
+
+@pytest.mark.parametrize(
+    ("seed", "m", "n", "ties", "ridge"),
+    [
+        (1, 6, 400, 0.0, 1e-3),
+        (2, 12, 3000, 0.3, 1e-3),
+        (3, 30, 5000, 0.1, 1e-6),
+        (4, 4, 80, 0.5, 1.0),
+    ],
+)
+def test_battle_replicates_are_the_loops_rank_for_rank(seed, m, n, ties, ridge):
+    cells, *_ = weighted_cells(seed, m, n, ties)
+    pairs = cells.pairs
+    theta = newton(pairs.i, pairs.j, pairs.total, pairs.wins, n_agents=m, ridge=ridge).theta
+    draw = bootstrap.battle_resampler(cells)
+    args = (draw, pairs.i, pairs.j)
+    settings = dict(n_agents=m, theta=theta, replicates=70, seed=seed, ridge=ridge)
+    expected = loop_replicate_ranks(*args, **settings)
+    for threads in (0, 1, 2):
+        got = bootstrap.replicate_ranks(*args, **settings, threads=threads)
+        np.testing.assert_array_equal(got[0], expected[0])
+        np.testing.assert_array_equal(got[1], expected[1])
+
+
+def test_cluster_replicates_are_the_loops_rank_for_rank():
+    rng = np.random.default_rng(21)
+    a, b, y = sample(rng.normal(0, 0.5, 9), 4000, seed=21)
+    judge = rng.integers(0, 40, len(a))
+    from ratings.cells import cluster_cells
+
+    groups = cluster_cells(judge, a, b, np.ones(len(a)), y, n_agents=9)
+    pairs = count_cells(a, b, y, None, n_agents=9).pairs
+    theta = newton(pairs.i, pairs.j, pairs.total, pairs.wins, n_agents=9).theta
+    draw = bootstrap.cells_resampler(groups, pairs.i, pairs.j)
+    settings = dict(n_agents=9, theta=theta, replicates=100, seed=4)
+    expected = loop_replicate_ranks(draw, pairs.i, pairs.j, **settings)
+    for threads in (0, 2):
+        got = bootstrap.replicate_ranks(draw, pairs.i, pairs.j, **settings, threads=threads)
+        np.testing.assert_array_equal(got[0], expected[0])
+        np.testing.assert_array_equal(got[1], expected[1])
+
+
+def test_a_block_of_draws_is_the_draws_one_by_one():
+    # the premise of drawing blocks: size=k draws what k calls in a row draw, and a
+    # drawn replicate's pair sums are those of Cells.resummed, to the last bit
+    cells, *_ = weighted_cells(5, 7, 900, 0.2)
+    draw = bootstrap.battle_resampler(cells)
+    block = draw.counts(np.random.default_rng(3), 9)
+    rng = np.random.default_rng(3)
+    for row in block:
+        total, wins = draw(rng)
+        expected = cells.resummed(row)
+        assert np.array_equal(total, expected[0]) and np.array_equal(wins, expected[1])
+    again = np.random.default_rng(3)
+    assert all(np.array_equal(row, again.multinomial(draw.size, draw.p)) for row in block)
+
+
+def test_same_seed_same_ranks_bit_for_bit_with_any_threads_and_block():
+    cells, *_ = weighted_cells(6, 10, 2000, 0.1)
+    pairs = cells.pairs
+    theta = newton(pairs.i, pairs.j, pairs.total, pairs.wins, n_agents=10).theta
+    draw = bootstrap.battle_resampler(cells)
+    run = lambda threads: bootstrap.replicate_ranks(  # noqa: E731
+        draw, pairs.i, pairs.j, n_agents=10, theta=theta, replicates=150, seed=8,
+        threads=threads,
+    )  # fmt: skip
+    first = run(2)
+    for threads in (2, 1, 0, 2):
+        again = run(threads)
+        assert np.array_equal(first[0], again[0]) and np.array_equal(first[1], again[1])
+    other = bootstrap.replicate_ranks(
+        draw, pairs.i, pairs.j, n_agents=10, theta=theta, replicates=150, seed=9
+    )
+    assert not np.array_equal(first[0], other[0])
+
+
+def test_blocks_of_any_size_give_the_same_ranks(monkeypatch):
+    cells, *_ = weighted_cells(7, 8, 1500, 0.0)
+    pairs = cells.pairs
+    theta = newton(pairs.i, pairs.j, pairs.total, pairs.wins, n_agents=8).theta
+    draw = bootstrap.battle_resampler(cells)
+    args = (draw, pairs.i, pairs.j)
+    settings = dict(n_agents=8, theta=theta, replicates=45, seed=2, threads=1)
+    expected = bootstrap.replicate_ranks(*args, **settings)
+    for block in (1, 7, 64):
+        monkeypatch.setattr(bootstrap, "BLOCK", block)
+        got = bootstrap.replicate_ranks(*args, **settings)
+        assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
+
+
+def test_any_resampler_runs_and_a_refused_cholesky_falls_back_to_numpys_newton():
+    # a resampler that is not a Multinomial gives pair sums; one replicate's sums are
+    # no likelihood (a pair's total negative: its Hessian is not positive definite):
+    # the compiled Cholesky refuses it, numpy's Newton fits it as the loop did, and the
+    # others stay the compiled ones
+    cells, *_ = weighted_cells(8, 5, 600, 0.1)
+    pairs = cells.pairs
+    theta = newton(pairs.i, pairs.j, pairs.total, pairs.wins, n_agents=5).theta
+    battles = bootstrap.battle_resampler(cells)
+    calls = []
+
+    def draw(rng):
+        total, wins = battles(rng)
+        calls.append(1)
+        if len(calls) % 40 == 3:
+            total = total.copy()
+            total[0] = -50 * total[0]
+        return total, wins
+
+    settings = dict(n_agents=5, theta=theta, replicates=40, seed=3)
+    expected = loop_replicate_ranks(draw, pairs.i, pairs.j, **settings)
+    calls.clear()
+    got = bootstrap.replicate_ranks(draw, pairs.i, pairs.j, **settings, threads=1)
+    np.testing.assert_array_equal(got[0], expected[0])
+    np.testing.assert_array_equal(got[1], expected[1])
+    assert len(calls) == 80  # the draws once for all, and once more for the stray one

@@ -127,3 +127,82 @@ def test_the_compiled_and_numpy_paths_give_the_same_board(monkeypatch):
         assert x.rank_upper == z.rank_upper
         assert x.rating == pytest.approx(z.rating, abs=1e-9)
         assert x.lower == pytest.approx(z.lower, abs=1e-9)
+
+
+def pair_sums(seed: int, m: int, n: int, spread: float):
+    rng = np.random.default_rng(seed)
+    theta = rng.normal(0, spread, m)
+    a = rng.integers(0, m, n)
+    b = (a + rng.integers(1, m, n)) % m
+    y = (rng.random(n) < 1 / (1 + np.exp(-(theta[a] - theta[b])))).astype(float)
+    y[rng.random(n) < 0.1] = 0.5
+    return cells.count_cells(a, b, y, None, n_agents=m).pairs
+
+
+@pytest.mark.parametrize(
+    ("seed", "m", "n", "spread", "ridge", "start"),
+    [
+        (1, 5, 300, 0.5, 1e-3, "fit"),  # a replicate's warm start
+        (2, 20, 4000, 1.0, 1e-3, "zero"),
+        (3, 50, 20000, 2.0, 1e-6, "log_odds"),
+        (4, 8, 200, 4.0, 1e-6, "far"),  # far from the optimum: step control (Armijo)
+        (5, 3, 30, 6.0, 1e-6, "far"),
+        (6, 12, 600, 1.0, 10.0, "zero"),  # a strong ridge
+    ],
+)
+def test_the_compiled_newton_is_numpys(seed, m, n, spread, ridge, start):
+    p = pair_sums(seed, m, n, spread)
+    args = (p.i, p.j, p.total, p.wins)
+    theta0 = {
+        "fit": bradley_terry.newton(*args, n_agents=m).theta + 0.01,
+        "zero": np.zeros(m),
+        "log_odds": bradley_terry.start(*args, m),
+        "far": np.linspace(30, -30, m),
+    }[start]
+    expected = bradley_terry.newton(*args, n_agents=m, ridge=ridge, theta0=theta0)
+    theta, iterations, status = kernels.newton_fit(
+        *args, theta0, ridge, bradley_terry.TOLERANCE, bradley_terry.MAX_ITERATIONS,
+        bradley_terry.ARMIJO,
+    )  # fmt: skip
+    np.testing.assert_allclose(theta, expected.theta, rtol=0, atol=1e-9)
+    assert iterations == expected.iterations
+    assert (status == kernels.FIT_CONVERGED) == expected.converged
+
+
+def test_the_compiled_newton_stops_where_numpys_does_at_its_cap():
+    p = pair_sums(7, 10, 2000, 1.0)
+    args = (p.i, p.j, p.total, p.wins)
+    expected = bradley_terry.newton(*args, n_agents=10, theta0=np.zeros(10), max_iterations=2)
+    theta, iterations, status = kernels.newton_fit(
+        *args, np.zeros(10), bradley_terry.RIDGE, bradley_terry.TOLERANCE, 2, bradley_terry.ARMIJO
+    )
+    assert not expected.converged and status == kernels.FIT_NOT_CONVERGED and iterations == 2
+    np.testing.assert_allclose(theta, expected.theta, rtol=0, atol=1e-12)
+
+
+def test_the_compiled_cholesky_solves_and_refuses_what_is_not_positive_definite():
+    rng = np.random.default_rng(8)
+    root = rng.normal(size=(9, 9))
+    spd = root @ root.T + 0.1 * np.eye(9)
+    rhs = rng.normal(size=9)
+    x = np.empty(9)
+    assert kernels._cholesky_solve(spd.copy(), rhs, x)
+    np.testing.assert_allclose(x, np.linalg.solve(spd, rhs), rtol=1e-10)
+    indefinite = spd - (np.linalg.eigvalsh(spd)[0] + 1.0) * np.eye(9)  # one eigenvalue −1
+    assert not kernels._cholesky_solve(indefinite, rhs, x)
+    assert not kernels._cholesky_solve(np.full((2, 2), np.nan), rhs[:2], x[:2])
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_compiled_tied_ranks_are_bootstraps(seed):
+    from ratings import bootstrap
+
+    rng = np.random.default_rng(seed)
+    theta = rng.normal(size=30)
+    theta[5] = theta[7]  # an exact tie
+    theta[9] = theta[11] + 0.5e-8  # within TIE
+    theta[12] = theta[13] + 2e-8  # beyond it
+    best, worst = np.empty(30, np.int64), np.empty(30, np.int64)
+    kernels.tied_ranks(theta, bootstrap.TIE, best, worst)
+    expected = bootstrap.tied_ranks(theta)
+    assert best.tolist() == expected[0].tolist() and worst.tolist() == expected[1].tolist()
