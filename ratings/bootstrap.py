@@ -40,8 +40,18 @@ from ratings.cells import ClusterCells
 
 TIE = 1e-8  # strengths closer than this (θ scale, 2·10⁻⁶ Elo) are equal
 BLOCK = 32  # replicates drawn, then fitted, at a time
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 # Threads fitting blocks beside the one that draws; 0 fits in the drawing thread.
-THREADS = 1 if (os.cpu_count() or 1) > 1 else 0
+THREADS = 1 if _cpus() > 1 else 0
 
 Resampler = Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]]
 

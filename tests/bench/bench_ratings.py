@@ -25,7 +25,12 @@ same run on the same data. Prints one JSON document.
   per-battle bootstrap ours used before issue 15 (``reference_per_battle_bootstrap``:
   100,000 battles drawn per replicate with ``rng.integers``, summed per pair by
   ``bincount``, Newton warm-started from the full fit). A peer whose 1,000 replicates
-  would take over ~120 s runs 100 and is scaled (``scaled_from`` says so).
+  would take over ~120 s runs 100 and is scaled (``scaled_from`` says so). Issue 38's
+  same-run reference is the replicate loop of issues 15–37
+  (``reference_multinomial_loop``: the same seeded multinomial draws, one numpy Newton
+  and one ``tied_ranks`` per replicate), timed taking turns with ours; its bands must
+  equal ours exactly. The same pair for the task bootstrap (``tasks=``: 500 tasks drawn
+  with replacement) on the same battles.
 - extra figures at 1M × 200: ``rate`` with ``cluster`` = 200 judges, and with
   ``bootstrap=200``;
 - streaming: one ``elo.update``.
@@ -37,7 +42,8 @@ Not benchmarked: ``arena-rank`` (LMArena's package) cannot be installed next to 
 numpy — it pins numpy==2.3.3 and jax.
 
 Needs no database and no Django. Run:
-OPENBLAS_NUM_THREADS=1 .venv/bin/python tests/bench/bench_ratings.py
+OPENBLAS_NUM_THREADS=1 .venv/bin/python tests/bench/bench_ratings.py [SECTION ...]
+with SECTION among refit, bootstrap, extras, streaming (default: all of them).
 Every timing runs inside ``threadpoolctl.threadpool_limits(1)`` (one BLAS thread, as the
 rating worker pins it), which the report states with the machine's load at start and end.
 """
@@ -63,7 +69,7 @@ from scipy.optimize import minimize
 from scipy.special import expit
 from sklearn.linear_model import LogisticRegression
 
-from ratings import bradley_terry, cells, elo
+from ratings import bootstrap, bradley_terry, cells, elo
 
 RIDGE = bradley_terry.RIDGE
 ELO = 400 / math.log(10)  # Elo points per unit of θ
@@ -443,21 +449,109 @@ def budgeted(run, replicates: int = 1000, probe: int = 100) -> dict:
     return {"s": round(samples[0], 3), "scaled_from": None}
 
 
+def reference_multinomial_loop(draw, i, j, *, n_agents, theta, replicates, seed):
+    """Our replicates from issue 15 to issue 38: one replicate at a time from the one
+    seeded generator (``bootstrap.resamples``), a numpy Newton warm-started from the
+    full fit, ``tied_ranks``; the bands."""
+    best = np.empty((replicates, n_agents), dtype=np.int64)
+    worst = np.empty((replicates, n_agents), dtype=np.int64)
+    for r, (total, wins) in enumerate(bootstrap.resamples(draw, replicates=replicates, seed=seed)):
+        fit = bradley_terry.newton(i, j, total, wins, n_agents=n_agents, ridge=RIDGE, theta0=theta)
+        best[r], worst[r] = bootstrap.tied_ranks(fit.theta)
+    return bootstrap.bands(best, worst)
+
+
+def band_arrays(result) -> tuple[np.ndarray, np.ndarray]:
+    return (
+        np.array([e.rank_lower for e in result.agents]),
+        np.array([e.rank_upper for e in result.agents]),
+    )
+
+
+def against_the_loop(run_ours, run_loop, replicates: int, repeat: int) -> dict:
+    """Ours (``rate`` with the bootstrap, full fit included) and the replicate loop it
+    replaced, taking turns run by run; their bands compared."""
+    results = {}
+
+    def keep(name, fn):
+        return lambda: results.__setitem__(name, fn())
+
+    race = interleaved({"ours": keep("ours", run_ours), "loop": keep("loop", run_loop)}, repeat)
+    ours_s, loop_s = median(race["ours"]), median(race["loop"])
+    lower, upper = band_arrays(results["ours"])
+    loop_lower, loop_upper = results["loop"]
+    return {
+        "ours_rate_with_bootstrap_s": seconds(race["ours"]),
+        "reference_multinomial_loop_replicates_only_s": seconds(race["loop"]),
+        "ratio_reference_over_ours": round(loop_s / ours_s, 2),
+        "bands_equal_to_reference": bool(
+            np.array_equal(lower, loop_lower) and np.array_equal(upper, loop_upper)
+        ),
+        "resamples": results["ours"].bootstrap_resamples,
+        "per_replicate_ms": {
+            "ours": round(ours_s / replicates * 1000, 4),
+            "reference": round(loop_s / replicates * 1000, 4),
+        },
+    }
+
+
 def bench_bootstrap() -> dict:
     n_agents, n, replicates = 50, 100_000, 1000
     a, b, y = battles(n_agents, n, seed=2)
     plain_run = lambda: bradley_terry.rate(a, b, y, n_agents=n_agents)  # noqa: E731
     plain_run()
+    # warm-up: the compiled replicate loop loaded from numba's cache, the worker thread
+    bradley_terry.rate(a, b, y, n_agents=n_agents, bootstrap=100, seed=7)
     plain, _ = timed(plain_run, 9)
     with_boot, result = timed(
-        lambda: bradley_terry.rate(a, b, y, n_agents=n_agents, bootstrap=replicates, seed=7), 3
+        lambda: bradley_terry.rate(a, b, y, n_agents=n_agents, bootstrap=replicates, seed=7), 5
     )
     ours_total = median(with_boot)
     ours_replicates = ours_total - median(plain)
 
-    # the full fit's θ, as the warm start of the reference (its Newton from the cells)
-    pairs = cells.count_cells(a, b, y, None, n_agents=n_agents).pairs
+    # the full fit's θ, as the warm start of the references (their Newton from the cells)
+    cell_sums = cells.count_cells(a, b, y, None, n_agents=n_agents)
+    pairs = cell_sums.pairs
     theta = bradley_terry.newton(pairs.i, pairs.j, pairs.total, pairs.wins, n_agents=n_agents).theta
+    load_before = os.getloadavg()[0]
+    battle_race = against_the_loop(
+        lambda: bradley_terry.rate(a, b, y, n_agents=n_agents, bootstrap=replicates, seed=7),
+        lambda: reference_multinomial_loop(
+            bootstrap.battle_resampler(cell_sums),
+            pairs.i,
+            pairs.j,
+            n_agents=n_agents,
+            theta=theta,
+            replicates=replicates,
+            seed=7,
+        ),
+        replicates,
+        5,
+    )
+    # tasks: 500 of them, the battles dealt at random, resampled whole (tasks=)
+    task = np.random.default_rng(5).integers(0, 500, n)
+    tasks = bradley_terry.ClusterSums(task, a, b, np.ones(n), y)
+    task_draw = bootstrap.cells_resampler(
+        cells.cluster_cells(task, a, b, np.ones(n), y, n_agents=n_agents), pairs.i, pairs.j
+    )
+    task_race = against_the_loop(
+        lambda: bradley_terry.rate(
+            a, b, y, n_agents=n_agents, tasks=tasks, bootstrap=replicates, seed=7
+        ),
+        lambda: reference_multinomial_loop(
+            task_draw,
+            pairs.i,
+            pairs.j,
+            n_agents=n_agents,
+            theta=theta,
+            replicates=replicates,
+            seed=7,
+        ),
+        replicates,
+        3,
+    )
+    load_after = os.getloadavg()[0]
+
     reference_t, (ref_lower, ref_upper) = timed(
         lambda: reference_per_battle_bootstrap(a, b, y, n_agents, theta, replicates, seed=7), 2
     )
@@ -465,13 +559,25 @@ def bench_bootstrap() -> dict:
     fastchat = budgeted(lambda k: fastchat_bootstrap_bt(a, b, y, n_agents, k, seed=7))
     evalica_boot = budgeted(lambda k: evalica_bootstrap(a, b, y, k, seed=7))
 
-    lower = np.array([e.rank_lower for e in result.agents])
-    upper = np.array([e.rank_upper for e in result.agents])
+    lower, upper = band_arrays(result)
     widths = upper - lower + 1
+    issue_38 = {
+        "replicates": replicates,
+        "battles": n,
+        "agents": n_agents,
+        "ours_s": battle_race["ours_rate_with_bootstrap_s"]["median"],
+        "reference_s": battle_race["reference_multinomial_loop_replicates_only_s"]["median"],
+        "ratio_reference_over_ours": battle_race["ratio_reference_over_ours"],
+        "bands_equal_to_reference": battle_race["bands_equal_to_reference"],
+        "target_s": TARGETS["bootstrap_1000_s"],
+        "threads_fitting_beside_the_draws": bootstrap.THREADS,
+        "load_average_1min": [round(load_before, 2), round(load_after, 2)],
+    }
     return {
         "battles": n,
         "agents": n_agents,
         "replicates": replicates,
+        "issue_38": issue_38,
         "ours": {
             "rate_s": seconds(plain),
             "rate_with_bootstrap_s": seconds(with_boot),
@@ -480,6 +586,7 @@ def bench_bootstrap() -> dict:
             "median_rank_band_width": float(statistics.median(widths)),
             "resamples": result.bootstrap_resamples,
         },
+        "against_the_replicate_loop": {"battles": battle_race, "tasks_500": task_race},
         "reference_per_battle_bootstrap": {
             "s": seconds(reference_t),
             "bands_equal_to_ours_share": round(
@@ -541,7 +648,14 @@ def bench_streaming() -> dict:
     }
 
 
-def main() -> None:
+SECTIONS = ("refit", "bootstrap", "extras", "streaming")
+
+
+def main(sections: list[str]) -> None:
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        raise SystemExit(f"unknown sections {sorted(unknown)}; choose among {SECTIONS}")
+    run = set(sections or SECTIONS)
     load = os.getloadavg()
     report: dict = {
         "machine": {
@@ -559,33 +673,42 @@ def main() -> None:
             {"api": p["internal_api"], "num_threads": p["num_threads"]}
             for p in threadpoolctl.threadpool_info()
         ]
-        report["refit_binary"] = bench_refit(ties=0.0, seed=1)
-        report["refit_30pct_ties"] = bench_refit(ties=0.3, seed=4)
-        report["bootstrap"] = bench_bootstrap()
-        report["extras_1m_200"] = bench_extras()
-        report["streaming_update"] = bench_streaming()
-    binary, tied = report["refit_binary"], report["refit_30pct_ties"]
-    report["headline"] = {
-        "refit_median_s": binary["ours"]["rate_s"]["median"],
-        "speedup_vs_choix_ilsr": binary["speedup"]["vs_choix_ilsr"],
-        "speedup_vs_fastchat_lbfgs": binary["speedup"]["vs_fastchat_lbfgs"],
-        "speedup_vs_evalica": binary["speedup"]["vs_evalica"],
-        "speedup_vs_fastchat": binary["speedup"]["vs_fastchat_dense_sklearn"],
-        "speedup_vs_sparse_sklearn": binary["speedup"]["vs_sparse_sklearn"],
-        "bootstrap_1000_s": report["bootstrap"]["ours"]["rate_with_bootstrap_s"]["median"],
-    }
+        if "refit" in run:
+            report["refit_binary"] = bench_refit(ties=0.0, seed=1)
+            report["refit_30pct_ties"] = bench_refit(ties=0.3, seed=4)
+        if "bootstrap" in run:
+            report["bootstrap"] = bench_bootstrap()
+        if "extras" in run:
+            report["extras_1m_200"] = bench_extras()
+        if "streaming" in run:
+            report["streaming_update"] = bench_streaming()
+    report["headline"], report["pass"] = {}, {}
+    if "refit" in run:
+        binary, tied = report["refit_binary"], report["refit_30pct_ties"]
+        report["headline"] |= {
+            "refit_median_s": binary["ours"]["rate_s"]["median"],
+            "speedup_vs_choix_ilsr": binary["speedup"]["vs_choix_ilsr"],
+            "speedup_vs_fastchat_lbfgs": binary["speedup"]["vs_fastchat_lbfgs"],
+            "speedup_vs_evalica": binary["speedup"]["vs_evalica"],
+            "speedup_vs_fastchat": binary["speedup"]["vs_fastchat_dense_sklearn"],
+            "speedup_vs_sparse_sklearn": binary["speedup"]["vs_sparse_sklearn"],
+        }
+        report["pass"] |= {
+            "refit_median_s": binary["refit_median_s_pass"] and tied["refit_median_s_pass"],
+            "refit_faster_than_every_peer": binary["faster_than_every_peer"]
+            and tied["faster_than_every_peer"],
+        }
+    if "bootstrap" in run:
+        report["headline"]["bootstrap_1000"] = report["bootstrap"]["issue_38"]
+        report["pass"]["bootstrap_1000_s"] = report["bootstrap"]["bootstrap_1000_s_pass"]
+    if "streaming" in run:
+        report["pass"]["streaming_update_ms"] = (
+            report["streaming_update"]["p50_ms"] <= TARGETS["streaming_update_ms"]
+        )
     report["targets"] = TARGETS
-    report["pass"] = {
-        "refit_median_s": binary["refit_median_s_pass"] and tied["refit_median_s_pass"],
-        "refit_faster_than_every_peer": binary["faster_than_every_peer"]
-        and tied["faster_than_every_peer"],
-        "bootstrap_1000_s": report["bootstrap"]["bootstrap_1000_s_pass"],
-        "streaming_update_ms": report["streaming_update"]["p50_ms"]
-        <= TARGETS["streaming_update_ms"],
-    }
     report["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
