@@ -21,6 +21,7 @@ from judging.machine_reads import (
     machine_agreement,
 )
 from judging.models import MachineVerdict
+from ratings.api import StyleOutput
 
 METHODS = MachineVerdict.Method.values
 
@@ -113,6 +114,16 @@ class MachineBoardRowOutput(serializers.Serializer):
     rank_upper = serializers.IntegerField(allow_null=True)
     provisional = serializers.BooleanField()
     unavailable = serializers.CharField(allow_null=True)
+    style_rating = serializers.FloatField(
+        allow_null=True,
+        help_text="Style-controlled rating from the machine's verdicts: each side's style "
+        'held equal (docs/intervals.md, "Style control"); null where rating is, or unplaced.',
+    )
+    style_lower = serializers.FloatField(allow_null=True, help_text="Its 95% interval, lower.")
+    style_upper = serializers.FloatField(allow_null=True, help_text="Its 95% interval, upper.")
+    style_rank = serializers.IntegerField(
+        allow_null=True, help_text="Position by style-controlled rating; null without one."
+    )
     battles = serializers.IntegerField(help_text="Machine-judged rated battles of the agent.")
     wins = serializers.IntegerField()
     draws = serializers.IntegerField(help_text="The machine said tie.")
@@ -136,6 +147,12 @@ class MachineBoardOutput(serializers.Serializer):
     interval = serializers.CharField(allow_null=True, help_text="battle: one judge, one cluster.")
     converged = serializers.BooleanField(allow_null=True)
     boards = MachineBoardChoiceOutput(many=True, help_text="Every machine board of the arena.")
+    style = StyleOutput(
+        allow_null=True, help_text="Style control of this board; null: none computed yet."
+    )
+    order = serializers.ChoiceField(
+        choices=["plain", "controlled"], help_text="The rows' order: rating or style-controlled."
+    )
     rows = MachineBoardRowOutput(many=True)
 
 
@@ -145,7 +162,11 @@ class MachineBoardApi(APIView):
     @extend_schema(
         responses={
             200: MachineBoardOutput,
-            400: OpenApiResponse(ErrorOutput, description="invalid_method: not pairwise, rubric."),
+            400: OpenApiResponse(
+                ErrorOutput,
+                description="invalid_method: not pairwise, rubric; invalid_board_query: a "
+                "style other than controlled or plain.",
+            ),
             404: OpenApiResponse(
                 ErrorOutput,
                 description="no_machine_board: no verdicts of that judge model and method "
@@ -155,6 +176,12 @@ class MachineBoardApi(APIView):
         parameters=[
             OpenApiParameter("judge_model", required=False, description="The judge's model id."),
             OpenApiParameter("method", enum=METHODS, required=False),
+            OpenApiParameter(
+                "style",
+                enum=["controlled", "plain"],
+                required=False,
+                description="controlled: rows by style-controlled rating; omitted: by rating.",
+            ),
         ],
         description='The "machine-judged" board of the public arena: Bradley-Terry over the '
         "machine judge's verdicts on rated battles (one per battle), with the category "
@@ -164,7 +191,10 @@ class MachineBoardApi(APIView):
     def get(self, request):
         arena = Arena.objects.public()
         body = machine_board_document(
-            arena, request.query_params.get("judge_model"), request.query_params.get("method")
+            arena,
+            request.query_params.get("judge_model"),
+            request.query_params.get("method"),
+            request.query_params.get("style"),
         )
         return Response(MachineBoardOutput(body).data)
 

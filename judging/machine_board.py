@@ -29,16 +29,23 @@ from django.utils import timezone
 
 from agents.models import Agent, Arena
 from arena_site.exceptions import ApplicationError
+from battles.models import Battle
 from judging.models import MachineVerdict
+from ratings.board_query import BoardQueryError, board_ordered, board_query, with_style_ranks
 from ratings.bradley_terry import ClusterSums
 from ratings.category_boards import MIN_RATED_AGENTS
-from ratings.refit import FitInput, FitParams, fit
+from ratings.refit import FitInput, FitParams, fit, fit_reference
 from ratings.selectors import rated_battles
 from ratings.services import OUTCOME_Y
+from ratings.style import STYLE_FEATURES
+from ratings.style_board import StyleFit, not_enough, style_covariates, style_fit
+from ratings.style_features import StyleBattles, side_features
 
 logger = logging.getLogger(__name__)
 
 METHODS = tuple(MachineVerdict.Method.values)
+STYLE_FIELDS = ("style_rating", "style_lower", "style_upper", "style_rank")
+ROUNDED = ("rating", "lower", "upper", "style_rating", "style_lower", "style_upper")
 
 
 def _verdicts(*, arena_id: int, judge_model: str | None = None, method: str | None = None):
@@ -120,6 +127,41 @@ def machine_board_input(
     )
 
 
+def machine_style(
+    *, arena_id: int, judge_model: str, method: str, data: FitInput, published: set[int],
+    params: FitParams,
+) -> StyleFit:  # fmt: skip
+    """Style control of the machine board (``ratings.style_board``): its verdicts one by
+    one (a battle's y the machine's), weight 1, one judge (no clusters), each battle
+    side's style (``ratings.style_features``), beside the plain fit of ``data``."""
+    verdicts = _verdicts(arena_id=arena_id, judge_model=judge_model, method=method)
+    rows = list(
+        verdicts.order_by("battle_id").values_list(
+            "battle_id", "battle__agent_a_id", "battle__agent_b_id", "outcome"
+        )
+    )
+    ids = np.array([row[0] for row in rows], dtype=np.int64)
+    judged = Battle.objects.filter(pk__in=verdicts.order_by().values("battle_id"))
+    features_a, features_b = side_features(judged, ids, STYLE_FEATURES)
+    if np.isnan(features_a).all() and np.isnan(features_b).all():
+        return not_enough("No battle this judge rated has a recorded run, so there is no "
+                          "style to measure.")  # fmt: skip
+    battles = StyleBattles(
+        ids=ids,
+        agent_a=np.array([row[1] for row in rows], dtype=np.int64),
+        agent_b=np.array([row[2] for row in rows], dtype=np.int64),
+        y=np.array([OUTCOME_Y[row[3]] for row in rows], dtype=np.float64),
+        w=np.ones(len(rows)),
+        cluster=np.zeros(len(rows), dtype=np.int64),
+        features_a=features_a,
+        features_b=features_b,
+        names=STYLE_FEATURES,
+    )
+    return style_fit(battles, agent_ids=data.agent_ids, reference=fit_reference(data, params),
+                     published=published, r0=params.r0, ridge=params.ridge,
+                     clustered=False)  # fmt: skip
+
+
 def _records(data: FitInput) -> dict[int, dict[str, int]]:
     """Wins, draws and losses per agent id, by the machine's verdicts."""
     records: dict[int, dict[str, int]] = {}
@@ -179,6 +221,15 @@ def machine_board_build(
             for point in points.values():
                 point.update(rating=None, lower=None, upper=None, rank_lower=None,
                              rank_upper=None)  # fmt: skip
+    style = not_enough("Too few machine-judged battles for a rating, so none with style "
+                       "held equal.")  # fmt: skip
+    if rating is not None:
+        published = {agent for agent, p in points.items() if p["rating"] is not None}
+        style = machine_style(arena_id=arena_id, judge_model=judge_model, method=method,
+                              data=data, published=published, params=params)  # fmt: skip
+    for agent, point in points.items():
+        figures = style.points.get(agent, (None,) * 4)
+        point.update(zip(STYLE_FIELDS, figures, strict=True))
     rated = sum(p["rating"] is not None for p in points.values())
     return {
         "judge_model": judge_model,
@@ -195,6 +246,7 @@ def machine_board_build(
         "bootstrap_replicates": rating.bootstrap_replicates if rating else 0,
         "converged": rating.converged if rating else None,
         "points": points,
+        "style": style.document,
     }
 
 
@@ -246,10 +298,7 @@ def machine_board_rows(document: dict[str, Any]) -> list[dict[str, Any]]:
                 "provider": agent.provider,
                 "kind": agent.kind,
                 "organisation": agent.team.name if agent.team_id else "Arena",
-                **{
-                    k: _round(v) if k in ("rating", "lower", "upper") else v
-                    for k, v in point.items()
-                },
+                **{k: _round(v) if k in ROUNDED else v for k, v in point.items()},
             }
         )
     rows.sort(key=lambda r: (r["rating"] is None, -(r["rating"] or 0.0), -r["battles"], r["agent"]))
@@ -257,7 +306,8 @@ def machine_board_rows(document: dict[str, Any]) -> list[dict[str, Any]]:
         row["rank"] = rank
     for row in rows:
         row.setdefault("rank", None)
-    return rows
+        row.setdefault("style_rating", None)  # a board stored before style control
+    return with_style_ranks(rows)  # the rank's rule, on the page's rows
 
 
 def _round(value: float | None) -> float | None:
@@ -289,19 +339,31 @@ def _board_choice(arena: Arena, judge_model: str | None, method: str | None, boa
     return found[0]["judge_model"], found[0]["method"]
 
 
-def machine_board_document(arena: Arena, judge_model: str | None, method: str | None) -> dict:
-    """The page's and the API's board (raises ``ApplicationError`` for a bad choice)."""
+def machine_board_document(
+    arena: Arena, judge_model: str | None, method: str | None, style: str | None = None
+) -> dict:
+    """The page's and the API's board (raises ``ApplicationError`` for a bad choice or
+    order); ``style`` "controlled" orders it by style-controlled rating."""
+    try:
+        query = board_query({"style": style or ""})
+    except BoardQueryError as exc:
+        raise ApplicationError(str(exc), code="invalid_board_query") from exc
     boards = machine_boards(arena_id=arena.pk)
     choice = _board_choice(arena, judge_model, method, boards)
     if choice is None:
         return {"arena": arena.slug, "judge_model": None, "method": None, "battles": 0,
                 "computed_at": None, "min_battles": None, "enough": False, "interval": None,
-                "converged": None, "boards": boards, "rows": []}  # fmt: skip
+                "converged": None, "boards": boards, "rows": [], "style": None,
+                "order": query.style or "plain"}  # fmt: skip
     document = machine_board(arena_id=arena.pk, judge_model=choice[0], method=choice[1])
-    return {
+    body = {
         **{k: document[k] for k in ("judge_model", "method", "battles", "computed_at",
                                     "min_battles", "enough", "interval", "converged")},
         "arena": arena.slug,
         "boards": boards,
         "rows": machine_board_rows(document),
+        "style": document.get("style"),
+        "style_covariates": style_covariates(document.get("style")),
+        "order": query.style or "plain",
     }  # fmt: skip
+    return board_ordered(body, query)

@@ -179,13 +179,15 @@ def machine_board_page(request: HttpRequest) -> HttpResponse:
     arena = Arena.objects.public()
     try:
         board = machine_board_document(
-            arena, request.GET.get("judge_model"), request.GET.get("method")
-        )
+            arena, request.GET.get("judge_model"), request.GET.get("method"),
+            request.GET.get("style"),
+        )  # fmt: skip
     except ApplicationError as exc:
         return _error(request, exc, "judging/machine_board.html", {"arena": arena})
+    order = {} if board["order"] == "plain" else {"style": board["order"]}  # kept by the links
     for choice in board["boards"]:
         choice["url"] = "?" + urlencode({"judge_model": choice["judge_model"],
-                                         "method": choice["method"]})  # fmt: skip
+                                         "method": choice["method"], **order})  # fmt: skip
         choice["current"] = (choice["judge_model"], choice["method"]) == (
             board["judge_model"], board["method"])  # fmt: skip
     return render(request, "judging/machine_board.html", {"arena": arena, "board": board})

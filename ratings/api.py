@@ -9,8 +9,9 @@ from rest_framework.views import APIView
 from agents.models import Agent, Arena
 from arena_site.exceptions import ApplicationError
 from battles.classify import CATEGORIES
-from ratings.board_query import KINDS, BoardQueryError, board_query
+from ratings.board_query import KINDS, STYLE_CONTROLLED, BoardQueryError, board_query
 from ratings.category_boards import board_for_query
+from ratings.style_features import FEATURES
 
 
 class LeaderboardRowOutput(serializers.Serializer):
@@ -58,6 +59,23 @@ class LeaderboardRowOutput(serializers.Serializer):
     fit_battles = serializers.IntegerField(
         min_value=0,
         help_text="The agent's battles in the refit (on a category's board: in that category).",
+    )
+    style_rating = serializers.FloatField(
+        allow_null=True,
+        help_text="Style-controlled rating: the same battles with each side's style (final "
+        "message length and markdown, steps, wall time, files, diff size) held equal. Null "
+        "where the rating is, or where style control could not place the agent.",
+    )
+    style_lower = serializers.FloatField(
+        allow_null=True, help_text="95% interval of the style-controlled rating, lower end."
+    )
+    style_upper = serializers.FloatField(
+        allow_null=True, help_text="95% interval of the style-controlled rating, upper end."
+    )
+    style_rank = serializers.IntegerField(
+        min_value=1,
+        allow_null=True,
+        help_text="Position by style-controlled rating (the rank's rule); null without one.",
     )
     streaming_rating = serializers.FloatField(
         help_text="Streaming Elo, moved on every decided battle (not the published rating)."
@@ -192,6 +210,45 @@ class MatricesOutput(serializers.Serializer):
     )
 
 
+class StyleCoefficientOutput(serializers.Serializer):
+    name = serializers.ChoiceField(choices=list(FEATURES))
+    label = serializers.CharField()
+    coef = serializers.FloatField(
+        allow_null=True,
+        help_text="Rating points a one-standard-deviation style lead (normalised side "
+        "difference) is worth in the verdicts.",
+    )
+    lower = serializers.FloatField(allow_null=True, help_text="95% interval, lower end.")
+    upper = serializers.FloatField(allow_null=True, help_text="95% interval, upper end.")
+    n = serializers.IntegerField(min_value=0, help_text="Battles with it known on both sides.")
+
+
+class StyleDroppedOutput(serializers.Serializer):
+    name = serializers.ChoiceField(choices=list(FEATURES))
+    label = serializers.CharField()
+    reason = serializers.CharField(
+        help_text='Why it is not in the fit: "not measured" (on no battle), "constant" '
+        "(the same side difference wherever measured)."
+    )
+
+
+class StyleOutput(serializers.Serializer):
+    """Style control of the board shown (docs/intervals.md, "Style control")."""
+
+    status = serializers.ChoiceField(
+        choices=["fitted", "not_enough"],
+        help_text="fitted: the style-controlled columns are filled; not_enough: reason says "
+        "why they are empty.",
+    )
+    reason = serializers.CharField(allow_blank=True)
+    battles = serializers.IntegerField(min_value=0, help_text="Battles in the style fit.")
+    interval = serializers.ChoiceField(choices=["battle", "clustered"], required=False)
+    critical_value = serializers.FloatField(allow_null=True, required=False)
+    rated_agents = serializers.IntegerField(min_value=0)
+    coefficients = StyleCoefficientOutput(many=True)
+    dropped = StyleDroppedOutput(many=True)
+
+
 class LeaderboardOutput(serializers.Serializer):
     arena = serializers.CharField()
     refit = RefitStatusOutput()
@@ -209,6 +266,11 @@ class LeaderboardOutput(serializers.Serializer):
     self_judged_only = serializers.IntegerField(
         allow_null=True,
         help_text="Decided battles that rest on the submitting team's own blind votes alone.",
+    )
+    style = StyleOutput(
+        allow_null=True,
+        help_text="Style control of this board (overall or the category's); null while "
+        "none has been computed for its published fit.",
     )
     rows = LeaderboardRowOutput(many=True)
 
@@ -239,12 +301,21 @@ class LeaderboardApi(APIView):
                 required=False,
                 description='Only agents of this team ("Arena": the arena\'s own).',
             ),
+            OpenApiParameter(
+                "style",
+                enum=[STYLE_CONTROLLED, "plain"],
+                required=False,
+                description="controlled: rows by style-controlled rating (rows without one "
+                "after); omitted or plain: by rating.",
+            ),
         ],
         description=(
             "The public arena's board: rated agents by published rating, then provisional "
             "and unavailable agents by streaming value. Retired agents are not listed; "
             "their battles stay in the refit. With ?category=, the board of that kind of "
-            "task. Filters keep ranks of the whole board. 400 for an unknown category or kind."
+            "task. Filters keep ranks of the whole board. Each row carries its style-controlled "
+            "rating too; ?style=controlled orders by it. 400 for an unknown category, kind "
+            "or order."
         ),
     )
     def get(self, request):

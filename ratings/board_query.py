@@ -22,12 +22,17 @@ class BoardQueryError(ValueError):
     """A parameter the board cannot answer; the message says what to send instead."""
 
 
+# ``?style=controlled``: the board ordered by its style-controlled rating.
+STYLE_CONTROLLED = "controlled"
+
+
 @dataclass(frozen=True)
 class BoardQuery:
     category: str = ""  # "" is the overall board
     kind: str = ""
     provider: str = ""
     organisation: str = ""
+    style: str = ""  # "" the plain order; STYLE_CONTROLLED by style-controlled rating
 
     @property
     def narrowed(self) -> bool:
@@ -42,17 +47,19 @@ class BoardQuery:
             "kind": self.kind,
             "provider": self.provider,
             "organisation": self.organisation,
+            "style": self.style,
             **changes,
         }
         return {k: v for k, v in values.items() if v}
 
 
 def board_query(params: Mapping[str, str]) -> BoardQuery:
-    """The query of GET parameters ``category``, ``kind``, ``provider`` and
-    ``organisation`` (each optional; blank means any). Raises BoardQueryError for an
-    unknown category or kind, or an over-long or multi-line value."""
+    """The query of GET parameters ``category``, ``kind``, ``provider``,
+    ``organisation`` and ``style`` (each optional; blank means any, or the plain
+    order). Raises BoardQueryError for an unknown category, kind or order, or an
+    over-long or multi-line value."""
     values = {}
-    for name in ("category", "kind", "provider", "organisation"):
+    for name in ("category", "kind", "provider", "organisation", "style"):
         value = params.get(name, "")
         if not isinstance(value, str):
             raise BoardQueryError(f"{name} must be text.")
@@ -73,6 +80,13 @@ def board_query(params: Mapping[str, str]) -> BoardQuery:
     if values["kind"] and values["kind"] not in KINDS:
         raise BoardQueryError(
             f"kind {values['kind']!r} is unknown; it is one of {', '.join(KINDS)}, or blank."
+        )
+    if values["style"] == "plain":
+        values["style"] = ""
+    if values["style"] not in ("", STYLE_CONTROLLED):
+        raise BoardQueryError(
+            f"style {values['style'][:20]!r} is unknown; it is {STYLE_CONTROLLED} (the board "
+            "ordered by its style-controlled rating), plain, or blank."
         )
     return BoardQuery(**values)
 
@@ -112,6 +126,30 @@ def board_narrow(board: dict[str, Any], query: BoardQuery) -> dict[str, Any]:
         "rows": rows,
         "matrices": matrices_subset(board["matrices"], [row["slug"] for row in rows]),
     }
+
+
+def with_style_ranks(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows (in the board's order) with ``style_rank``: the plain rank's rule on the
+    style-controlled rating, the rows that have one numbered 1, 2, … by it, best first,
+    ties in the board's order; None for the rest."""
+    rated = sorted(
+        (i for i, row in enumerate(rows) if row.get("style_rating") is not None),
+        key=lambda i: (-rows[i]["style_rating"], i),
+    )
+    rank = {i: place for place, i in enumerate(rated, start=1)}
+    return [{**row, "style_rank": rank.get(i)} for i, row in enumerate(rows)]
+
+
+def board_ordered(board: dict[str, Any], query: BoardQuery) -> dict[str, Any]:
+    """The board in the order the query asks for: as it is, or with ``?style=controlled``
+    by style-controlled rank (rows without one after, in the board's order)."""
+    if query.style != STYLE_CONTROLLED:
+        return board
+    rows = sorted(
+        board["rows"],
+        key=lambda row: (row.get("style_rank") is None, row.get("style_rank") or 0),
+    )
+    return {**board, "rows": rows}
 
 
 def filter_options(rows: list[dict[str, Any]]) -> dict[str, list[tuple[str, str]]]:

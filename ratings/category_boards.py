@@ -26,8 +26,16 @@ from django.utils import timezone
 
 from battles.classify import BOARD_CATEGORIES, CATEGORY_LABELS
 from battles.services.categories import task_categories_backfill
-from ratings.board_query import BoardQuery, board_narrow
-from ratings.refit import FitInput, FitParams, _points, bootstrap_unit, fit, refit_input
+from ratings.board_query import BoardQuery, board_narrow, board_ordered
+from ratings.refit import (
+    FitInput,
+    FitParams,
+    _points,
+    bootstrap_unit,
+    fit,
+    refit_input,
+    refit_style,
+)
 from ratings.selectors import (
     battle_categories,
     category_leaderboard,
@@ -35,12 +43,14 @@ from ratings.selectors import (
     pair_tallies,
 )
 from ratings.services import leaderboard_current
+from ratings.style_board import StyleFit, not_enough
 
 logger = logging.getLogger(__name__)
 
 
 # Agents with a rating a category's board needs before it shows any number.
 MIN_RATED_AGENTS = 2
+TOO_FEW_FOR_STYLE = "Too few battles on these tasks for a rating, so none with style held equal."
 
 
 def _key(arena_id: int, category: str) -> str:
@@ -106,9 +116,14 @@ def category_board_build(
         if len(published) < MIN_RATED_AGENTS:
             rating = None
     points: dict[int, dict[str, Any]] = {}
+    style: StyleFit = not_enough(TOO_FEW_FOR_STYLE)
     if rating is not None:
         # The published board's own rule: a provisional or unplaceable agent has no number.
-        for point in _points(None, data, rating, params.min_battles):
+        published = {p.agent_id for p in _points(None, data, rating, params.min_battles)
+                     if p.rating is not None}  # fmt: skip
+        style = refit_style(arena_id=arena_id, data=data, params=params,
+                            published=published, category=category)  # fmt: skip
+        for point in _points(None, data, rating, params.min_battles, style):
             points[point.agent_id] = {
                 "rating": point.rating,
                 "lower": point.lower,
@@ -118,6 +133,7 @@ def category_board_build(
                 "provisional": point.provisional,
                 "unavailable": point.unavailable or None,
                 "battles": point.battles,
+                **_style_fields(point),
             }
     else:
         for agent, n in battles.items():
@@ -130,6 +146,7 @@ def category_board_build(
                 "provisional": True,
                 "unavailable": None,
                 "battles": n,
+                **_style_fields(None),
             }
     rated = sum(p["rating"] is not None for p in points.values())
     return {
@@ -154,7 +171,14 @@ def category_board_build(
         "iterations": rating.iterations if rating else None,
         "points": points,
         "pairs": _pairs(data),
+        # style control of this board (ratings.style_board): its table, or why none
+        "style": style.document,
     }
+
+
+def _style_fields(point) -> dict[str, Any]:
+    names = ("style_rating", "style_lower", "style_upper", "style_rank")
+    return {name: getattr(point, name, None) for name in names}
 
 
 def category_board(*, arena_id: int, category: str) -> dict[str, Any]:
@@ -219,7 +243,7 @@ def board_for_query(*, arena_id: int, query: BoardQuery) -> dict[str, Any]:
     else:
         pairs = [(lo, hi, y, n) for lo, hi, y, _, n in tallies["pairs"]]
         board["matrices"] = matrices_document(board["rows"], pairs)
-    return board_narrow(board, query)
+    return board_ordered(board_narrow(board, query), query)
 
 
 def _pairs_build(arena_id: int) -> dict[str, Any]:

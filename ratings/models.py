@@ -61,6 +61,13 @@ class RatingSnapshot(models.Model):
         blank=True,
         help_text="How many judges or tasks a replicate drew from; empty when battles.",
     )
+    style = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Style control's fit (ratings.refit.style_document): status, battles, "
+        "per covariate its coefficient and 95% interval (Elo per sd), n, dropped ones and "
+        "why. Empty: computed before style control existed.",
+    )
 
     class Meta:
         indexes = [models.Index(fields=["arena", "-computed_at"], name="snapshot_arena_recent")]
@@ -90,6 +97,13 @@ class RatingPoint(models.Model):
     battles = models.PositiveIntegerField()
     weight = models.FloatField(help_text="Σ w_b over the agent's battles in the fit.")
     provisional = models.BooleanField()
+    # Style control (ratings.style): the rating with the sides' style held equal, its 95%
+    # interval and its place among the snapshot's style-controlled ratings; withheld
+    # like the rating, and empty where the style fit could not place the agent.
+    style_rating = models.FloatField(null=True, blank=True)
+    style_lower = models.FloatField(null=True, blank=True)
+    style_upper = models.FloatField(null=True, blank=True)
+    style_rank = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -97,6 +111,10 @@ class RatingPoint(models.Model):
             models.CheckConstraint(
                 condition=Q(rating=None) | (Q(provisional=False) & Q(unavailable="")),
                 name="point_rating_only_when_published",
+            ),
+            models.CheckConstraint(
+                condition=Q(style_rating=None) | Q(rating__isnull=False),
+                name="point_style_only_when_rated",
             ),
         ]
         # An agent's history: its points in snapshot order, one index range scan.

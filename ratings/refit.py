@@ -37,6 +37,7 @@ from ratings.models import (
 )
 from ratings.selectors import rated_battles
 from ratings.services import OUTCOME_Y, leaderboard_changed, leaderboard_push
+from ratings.style_board import StyleFit, board_style
 
 logger = logging.getLogger(__name__)
 
@@ -277,16 +278,23 @@ def _cluster_sums(rows: list[tuple], index: dict[int, int], renumber: bool = Fal
     )
 
 
-def fit(data: FitInput, params: FitParams) -> Rating:
-    """Bradley-Terry on the input, centred on the non-provisional agents (all agents
-    with battles while none is non-provisional yet), on one BLAS thread (threadpoolctl:
-    a pool of threads only slows the many small solves of Newton and the bootstrap)."""
+def fit_reference(data: FitInput, params: FitParams) -> np.ndarray | None:
+    """The agents a fit is centred on: the non-provisional ones; None (all agents with
+    battles) while there is none."""
     counts = np.bincount(
         np.concatenate([data.a, data.b]),
         np.concatenate([data.count, data.count]),
         minlength=len(data.agent_ids),
     )
     reference = counts >= params.min_battles
+    return reference if reference.any() else None
+
+
+def fit(data: FitInput, params: FitParams) -> Rating:
+    """Bradley-Terry on the input, centred on the non-provisional agents (all agents
+    with battles while none is non-provisional yet), on one BLAS thread (threadpoolctl:
+    a pool of threads only slows the many small solves of Newton and the bootstrap)."""
+    reference = fit_reference(data, params)
     with threadpool_limits(1):  # one BLAS thread: the solves are small and many
         return rate(
             data.a,
@@ -297,7 +305,7 @@ def fit(data: FitInput, params: FitParams) -> Rating:
             count=data.count,
             clustered=data.clustered,
             tasks=data.tasks,
-            reference=reference if reference.any() else None,
+            reference=reference,
             ridge=params.ridge,
             r0=params.r0,
             bootstrap=params.bootstrap,
@@ -314,7 +322,9 @@ def bootstrap_unit(rating: Rating) -> str:
     return BOOTSTRAP_UNITS[rating.bootstrap_resamples]
 
 
-def _points(snapshot: RatingSnapshot, data: FitInput, rating: Rating, n0: int) -> list:
+def _points(
+    snapshot: RatingSnapshot, data: FitInput, rating: Rating, n0: int, style: StyleFit | None = None
+) -> list:
     points = []
     for estimate in rating.agents:
         provisional = estimate.battles < n0
@@ -335,7 +345,44 @@ def _points(snapshot: RatingSnapshot, data: FitInput, rating: Rating, n0: int) -
                 provisional=provisional,
             )
         )
+        figures = style.points.get(points[-1].agent_id) if style and published else None
+        if figures is not None:
+            point = points[-1]
+            point.style_rating, point.style_lower, point.style_upper, point.style_rank = figures
     return points
+
+
+def refit_style(
+    *, arena_id: int, data: FitInput, params: FitParams, published: set[int],
+    category: str | None = None,
+) -> StyleFit:  # fmt: skip
+    """Style control (``ratings.style_board``) beside the plain fit of ``data``: its
+    agents, centring, ridge and R0."""
+    return board_style(arena_id=arena_id, agent_ids=data.agent_ids,
+                       reference=fit_reference(data, params), published=published,
+                       r0=params.r0, ridge=params.ridge, category=category)  # fmt: skip
+
+
+def published_agents(data: FitInput, rating: Rating, n0: int) -> set[int]:
+    """The agents whose plain rating the board publishes (``_points``' rule)."""
+    return {p.agent_id for p in _points(None, data, rating, n0) if p.rating is not None}
+
+
+def snapshot_style_backfill(*, snapshot: RatingSnapshot, data: FitInput, params: FitParams) -> None:
+    """Style control for a published snapshot computed before it existed (its ``style``
+    empty), on the battles it counted (the input's digest is the snapshot's)."""
+    points = list(RatingPoint.objects.filter(snapshot=snapshot))
+    published = {p.agent_id for p in points if p.rating is not None}
+    style = refit_style(arena_id=snapshot.arena_id, data=data, params=params, published=published)
+    for point in points:
+        figures = style.points.get(point.agent_id)
+        if figures is not None:
+            point.style_rating, point.style_lower, point.style_upper, point.style_rank = figures
+    RatingPoint.objects.bulk_update(
+        points, ["style_rating", "style_lower", "style_upper", "style_rank"]
+    )
+    snapshot.style = style.document
+    snapshot.save(update_fields=["style"])
 
 
 def battles_stamp_incorporated(
@@ -398,6 +445,12 @@ def arena_refit(*, arena_id: int) -> RefitResult:
         previous = RatingSnapshot.objects.filter(pk=state.snapshot_id).first()
         changed = data.battles > 0 if previous is None else previous.digest != data.digest
         rating = fit(data, params) if changed and data.battles else None
+        style = None
+        if rating is not None:  # the plain fit is done: style control reads on its own
+            published = published_agents(data, rating, params.min_battles)
+            style = refit_style(arena_id=arena_id, data=data, params=params, published=published)
+        elif not changed and previous is not None and previous.style is None and data.battles:
+            snapshot_style_backfill(snapshot=previous, data=data, params=params)
         compute_ms = round((time.perf_counter() - started) * 1000)
         now = timezone.now()
         if changed:
@@ -421,9 +474,12 @@ def arena_refit(*, arena_id: int) -> RefitResult:
                 floored=rating.floored if rating else 0,
                 bootstrap_unit=bootstrap_unit(rating) if rating else params.bootstrap_unit,
                 bootstrap_clusters=rating.bootstrap_clusters if rating else None,
+                style=style.document if style else None,
             )
             if rating is not None:
-                RatingPoint.objects.bulk_create(_points(snapshot, data, rating, params.min_battles))
+                RatingPoint.objects.bulk_create(
+                    _points(snapshot, data, rating, params.min_battles, style)
+                )
             state.snapshot = snapshot
         state.runs = F("runs") + 1
         state.last_run_at = now

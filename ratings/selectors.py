@@ -13,6 +13,7 @@ from django.utils import timezone
 from agents.models import DEMO_ARENA_SLUG, PUBLIC_ARENA_SLUG, Agent, Arena
 from battles.classify import CATEGORIES, CATEGORY_LABELS
 from battles.models import Battle
+from ratings.board_query import with_style_ranks
 from ratings.matrices import pair_matrices
 from ratings.models import RatingPoint, RefitState
 
@@ -176,6 +177,8 @@ def refit_status(*, arena_id: int, now: datetime | None = None) -> dict[str, Any
         "oldest_pending_age_s": _age_s(pending["oldest"], now),
         "staleness_bound_s": round(period_s + (compute_ms or 0) / 1000, 1),
         "snapshot_id": snapshot.pk if snapshot else None,
+        # style control's table (ratings.style_board); None: none computed for it yet
+        "style": snapshot.style if snapshot else None,
     }
 
 
@@ -227,6 +230,7 @@ def leaderboard_rows(*, arena_id: int, snapshot_id: int | None = None) -> list[d
                 "provisional": point.provisional if point else True,
                 "unavailable": (point.unavailable or None) if point else None,
                 "fit_battles": point.battles if point else 0,
+                **_style_cells(point),
                 "streaming_rating": round(rating.streaming_rating if rating else r0, 1),
                 "votes": rating.rated_battles if rating else 0,
                 "wins": rating.wins if rating else 0,
@@ -243,11 +247,18 @@ def leaderboard_rows(*, arena_id: int, snapshot_id: int | None = None) -> list[d
     )
     for rank, row in enumerate((r for r in rows if r["rating"] is not None), start=1):
         row["rank"] = rank
-    return rows
+    return with_style_ranks(rows)
 
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
+
+
+def _style_cells(point) -> dict[str, float | None]:
+    """A row's style-controlled rating and interval (of a RatingPoint or a category
+    board's point), rounded as the plain ones; its rank follows from the rows."""
+    get = point.get if isinstance(point, dict) else lambda name: getattr(point, name, None)
+    return {name: _round(get(name)) for name in ("style_rating", "style_lower", "style_upper")}
 
 
 def leaderboard(*, arena_id: int, now: datetime | None = None) -> dict[str, Any]:
@@ -263,6 +274,7 @@ def leaderboard(*, arena_id: int, now: datetime | None = None) -> dict[str, Any]
         "self_judged_only": self_judged,
         "rows": rows,
         "category": None,  # the overall board; a category's board names its category here
+        "style": refit["style"],  # style control of the board shown
     }
 
 
@@ -434,18 +446,21 @@ def category_leaderboard(board: dict[str, Any], document: dict[str, Any]) -> dic
                 "provisional": point.get("provisional", True),
                 "unavailable": point.get("unavailable"),
                 "fit_battles": point.get("battles", 0),
+                **_style_cells(point),
             }
         )
     rows.sort(key=lambda r: (r["rating"] is None, -(r["rating"] or 0.0), -r["fit_battles"],
                              r["agent"]))  # fmt: skip
     for rank, row in enumerate((r for r in rows if r["rating"] is not None), start=1):
         row["rank"] = rank
-    meta = {k: v for k, v in document.items() if k not in ("points", "pairs")}
+    rows = with_style_ranks(rows)
+    meta = {k: v for k, v in document.items() if k not in ("points", "pairs", "style")}
     return {
         **board,
         "category": meta,
         "rows": rows,
         "matrices": matrices_document(rows, document["pairs"]),
+        "style": document.get("style"),  # None: a board stored before style control
     }
 
 

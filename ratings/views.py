@@ -13,7 +13,13 @@ from django.views.decorators.http import require_GET
 
 from agents.models import PUBLIC_ARENA_SLUG, Arena
 from battles.classify import CATEGORY_LABELS
-from ratings.board_query import BoardQuery, BoardQueryError, board_query, filter_options
+from ratings.board_query import (
+    STYLE_CONTROLLED,
+    BoardQuery,
+    BoardQueryError,
+    board_query,
+    filter_options,
+)
 from ratings.category_boards import board_for_query
 from ratings.heatmap_svg import battle_count_heatmap, win_rate_heatmap
 from ratings.matrices import MAX_AGENTS, PairMatrices
@@ -29,6 +35,7 @@ from ratings.selectors import (
     leaderboard_rows,
 )
 from ratings.services import leaderboard_current
+from ratings.style_board import style_covariates
 from ratings.svg import HistoryPoint, rating_history
 
 
@@ -111,6 +118,19 @@ def _no_board(request: HttpRequest, template: str, exc: NoSuchBoard) -> HttpResp
     return _bad_query(request, Arena.objects.public(), template, exc, status=404)
 
 
+def _order_links(query: BoardQuery, keep: dict[str, str]) -> dict[str, Any]:
+    """The board's two orders (plain rating, style-controlled rating) as links keeping
+    the board and its filters, and the link to the method of style control."""
+    return {
+        "style": query.style == STYLE_CONTROLLED,
+        "plain_url": _url("ratings:leaderboard", {**query.params(style=""), **keep}),
+        "style_url": _url("ratings:leaderboard", {**query.params(style=STYLE_CONTROLLED), **keep}),
+        "method_url": _url(
+            "ratings:method", {**BoardQuery(category=query.category).params(), **keep}
+        ),
+    }
+
+
 @require_GET
 def leaderboard_page(request: HttpRequest) -> HttpResponse:
     """The overall board (live: its rows follow every decided battle over the socket) or
@@ -139,7 +159,12 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
             **_demo_context(arena, standing_in),
             "query": query,
             "keep": keep,
-            "live": not query.category and not query.narrowed and not arena.demo,
+            # (ordered by style, the rows a push sends would come in the plain order)
+            "live": not query.category
+            and not query.narrowed
+            and not arena.demo
+            and not query.style,
+            "order": _order_links(query, keep),
             "options": filter_options(everyone),
             "boards": _board_links(query, board, keep=keep),
             "category_label": CATEGORY_LABELS.get(query.category, ""),
@@ -148,6 +173,46 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
                 "ratings:leaderboard",
                 {**query.params(kind="", provider="", organisation=""), **keep},
             ),
+        },
+    )
+
+
+@require_GET
+def method_page(request: HttpRequest) -> HttpResponse:
+    """How a board's style-controlled ratings are made: the style covariates, their
+    coefficients with 95% intervals (Elo per standard deviation), what was dropped and
+    why, and what style control does and does not control. Public: figures about the
+    board's battles as a whole, never a task, a team or a battle."""
+    keep = _arena_params(request)
+    try:
+        arena, standing_in = board_arena(keep.get("arena", ""))
+    except NoSuchBoard as exc:
+        return _no_board(request, "ratings/method.html", exc)
+    try:
+        query = board_query(request.GET)
+    except BoardQueryError as exc:
+        return _bad_query(request, arena, "ratings/method.html", exc)
+    query = BoardQuery(category=query.category)  # the board's method: filters play no part
+    board = board_for_query(arena_id=arena.pk, query=query)
+    style = board.get("style")
+    return render(
+        request,
+        "ratings/method.html",
+        {
+            "arena": arena,
+            "query": query,
+            "style": style,
+            "covariates": style_covariates(style),
+            "category_label": CATEGORY_LABELS.get(query.category, ""),
+            "battles": board["category"]["battles"]
+            if board["category"]
+            else board["refit"]["battles"],
+            "board_url": _url("ratings:leaderboard", {**query.params(), **keep}),
+            "style_board_url": _url(
+                "ratings:leaderboard", {**query.params(style=STYLE_CONTROLLED), **keep}
+            ),
+            "boards": _board_links(query, board, "ratings:method", keep=keep),
+            **_demo_context(arena, standing_in),
         },
     )
 

@@ -237,6 +237,7 @@ def _battles(suffix: str = "") -> Paths:
 PAGES: dict[str, tuple[Paths, frozenset]] = {
     "ratings:leaderboard": (lambda w: ["/"], BOTH),
     "ratings:matrices": (lambda w: ["/matrices/"], BOTH),
+    "ratings:method": (lambda w: ["/method/"], BOTH),
     "ratings:agent": (lambda w: [f"/agents/{w['agent'].slug}/"], BOTH),
     "metrics": (lambda w: ["/metrics/"], BOTH),
     "environments:list": (lambda w: ["/environments/"], BOTH),

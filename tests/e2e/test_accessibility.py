@@ -92,7 +92,7 @@ def test_every_page_has_no_serious_or_critical_violation(judged_battle, browser)
     context.add_init_script(PROBE)  # records Content-Security-Policy violations
     page = context.new_page()
     public = ["/", f"/agents/{agent.slug}/", "/metrics/", "/accounts/login/",
-              "/accounts/signup/", "/environments/"]  # fmt: skip
+              "/accounts/signup/", "/environments/", "/method/"]  # fmt: skip
     with contextlib.suppress(NoReverseMatch):  # the matrices page, where it exists
         public.append(reverse("ratings:matrices"))
     for path in public:
