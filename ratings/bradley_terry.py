@@ -521,15 +521,15 @@ def rate(
 
 
 def battle_meat(kept: cells_module.Cells, mu: np.ndarray) -> np.ndarray:
-    """Per pair, Σ_b w_b² (y_b − μ)² plus one imaginary battle of the pair's mean
-    squared weight at full Bernoulli variance μ(1 − μ): the spread of a pair's outcomes
-    is measured from its battles, and a pair seen a few times, all ties, does not claim
-    certainty (one battle in the pair's count: negligible once it has a few dozen)."""
-    from ratings import kernels  # one compiled pass over the cells
-
-    return kernels.battle_meat(
-        kept.pair, kept.count, _f(kept.w), _f(kept.y), _f(mu), kept.pairs.battles
-    )
+    """Per pair, the battle-level meat of ``intervals.pair_meat``: the pair's squared
+    residuals Σ_b w_b² (y_b − μ)² shrunk towards the board's measured variance by one
+    imaginary battle counted among the pair's own (n/(n + 1)), not added to them."""
+    p = kept.pair
+    mass = kept.count * kept.w * kept.w
+    n_pairs = len(mu)
+    spread = np.bincount(p, mass * (kept.y - mu[p]) ** 2, minlength=n_pairs)
+    square = np.bincount(p, mass, minlength=n_pairs)
+    return intervals.pair_meat(spread, square * mu * (1.0 - mu), kept.pairs.battles)
 
 
 def _fitted_cells(groups: ClusterCells, fitted: np.ndarray, local: np.ndarray) -> ClusterCells:

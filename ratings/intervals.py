@@ -8,15 +8,19 @@ centred quantity and exists at ridge 0. ``halfwidth`` turns a variance into a 95
 half-width ``critical · (400/ln 10) · sqrt(Σ_aa)``.
 
 - *battle*: the battle-level sandwich ``C A⁻¹ M A⁻¹ Cᵀ``, ``M = Σ_b w_b² (y_b − μ_b)² x_b
-  x_bᵀ`` plus one imaginary Bernoulli battle per pair (``bradley_terry.battle_meat``),
-  scaled by B/(B − (m − 1)) (B battles, m − 1 free strengths), critical value z = 1.96.
-  A tie contributes what it varies (nothing at μ = ½: a tie at parity is no surprise), a
-  weight w enters the variance as w², and nothing assumes y is Bernoulli.
+  x_bᵀ`` with each pair's sum shrunk towards the board's measured variance by one
+  imaginary battle among the pair's own (``pair_meat``), scaled by B/(B − (m − 1)) (B
+  battles, m − 1 free strengths), critical value z = 1.96. A tie contributes what it
+  varies (nothing at μ = ½: a tie at parity is no surprise), a weight w enters the
+  variance as w², and nothing assumes y is Bernoulli.
 - *clustered*: ``C A⁻¹ (G/(G−1) Σ_g s_g s_gᵀ) A⁻¹ Cᵀ``, s_g the cluster's score,
   critical value t(G* − 1) with G* the effective number of clusters (a clustered
   variance from G clusters has about G − 1 degrees of freedom, fewer when a few clusters
   hold most of the evidence; z over-states what 5 judges can tell), never narrower than
-  the battle-level interval (``publish``).
+  the battle-level interval as published, with z (``publish``).
+
+``caveat`` is the board's one rule for saying, beside the interval, when its coverage is
+known to fall short (fewer judges than agents: judges' own views go unmeasured).
 """
 
 import math
@@ -79,6 +83,36 @@ def sandwich_variance(bread_: np.ndarray, meat: np.ndarray) -> np.ndarray:
     return np.einsum("ij,ij->i", bread_ @ meat, bread_)
 
 
+# Imaginary battles at full Bernoulli variance in the board's dispersion (``pair_meat``):
+# the rule of three, so a board of nothing but ties does not claim certainty.
+DISPERSION_PRIOR = 3.0
+
+
+def pair_meat(spread: np.ndarray, bernoulli: np.ndarray, battles: np.ndarray) -> np.ndarray:
+    """Per pair, the battle-level meat: ``n/(n + 1) · (s_p + φ · v_p/n)``.
+
+    ``spread`` s_p = Σ_b w_b² (y_b − μ)² over the pair's n battles; ``bernoulli`` v_p =
+    Σ_b w_b² μ(1 − μ), what the same battles would vary if every one were a coin flip
+    with no ties. φ = (Σ s + 3 v̄)/(Σ v + 3 v̄), v̄ the mean v per battle: the share of
+    Bernoulli variance the votes actually show, measured on the whole board (ties make
+    it smaller), with three imaginary coin flips so that a board of nothing but ties
+    does not claim certainty. A pair's variance is then its own battles' plus one
+    imaginary battle at the board's measured variance, averaged over n + 1: unbiased
+    when the pair is like the board, and a pair seen a few times, all ties, does not
+    claim certainty either.
+
+    Before issue 38 the imaginary battle (at φ = 1) was *added* to the pair's battles:
+    with about one battle per pair it doubled the variance and the intervals covered
+    0.995 (docs/intervals.md, "Coverage")."""
+    battles = np.asarray(battles, dtype=float)
+    total = float(battles.sum())
+    prior = DISPERSION_PRIOR * float(bernoulli.sum()) / total if total > 0 else 0.0
+    denominator = float(bernoulli.sum()) + prior
+    phi = (float(spread.sum()) + prior) / denominator if denominator > 0 else 1.0
+    n = np.maximum(battles, 1.0)
+    return battles / (battles + 1.0) * (spread + phi * bernoulli / n)
+
+
 def battle_variance(bread_: np.ndarray, meat: np.ndarray, *, battles: int, free: int):
     """The battle-level sandwich's diagonal with the B/(B − free) factor (HC1)."""
     variance = sandwich_variance(bread_, meat)
@@ -133,13 +167,56 @@ def publish(
     battle_hw: np.ndarray, robust_hw: np.ndarray | None, *, clusters: float | None
 ) -> Choice:
     """The rule of docs/intervals.md: the clustered interval when there is one (G ≥ m
-    clusters, so its variance has the rank the centred strengths need), floored at the
-    battle-level standard error taken with the same t(G − 1) critical value — votes
+    clusters, so its variance has the rank the centred strengths need), never narrower
+    than the battle-level interval as published (``battle_hw``, taken with z) — votes
     within a judge are never less alike than votes of different judges, so a clustered
-    standard error below the battle-level one is the noise of a few clusters, not
-    information; otherwise the battle-level interval."""
+    interval narrower than the battle-level one is the noise of a few clusters, not
+    information; otherwise the battle-level interval.
+
+    The floor is taken with z, not with the clustered interval's t(G* − 1): with t the
+    floor covered 0.975 in the 5-judges scenario (0.962 with z) and 0.973 with 60
+    independent judges (0.969), measured in issue 38 (docs/intervals.md)."""
     if robust_hw is None or clusters is None:
         return Choice(BATTLE, battle_hw, Z95, 0)
     critical = t95(clusters)
     floor = battle_hw
     return Choice(CLUSTERED, np.maximum(robust_hw, floor), critical, int(np.sum(floor > robust_hw)))
+
+
+def caveat(*, interval: str | None, judges: int | None, agents: int | None = None) -> str | None:
+    """What the board says beside its intervals when their coverage is known to fall
+    short, in plain words; None when it has nothing to add.
+
+    The battle-level interval is published while there are fewer judges than agents
+    (G < m; ``publish``). It treats every vote as a separate piece of evidence, so it
+    cannot see judges who hold views of their own about particular agents, and with so
+    few judges nothing in the votes can measure those views: in simulation such
+    intervals contained the crowd's verdict about 85 times in 100 instead of 95
+    (docs/intervals.md, "Coverage", the few-judges cells). The rule reads only what
+    the snapshot records: the kind of interval published and how many judges decided
+    its battles (``RatingSnapshot.interval``, ``clusters``); ``agents`` only adds the
+    count to the sentence. Without judges on record (an import that names none) there
+    is nothing to say which kind of evidence it is, and nothing is said."""
+    if interval != BATTLE or not judges:
+        return None
+    who = f"{judges} judge{'s' if judges != 1 else ''}"
+    who += f" for {agents} agents" if agents else ", fewer than the agents they rate,"
+    return (
+        f"Only {who} decided these battles. The intervals assume the judges share one "
+        "view of the agents; if some judges favour particular agents, the true "
+        "uncertainty is larger than shown. More judges are the remedy."
+    )
+
+
+def board_caveat(board: dict) -> str | None:
+    """``caveat`` for a board document (``ratings.selectors.board_context``): a
+    category's own fit when the board is a category's, else the published snapshot's
+    (the refit status: ``interval``, ``clusters``)."""
+    category = board.get("category")
+    if category is not None:
+        if not category.get("enough"):
+            return None
+        kind = CLUSTERED if category.get("robust_intervals") else BATTLE
+        return caveat(interval=kind, judges=category.get("clusters"))
+    refit = board.get("refit") or {}
+    return caveat(interval=refit.get("interval"), judges=refit.get("clusters"))

@@ -31,9 +31,10 @@ def test_parity_half_width_is_681_over_root_n(n, bound):
     assert info == pytest.approx(681.0 / math.sqrt(n), rel=2e-3)
     assert info == pytest.approx(bound, abs=0.5)
     assert info <= 1.96 * SCALE * 2 / math.sqrt(n)
-    # binary votes at μ = ½ vary by exactly ¼ each: the battle-level sandwich is the
-    # same variance, times n/(n − 1) and one imaginary Bernoulli battle: (n + 1)/(n − 1)
-    assert anchored.model_halfwidth == pytest.approx(info * math.sqrt((n + 1) / (n - 1)), rel=1e-4)
+    # binary votes at μ = ½ vary by exactly ¼ each, so the board's measured share of
+    # Bernoulli variance is 1 and the imaginary battle, one of the pair's n + 1, changes
+    # nothing: the battle-level sandwich is the same variance times n/(n − 1) (HC1)
+    assert anchored.model_halfwidth == pytest.approx(info * math.sqrt(n / (n - 1)), rel=1e-4)
     # centred on both, each agent carries half of the gap's uncertainty
     both = rate(a, b, y, n_agents=2).agents[0]
     assert both.model_halfwidth == pytest.approx(anchored.model_halfwidth / 2, rel=1e-9)
@@ -55,9 +56,13 @@ def test_parity_is_the_narrowest_case_and_ties_count_for_what_they_vary():
     # the information-based interval counts a tie as a Bernoulli draw: as wide as 50/50
     ties = rate(a, b, np.full(n, 0.5), n_agents=2, reference=reference).agents[0]
     assert ties.information_halfwidth == pytest.approx(widths[0], rel=1e-9)
-    # the battle-level one sees that ties at parity hardly vary: only the imaginary
-    # battle is left (1/n of the variance), so it is √n times narrower — not zero
-    assert ties.model_halfwidth == pytest.approx(widths[0] * math.sqrt(1 / (n - 1)), rel=1e-4)
+    # the battle-level one sees that ties at parity hardly vary: only the rule of
+    # three's imaginary coin flips are left (φ = 3/(n + 3), the imaginary battle one of
+    # n + 1 at that share), so it is far narrower — not zero
+    phi = 3 / (n + 3)
+    assert ties.model_halfwidth == pytest.approx(
+        widths[0] * math.sqrt(phi / (n + 1) * n / (n - 1)), rel=1e-4
+    )
     assert ties.model_halfwidth > 0
     # half ties, half decisive at parity: the variance of y is (½·¼) → √½ of the width
     half = rate(a, b, np.where(np.arange(n) % 2, 0.5, np.arange(n) % 4 / 2), n_agents=2,
@@ -102,19 +107,25 @@ def test_battle_level_sandwich_written_out_battle_by_battle():
     pairs = aggregate(a, b, y, w, n_agents=m)
     theta = newton(pairs.i, pairs.j, pairs.total, pairs.wins, n_agents=m).theta
     h_inv = np.linalg.inv(neg_hessian(pairs.i, pairs.j, pairs.total, theta, 1e-3))
-    meat = np.zeros((m, m))
-    squares: dict[tuple[int, int], list[float]] = {}
+    spread: dict[tuple[int, int], float] = {}
+    coin: dict[tuple[int, int], float] = {}  # Σ w² μ(1 − μ): as if every vote were a coin flip
+    count: dict[tuple[int, int], int] = {}
     for i, j, outcome, weight in zip(a, b, y, w, strict=True):
+        mu = 1 / (1 + math.exp(-(theta[i] - theta[j])))
+        key = (min(i, j), max(i, j))
+        spread[key] = spread.get(key, 0.0) + weight**2 * (outcome - mu) ** 2
+        coin[key] = coin.get(key, 0.0) + weight**2 * mu * (1 - mu)
+        count[key] = count.get(key, 0) + 1
+    # the board's share of Bernoulli variance, with three imaginary coin flips
+    mean_coin = sum(coin.values()) / n
+    phi = (sum(spread.values()) + 3 * mean_coin) / (sum(coin.values()) + 3 * mean_coin)
+    assert 0.3 < phi < 0.9  # 40% ties: well below a coin flip's variance
+    meat = np.zeros((m, m))
+    for (i, j), k in count.items():  # one imaginary battle among the pair's own
         x = np.zeros(m)
         x[i], x[j] = 1, -1
-        mu = 1 / (1 + math.exp(-(theta[i] - theta[j])))
-        meat += weight**2 * (outcome - mu) ** 2 * np.outer(x, x)
-        squares.setdefault((min(i, j), max(i, j)), []).append(weight**2)
-    for (i, j), sq in squares.items():  # one imaginary Bernoulli battle per pair
-        x = np.zeros(m)
-        x[i], x[j] = 1, -1
-        mu = 1 / (1 + math.exp(-(theta[i] - theta[j])))
-        meat += np.mean(sq) * mu * (1 - mu) * np.outer(x, x)
+        pair = k / (k + 1) * (spread[(i, j)] + phi * coin[(i, j)] / k)
+        meat += pair * np.outer(x, x)
     c = np.eye(m) - 1 / m
     v = n / (n - (m - 1)) * c @ h_inv @ meat @ h_inv @ c.T
     expected = 1.96 * SCALE * np.sqrt(np.diag(v))
