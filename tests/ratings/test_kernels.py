@@ -180,17 +180,20 @@ def test_the_compiled_newton_stops_where_numpys_does_at_its_cap():
     np.testing.assert_allclose(theta, expected.theta, rtol=0, atol=1e-12)
 
 
-def test_the_compiled_cholesky_solves_and_refuses_what_is_not_positive_definite():
-    rng = np.random.default_rng(8)
-    root = rng.normal(size=(9, 9))
-    spd = root @ root.T + 0.1 * np.eye(9)
-    rhs = rng.normal(size=9)
-    x = np.empty(9)
-    assert kernels._cholesky_solve(spd.copy(), rhs, x)
-    np.testing.assert_allclose(x, np.linalg.solve(spd, rhs), rtol=1e-10)
-    indefinite = spd - (np.linalg.eigvalsh(spd)[0] + 1.0) * np.eye(9)  # one eigenvalue −1
+@pytest.mark.parametrize("m", [1, 2, 5, 9, 50])  # four rows per pass and the rest
+def test_the_compiled_cholesky_solves_and_refuses_what_is_not_positive_definite(m):
+    rng = np.random.default_rng(m)
+    root = rng.normal(size=(m, m))
+    spd = root @ root.T + 0.1 * np.eye(m)
+    rhs = rng.normal(size=m)
+    x = np.empty(m)
+    factor = spd.copy()
+    assert kernels._cholesky_solve(factor, rhs, x)
+    np.testing.assert_allclose(x, np.linalg.solve(spd, rhs), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(np.triu(factor), np.linalg.cholesky(spd).T, rtol=1e-10, atol=1e-12)
+    indefinite = spd - (np.linalg.eigvalsh(spd)[0] + 1.0) * np.eye(m)  # one eigenvalue −1
     assert not kernels._cholesky_solve(indefinite, rhs, x)
-    assert not kernels._cholesky_solve(np.full((2, 2), np.nan), rhs[:2], x[:2])
+    assert not kernels._cholesky_solve(np.full((2, 2), np.nan), rhs[:1].repeat(2), x[:1].repeat(2))
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
