@@ -22,8 +22,8 @@ percentile of its best rank (rounded down) to the 97.5th of its worst (rounded u
 How the replicates run (docs/performance.md): the draws come from the one generator,
 in order, in blocks of ``BLOCK`` replicates (``rng.multinomial(..., size=k)`` draws
 exactly what k calls in a row draw); each block's pair sums, Newton refits and ranks are
-one compiled loop (``kernels.replicate_ranks``) that releases the GIL, so a worker
-thread fits block b while the generator draws block b + 1. A replicate's figures
+one compiled loop (``kernels.replicate_ranks``) that releases the GIL, so worker
+threads fit block b while the generator draws block b + 1. A replicate's figures
 depend on its draws only, never on the thread that fitted it or on when: the same seed
 gives the same bands, bit for bit, with any number of threads.
 """
@@ -50,8 +50,10 @@ def _cpus() -> int:
         return os.cpu_count() or 1
 
 
-# Threads fitting blocks beside the one that draws; 0 fits in the drawing thread.
-THREADS = 1 if _cpus() > 1 else 0
+# Threads fitting blocks beside the one that draws (0: it fits them itself). Two: when
+# the draws are cheap (a few clusters) both cores fit; when they are not (multinomials
+# over thousands of cells), one core draws and the other fits.
+THREADS = min(_cpus(), 2) if _cpus() > 1 else 0
 
 Resampler = Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]]
 
