@@ -8,13 +8,16 @@ Model, per battle b between agents a and b (y from a's view, weight w, ties ½):
 
 z_bf is the battle's *style difference* on feature f: the normalised side difference
 d = (f_a − f_b)/(f_a + f_b) of a non-negative count-like feature (0 when both sides are
-0; it lies in [−1, 1], so one very long message cannot dominate the fit, and it is
-antisymmetric: swapping the sides flips its sign), divided by its standard deviation
-over the battles where it is known. A battle where either side's feature is unknown
-(NaN) gets 0 for that feature: no style difference is claimed. Unlike the published
-method the difference is scaled but not centred: centring an antisymmetric covariate
-adds a constant to every battle from a's side — a bias towards whoever is listed first
-whenever sides are not randomised — and changes nothing when they are.
+0). It lies in [−1, 1], so one very long message cannot dominate the fit; it is a
+ratio, so "twice as long" weighs the same for short and long messages; and it is
+antisymmetric: swapping the sides flips its sign. It is divided by its root mean
+square over the battles where it is known (weighted by their evidence weights, like
+the fit): its standard deviation when sides are listed at random. A battle where either
+side's feature is unknown (NaN) gets 0 for that feature: no style difference is
+claimed. Unlike the published method the difference is scaled about 0, not centred on
+its mean: centring an antisymmetric covariate adds a constant to every battle from a's
+side, a bias towards whoever is listed first whenever sides are not random, and changes
+nothing when they are; with it, which side is listed first matters.
 
 A feature unknown in every battle is dropped ("not measured"), and so is one whose
 difference is the same in every battle where it is known ("constant": it cannot be told
@@ -26,8 +29,8 @@ The fit is the board's: penalised Newton on the identified subspace (the common 
 of θ fixed), Armijo step control, the same ridge, on the main strongly connected
 component of ``ratings.connectivity``, centred on the reference agents' mean (= r0).
 Intervals for strengths and coefficients alike come from the battle-level sandwich
-(per battle meat w²(y − μ)² plus the board's one imaginary Bernoulli battle per pair,
-spread over the pair's battles; HC1 factor B/(B − (m − 1 + k))) or the judge-clustered
+(the board's per-pair meat, ``intervals.pair_meat``, spread over each pair's
+battles: ``battle_meat``; HC1 factor B/(B − (m − 1 + k))) or the judge-clustered
 sandwich with t(G* − 1) and the battle-level floor, chosen by ``intervals.publish``.
 The clustered one needs G ≥ m + k clusters (its meat has rank G − 1 and there are
 m − 1 + k free parameters). With no feature kept this is exactly ``bradley_terry.rate``.
@@ -105,18 +108,28 @@ def differences(features_a, features_b) -> np.ndarray:
         return np.where(np.isnan(total), np.nan, np.where(total > 0, (fa - fb) / safe, 0.0))
 
 
-def standardise(d: np.ndarray, names) -> tuple[np.ndarray, tuple, np.ndarray, dict[str, str]]:
-    """(z, kept names, scale, dropped): each kept column divided by its sd over the
-    battles where it is known, unknown battles set to 0; unmeasurable or constant
-    columns dropped with their reason."""
+def standardise(
+    d: np.ndarray, names, w: np.ndarray | None = None
+) -> tuple[np.ndarray, tuple, np.ndarray, dict[str, str]]:
+    """(z, kept names, scale, dropped): each kept column divided by its root mean
+    square over the battles where it is known, weighted by their evidence weights ``w``
+    (so a battle of weight 2 counts as that battle listed twice, and a tie as a win and
+    a loss of half its weight, as in the fit); unknown battles set to 0; unmeasurable or
+    constant columns dropped with their reason. About 0, not about the mean: the
+    difference is antisymmetric, and the scale must not depend on which side of each
+    battle is listed first (it is the standard deviation when sides are random)."""
+    w = np.ones(len(d)) if w is None else np.asarray(w, dtype=float)
     keep, scale, dropped = [], [], {}
     for c, name in enumerate(names):
-        known = ~np.isnan(d[:, c])
-        if not known.any():
+        known = ~np.isnan(d[:, c]) & (w > 0)
+        mass = float(w[known].sum())
+        if not mass > 0:
             dropped[name] = NOT_MEASURED
             continue
-        sd = float(np.std(d[known, c]))
-        if not sd > 1e-9:
+        values, weights = d[known, c], w[known] / mass
+        sd = float(np.sqrt(weights @ values**2))  # about 0: see the module's docstring
+        spread = float(np.sqrt(weights @ (values - weights @ values) ** 2))
+        if not spread > 1e-9:
             dropped[name] = CONSTANT
             continue
         keep.append(c)
@@ -294,7 +307,7 @@ def style_rate(
         )
     local = np.full(n_agents, -1, dtype=np.int64)
     local[members] = np.arange(m)
-    z, kept, scale, dropped = standardise(d_all[inside], names)
+    z, kept, scale, dropped = standardise(d_all[inside], names, weight[inside])
     des = design(local[a[inside]], local[b[inside]], y[inside], weight[inside], z, m)
     k = des.k
     fit = newton(des, ridge=ridge)
@@ -309,8 +322,7 @@ def style_rate(
     r /= r.sum()
     bread = a_inv.copy()
     bread[:m] -= r @ a_inv[:m]  # C A⁻¹ with C = blockdiag(I − 1rᵀ, I)
-    imaginary = mu * (1.0 - mu) / des.pair_battles[des.pair]
-    meat = assemble(des, des.w**2 * ((des.y - mu) ** 2 + imaginary))
+    meat = assemble(des, battle_meat(des, mu))
     battle_hw = intervals.halfwidth(
         intervals.battle_variance(bread, meat, battles=n_battles, free=m - 1 + k)
     )
@@ -355,6 +367,25 @@ def style_rate(
         scale=scale,
         fitted_agents=m,
     )
+
+
+def battle_meat(d: Design, mu: np.ndarray) -> np.ndarray:
+    """Per battle, its weight in the battle-level meat Σ_b h_b x_b x_bᵀ: the board's
+    rule (``intervals.pair_meat``) spread over each pair's battles. A pair's meat is
+    n/(n + 1) · (s_p + φ v_p/n), s_p = Σ w²(y − μ)² and v_p = Σ w² μ(1 − μ) over its n
+    battles, φ the share of Bernoulli variance the whole board shows (with the rule's
+    imaginary coin flips); both sums are sums over battles, so each battle takes
+    n/(n + 1) · (w²(y − μ)² + φ w² μ(1 − μ)/n). With no style feature μ is the pair's
+    and this is the board's meat exactly."""
+    square = d.w**2
+    spread = square * (d.y - mu) ** 2
+    bernoulli = square * mu * (1.0 - mu)
+    n = d.pair_battles[d.pair]
+    total = float(d.pair_battles.sum())
+    prior = intervals.DISPERSION_PRIOR * float(bernoulli.sum()) / total if total > 0 else 0.0
+    denominator = float(bernoulli.sum()) + prior
+    phi = (float(spread.sum()) + prior) / denominator if denominator > 0 else 1.0
+    return n / (n + 1.0) * (spread + phi * bernoulli / n)
 
 
 def _shift_fixed(hessian: np.ndarray, m: int) -> np.ndarray:
