@@ -52,6 +52,12 @@ class Scenario:
     opinions: tuple[float, ...] = (0.0,)  # judge kinds: sd of a judge's own view of each agent
     skewed: bool = False  # judges' activity ∝ 1/rank (a few judges cast most votes)
     description: str = ""
+    # A category board: the battles fall in this many task categories uniformly, an
+    # agent's strength in a category is its strength plus its own N(0, category_sd²)
+    # for the category, and the board is fitted on the first category's battles alone
+    # (``battles`` counts the whole arena's).
+    categories: int = 0
+    category_sd: float = 0.0
 
 
 SCENARIOS = (
@@ -111,6 +117,115 @@ SCENARIOS = (
     ),
 )
 
+# Boards with about one battle per pair (issue 38): the imaginary battle that used to be
+# added to every pair doubled the battle-level variance here (covered 0.995–0.998).
+SPARSE = (
+    Scenario(
+        "20 agents, 200 votes, 4 judges",
+        agents=20,
+        battles=200,
+        judges=4,
+        ties=0.3,
+        description="about one battle per pair (190 pairs); G < m: battle-level",
+    ),
+    Scenario(
+        "20 agents, 200 votes, 40 judges",
+        agents=20,
+        battles=200,
+        judges=40,
+        ties=0.3,
+        description="about one battle per pair; G ≥ m: clustered, floored at battle-level",
+    ),
+    Scenario(
+        "50 agents, 600 votes, 4 judges",
+        agents=50,
+        battles=600,
+        judges=4,
+        ties=0.3,
+        description="0.5 battles per pair (1,225 pairs); G < m: battle-level",
+    ),
+    Scenario(
+        "50 agents, 600 votes, 60 judges",
+        agents=50,
+        battles=600,
+        judges=60,
+        ties=0.3,
+        description="0.5 battles per pair; G ≥ m: clustered, floored at battle-level",
+    ),
+)
+
+# Category boards: the same fit on the battles of one task category, against the
+# agents' strengths in that category.
+CATEGORY = (
+    Scenario(
+        "8 agents, 1,800 votes in 3 categories, 4 judges",
+        agents=8,
+        battles=1800,
+        judges=4,
+        ties=0.3,
+        categories=3,
+        category_sd=0.4,
+        description="about 600 battles in the category; G < m: battle-level",
+    ),
+    Scenario(
+        "8 agents, 2,400 votes in 3 categories, 30 skewed judges",
+        agents=8,
+        battles=2400,
+        judges=30,
+        ties=0.3,
+        flips=(0.0, 0.2),
+        opinions=(0.2, 0.6),
+        skewed=True,
+        categories=3,
+        category_sd=0.4,
+        description="about 800 battles in the category, judges with views; clustered",
+    ),
+    Scenario(
+        "20 agents, 900 votes in 3 categories, 4 judges",
+        agents=20,
+        battles=900,
+        judges=4,
+        ties=0.3,
+        categories=3,
+        category_sd=0.4,
+        description="a sparse category: about 300 battles over 190 pairs",
+    ),
+)
+
+# Fewer judges than agents, with views of their own (G < m): the battle-level interval
+# is all the votes support, and it misses; the board says so (``intervals.caveat``).
+FEW_JUDGES = (
+    Scenario(
+        "4 judges with their own views, 8 agents",
+        agents=8,
+        battles=600,
+        judges=4,
+        ties=0.3,
+        opinions=(0.2, 0.5, 0.9),
+        description="G < m and judge effects: coverage known to fall; caveat shown",
+    ),
+    Scenario(
+        "3 judges with their own views, 6 agents",
+        agents=6,
+        battles=400,
+        judges=3,
+        ties=0.3,
+        opinions=(0.5, 0.9),
+        description="G < m and judge effects: coverage known to fall; caveat shown",
+    ),
+)
+
+# The coverage grid of issue 38 (``grid``): (interval kind, scenario).
+GRID = (
+    *(("board", s) for s in SCENARIOS),
+    *(("category", s) for s in CATEGORY),
+    *(("sparse board", s) for s in SPARSE),
+    *(("few judges", s) for s in FEW_JUDGES),
+)
+# Kinds the board publishes with a caveat instead of a 95% promise (``intervals.caveat``).
+CAVEATED = ("few judges",)
+ALL = tuple(s for _, s in GRID)
+
 
 @dataclass
 class Tally:
@@ -157,9 +272,16 @@ def estimand(theta: np.ndarray, scenario: Scenario) -> np.ndarray:
 
 
 def draw_arena(scenario: Scenario, rng: np.random.Generator):
-    """(theta, a, b, y, w, judge) of one simulated arena."""
+    """(theta, a, b, y, w, judge) of one simulated arena; for a category scenario, its
+    first category's strengths and battles."""
     n, g, size = scenario.agents, scenario.judges, scenario.battles
     theta = rng.normal(0.0, scenario.spread, n)
+    if scenario.categories:
+        category = rng.integers(0, scenario.categories, size)
+        # the category's strengths; only its own battles are drawn (the others'
+        # outcomes are of no concern to its board)
+        theta = theta + rng.normal(0.0, scenario.category_sd, n)
+        size = int(np.sum(category == 0))
     theta -= theta.mean()
     a = rng.integers(0, n, size)
     b = (a + rng.integers(1, n, size)) % n
@@ -245,3 +367,34 @@ def run(
                 true_rank,
             )
     return tally
+
+
+def grid(replications: int = 500, seed: int = 38, progress=None) -> list[dict]:
+    """One cell per (kind, scenario) of ``GRID`` (docs/intervals.md, "Coverage"): how
+    many of the published intervals of ``replications`` seeded arenas contained their
+    target, in the form of the coverage benchmark (tests/bench/bench_coverage.py).
+    ``progress(done, total)`` is called as arenas finish, over the whole grid."""
+    total = replications * len(GRID)
+    done = 0
+
+    def tick(_: int) -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total)
+
+    cells = []
+    for index, (kind, scenario) in enumerate(GRID):
+        tally = run(scenario, arenas=replications, seed=seed * 1_000 + index, progress=tick)
+        cells.append(
+            {
+                "kind": kind,
+                "cell": scenario.name,
+                "covered": tally.covered["published"],
+                "total": tally.total["published"],
+                "replications": replications,
+                "mean_halfwidth_elo": tally.mean_halfwidth("published"),
+                "interval": "clustered" if tally.total["clustered"] else "battle",
+            }
+        )
+    return cells

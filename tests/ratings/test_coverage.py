@@ -4,11 +4,15 @@ with views of their own for 5 agents, skewed activity, many independent judges â
 interval the board can show contains its target between 93 % and 97 % of the time for
 its 95 % claim, and rank bands at least 93 % (integer bands are conservative by
 construction: docs/intervals.md). The intervals as published before fail the same
-check, so these tests can fail."""
+check, so these tests can fail.
+
+Issue 38: sparse boards (about one battle per pair) and a category board (a board fitted
+on one category's battles) hold the same band; fewer judges than agents with views of
+their own do not, and the board says so beside the interval (``intervals.caveat``)."""
 
 import pytest
 
-from ratings import coverage
+from ratings import coverage, intervals
 
 ARENAS = 800  # per scenario: the share's standard error is about 0.005 here
 SCENARIOS = {s.name: s for s in coverage.SCENARIOS}
@@ -58,3 +62,52 @@ def test_the_estimand_is_the_truth_when_judges_add_no_noise():
     # coin-tossing judges shrink every gap the fit can see
     noisy = coverage.estimand(theta, SCENARIOS["few judges of unequal noise, 8 agents"])
     assert np.all(np.abs(noisy) < np.abs(theta - theta.mean()))
+
+
+SMALL = 300  # arenas per issue-38 scenario: 20 agents give 6,000 intervals
+EXTRA = {s.name: s for s in (coverage.SPARSE[0], coverage.CATEGORY[2], coverage.FEW_JUDGES[0])}
+
+
+@pytest.fixture(scope="module")
+def extra():
+    runs = enumerate(EXTRA.items())
+    return {name: coverage.run(s, arenas=SMALL, seed=38 + k) for k, (name, s) in runs}
+
+
+def test_a_sparse_board_is_no_wider_than_it_needs_to_be(extra):
+    # 20 agents, 200 votes: one battle per pair. The imaginary battle per pair, added
+    # at full Bernoulli variance before issue 38, doubled the variance: 0.995 covered
+    tally = extra["20 agents, 200 votes, 4 judges"]
+    assert tally.total["published"] >= SMALL * 20 * 0.9
+    assert 0.93 <= tally.rate("published") <= 0.97, tally.rate("published")
+    assert tally.mean_halfwidth("published") < 175  # was about 220 Elo
+
+
+def test_a_category_board_covers_95_percent(extra):
+    # a board fitted on one category's 300 battles, against the category's strengths
+    tally = extra["20 agents, 900 votes in 3 categories, 4 judges"]
+    assert 0.93 <= tally.rate("published") <= 0.97, tally.rate("published")
+
+
+def test_few_judges_with_views_miss_and_the_board_says_so(extra):
+    tally = extra["4 judges with their own views, 8 agents"]
+    assert tally.total["clustered"] == 0  # G < m: the battle-level interval is shown
+    assert tally.rate("published") < 0.9
+    assert coverage.GRID[-1][0] in coverage.CAVEATED
+    s = EXTRA["4 judges with their own views, 8 agents"]
+    # what the snapshot of such a board records
+    assert intervals.caveat(interval="battle", judges=s.judges) is not None
+    assert intervals.caveat(interval="clustered", judges=30) is None
+    assert intervals.caveat(interval="battle", judges=None) is None
+
+
+def test_the_grid_gives_one_cell_per_kind_and_scenario():
+    seen = []
+    cells = coverage.grid(replications=2, seed=1, progress=lambda done, total: seen.append(done))
+    assert [(c["kind"], c["cell"]) for c in cells] == [(k, s.name) for k, s in coverage.GRID]
+    assert {c["kind"] for c in cells} == {"board", "category", "sparse board", "few judges"}
+    for c, (_, s) in zip(cells, coverage.GRID, strict=True):
+        assert c["replications"] == 2
+        assert 0 <= c["covered"] <= c["total"] <= 2 * s.agents
+        assert c["mean_halfwidth_elo"] is None or c["mean_halfwidth_elo"] > 0
+    assert seen == list(range(1, 2 * len(coverage.GRID) + 1))
