@@ -98,14 +98,15 @@ def differences(features_a, features_b) -> np.ndarray:
     fb = np.asarray(features_b, dtype=float)
     if fa.shape != fb.shape or fa.ndim != 2:
         raise ValueError("features_a and features_b must be n_battles × k arrays alike")
-    if np.isinf(fa).any() or np.isinf(fb).any():
+    total = fa + fb
+    if np.isinf(total).any():
         raise ValueError("style features must be finite or NaN (unknown)")
-    with np.errstate(invalid="ignore"):
-        if (fa < 0).any() or (fb < 0).any():
-            raise ValueError("style features must be non-negative")
-        total = fa + fb
-        safe = np.where(total > 0, total, 1.0)
-        return np.where(np.isnan(total), np.nan, np.where(total > 0, (fa - fb) / safe, 0.0))
+    if np.nanmin(np.minimum(fa, fb), initial=0.0) < 0:
+        raise ValueError("style features must be non-negative")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d = (fa - fb) / total  # 0/0 is NaN; NaN stays NaN
+    d[total == 0] = 0.0
+    return d
 
 
 def standardise(
@@ -117,33 +118,46 @@ def standardise(
     a loss of half its weight, as in the fit); unknown battles set to 0; unmeasurable or
     constant columns dropped with their reason. About 0, not about the mean: the
     difference is antisymmetric, and the scale must not depend on which side of each
-    battle is listed first (it is the standard deviation when sides are random)."""
+    battle is listed first (it is the standard deviation when sides are random).
+    z comes column-major (each feature's column contiguous)."""
     w = np.ones(len(d)) if w is None else np.asarray(w, dtype=float)
-    keep, scale, dropped = [], [], {}
+    values = np.asfortranarray(d)  # a copy: each feature's column contiguous
+    k = values.shape[1]
+    mass, mean, rms, spread = np.zeros(k), np.zeros(k), np.zeros(k), np.zeros(k)
+    for c in range(k):
+        column = values[:, c]
+        known = ~np.isnan(column)
+        column[~known] = 0.0
+        weight = w * known
+        mass[c] = weight.sum()
+        if mass[c] > 0:
+            mean[c] = (weight @ column) / mass[c]
+            rms[c] = np.sqrt((weight @ column**2) / mass[c])
+            spread[c] = np.sqrt((weight @ (column - mean[c]) ** 2) / mass[c])
+    dropped = {}
+    keep = []
     for c, name in enumerate(names):
-        known = ~np.isnan(d[:, c]) & (w > 0)
-        mass = float(w[known].sum())
-        if not mass > 0:
+        if not mass[c] > 0:
             dropped[name] = NOT_MEASURED
-            continue
-        values, weights = d[known, c], w[known] / mass
-        sd = float(np.sqrt(weights @ values**2))  # about 0: see the module's docstring
-        spread = float(np.sqrt(weights @ (values - weights @ values) ** 2))
-        if not spread > 1e-9:
+        elif not spread[c] > 1e-9:
             dropped[name] = CONSTANT
-            continue
-        keep.append(c)
-        scale.append(sd)
-    scale = np.array(scale, dtype=float)
-    z = np.nan_to_num(d[:, keep], nan=0.0) / scale if keep else np.zeros((len(d), 0))
+        else:
+            keep.append(c)
+    scale = rms[keep]
+    z = values[:, keep] / scale if keep else np.zeros((len(d), 0), order="F")
     return z, tuple(names[c] for c in keep), scale, dropped
 
 
 def design(a, b, y, w, z, m: int) -> Design:
     """The battles with their unordered pairs (for the θθ block and the imaginary
     battles)."""
-    lo, hi = np.minimum(a, b), np.maximum(a, b)
-    keys, pair = np.unique(lo * m + hi, return_inverse=True)
+    key = np.minimum(a, b) * m + np.maximum(a, b)
+    if m * m <= 1 << 24:  # a count over the dense key table: no sort
+        seen = np.bincount(key, minlength=m * m) > 0
+        keys = np.flatnonzero(seen)
+        pair = (np.cumsum(seen) - 1)[key]
+    else:
+        keys, pair = np.unique(key, return_inverse=True)
     return Design(
         a=a,
         b=b,
@@ -184,15 +198,13 @@ def assemble(d: Design, h: np.ndarray, diagonal: float = 0.0) -> np.ndarray:
         d.pi, d.pj, np.bincount(d.pair, h, minlength=len(d.pi)), m, diagonal
     )
     if k:
-        hz = h[:, None] * d.z
-        cross = np.empty((m, k))
+        hz = [h * d.z[:, c] for c in range(k)]
         for c in range(k):
-            cross[:, c] = np.bincount(d.a, hz[:, c], minlength=m) - np.bincount(
-                d.b, hz[:, c], minlength=m
-            )
-        out[:m, m:] = cross
-        out[m:, :m] = cross.T
-        out[m:, m:] = d.z.T @ hz + diagonal * np.eye(k)
+            cross = np.bincount(d.a, hz[c], minlength=m) - np.bincount(d.b, hz[c], minlength=m)
+            out[:m, m + c] = out[m + c, :m] = cross
+            for e in range(c, k):
+                out[m + c, m + e] = out[m + e, m + c] = hz[c] @ d.z[:, e]
+            out[m + c, m + c] += diagonal
     return out
 
 
