@@ -2,8 +2,10 @@
 simulation for the benchmark of issue 38 (interface: /work/briefs/iface.md). Pure: numpy.
 
 Each replication draws an arena of known truth: agents' strengths θ (sd 0.8, about
-140 Elo), each agent's own verbosity (how long its final messages are, independent of
-its strength) and markdown habit, uniform pairs, ties (P(tie) = 4cμ(1 − μ) with E[y] = μ
+140 Elo), each agent's own verbosity (how long its final messages are: independent of
+its strength, or correlated with it in one cell, where the plain board credits the
+strong agents' skill partly to their length and the fit must tell them apart) and
+markdown habit, uniform pairs, ties (P(tie) = 4cμ(1 − μ) with E[y] = μ
 kept), and judges who — in the cells with a planted style effect — prefer the longer
 message: logit P(a wins) = θ_a − θ_b + β · (len_a − len_b)/(len_a + len_b). The fit
 ``style.style_rate`` sees both features (length and markdown). Its model then holds
@@ -16,6 +18,8 @@ Two interval kinds are scored:
 - ``style coefficient``: each feature's coefficient interval against the planted
   coefficient (length: β · sd · 400/ln 10; markdown: 0).
 A replication whose battles do not connect every agent is skipped (no interval to score).
+The cells with 40 judges (independent: no judge effect) publish the judge-clustered
+interval (G ≥ m + k), the others the battle-level one.
 """
 
 from dataclasses import dataclass
@@ -37,27 +41,40 @@ class Cell:
     spread: float = 0.8
     verbosity: float = 0.6  # sd of the agents' log length
     noise: float = 0.4  # sd of one message's log length about its agent's
+    judges: int = 0  # > 0: battles dealt to that many judges, the fit clustered by judge
+    correlation: float = 0.0  # of an agent's verbosity with its strength
 
     @property
     def label(self) -> str:
         effect = f"length effect β={self.length_effect:g}" if self.length_effect else "no effect"
-        return f"{self.agents} agents, {self.battles} battles, {effect}"
+        judges = f", {self.judges} judges" if self.judges else ""
+        if self.correlation:
+            effect += f", verbosity ~ strength (ρ={self.correlation:g})"
+        return f"{self.agents} agents, {self.battles} battles{judges}, {effect}"
 
 
-GRID = tuple(
-    Cell(agents, battles, effect)
-    for agents in (6, 12)
-    for battles in (600, 3000)
-    for effect in (0.0, 2.0)
+GRID = (
+    *(
+        Cell(agents, battles, effect)
+        for agents in (6, 12)
+        for battles in (600, 3000)
+        for effect in (0.0, 2.0)
+    ),
+    Cell(6, 3000, 2.0, judges=40),
+    Cell(12, 3000, 2.0, judges=40),
+    Cell(12, 3000, 2.0, correlation=0.7),
 )
 
 
 def draw(cell: Cell, rng: np.random.Generator):
-    """(theta, a, b, y, features_a, features_b) of one simulated arena."""
+    """(theta, a, b, y, features_a, features_b, judge) of one simulated arena (judge
+    None when the cell has no judges)."""
     n, size = cell.agents, cell.battles
     theta = rng.normal(0.0, cell.spread, n)
     theta -= theta.mean()
-    verbose = rng.normal(0.0, cell.verbosity, n)
+    own = rng.normal(0.0, 1.0, n)
+    rho = cell.correlation
+    verbose = cell.verbosity * (rho * theta / cell.spread + np.sqrt(1.0 - rho**2) * own)
     markdown = np.exp(rng.normal(1.0, 0.5, n))
     a = rng.integers(0, n, size)
     b = (a + rng.integers(1, n, size)) % n
@@ -71,7 +88,8 @@ def draw(cell: Cell, rng: np.random.Generator):
     tie = rng.random(size) < p_tie
     won = rng.random(size) < (mu - p_tie / 2.0) / np.maximum(1.0 - p_tie, 1e-12)
     y = np.where(tie, 0.5, won.astype(float))
-    return theta, a, b, y, np.c_[length_a, md_a], np.c_[length_b, md_b]
+    judge = rng.integers(0, cell.judges, size) if cell.judges else None
+    return theta, a, b, y, np.c_[length_a, md_a], np.c_[length_b, md_b], judge
 
 
 def run_cell(cell: Cell, *, replications: int, seed: int, progress=None) -> list[dict]:
@@ -80,9 +98,17 @@ def run_cell(cell: Cell, *, replications: int, seed: int, progress=None) -> list
     tallies = {kind: [0, 0, 0.0] for kind in ("style-controlled", "style coefficient")}
     done = 0
     for _ in range(replications):
-        theta, a, b, y, fa, fb = draw(cell, rng)
+        theta, a, b, y, fa, fb, judge = draw(cell, rng)
         fit = style.style_rate(
-            a, b, y, n_agents=cell.agents, features_a=fa, features_b=fb, names=NAMES, r0=R0
+            a,
+            b,
+            y,
+            n_agents=cell.agents,
+            features_a=fa,
+            features_b=fb,
+            names=NAMES,
+            r0=R0,
+            cluster=judge,
         )
         done += 1
         if progress is not None:

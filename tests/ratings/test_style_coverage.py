@@ -6,7 +6,7 @@ board's intervals miss the truth there). The full-size table is in docs/interval
 import numpy as np
 import pytest
 
-from ratings import bradley_terry, intervals, style_coverage
+from ratings import bradley_terry, intervals, style, style_coverage
 
 KINDS = {"style-controlled", "style coefficient"}
 
@@ -46,7 +46,7 @@ def test_the_arenas_plant_an_effect_the_plain_board_does_not_survive():
     rng = np.random.default_rng(3)
     covered = total = 0
     for _ in range(30):
-        theta, a, b, y, _, _ = style_coverage.draw(cell, rng)
+        theta, a, b, y, *_ = style_coverage.draw(cell, rng)
         fit = bradley_terry.rate(a, b, y, n_agents=cell.agents, r0=style_coverage.R0)
         lower = np.array([e.lower for e in fit.agents])
         upper = np.array([e.upper for e in fit.agents])
@@ -54,3 +54,16 @@ def test_the_arenas_plant_an_effect_the_plain_board_does_not_survive():
         covered += int(np.sum((lower <= target) & (target <= upper)))
         total += len(target)
     assert covered / total < 0.6
+
+
+def test_the_judged_cells_publish_the_clustered_interval():
+    judged = [cell for cell in style_coverage.GRID if cell.judges]
+    assert judged
+    for cell in judged:
+        _, a, b, y, fa, fb, judge = style_coverage.draw(cell, np.random.default_rng(1))
+        fit = style.style_rate(a, b, y, n_agents=cell.agents, features_a=fa, features_b=fb,
+                               names=style_coverage.NAMES, cluster=judge)  # fmt: skip
+        assert fit.interval == "clustered" and fit.clusters == cell.judges
+    rows = style_coverage.run_cell(judged[0], replications=40, seed=2)
+    rate = {r["kind"]: r["covered"] / r["total"] for r in rows}
+    assert 0.88 <= rate["style-controlled"] <= 1.0, rate
