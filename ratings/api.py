@@ -134,6 +134,11 @@ class RefitStatusOutput(BootstrapOutput):
     effective_clusters = serializers.FloatField(
         allow_null=True, help_text="G*: the effective number of judges behind the t."
     )
+    interval_caveat = serializers.CharField(
+        allow_null=True,
+        help_text="What the board says beside the intervals when their coverage is known to "
+        "fall short (fewer judges than agents: judges' own views go unmeasured); null: nothing.",
+    )
     bootstrap_replicates = serializers.IntegerField()
     converged = serializers.BooleanField(
         allow_null=True,

@@ -13,6 +13,7 @@ from django.utils import timezone
 from agents.models import DEMO_ARENA_SLUG, PUBLIC_ARENA_SLUG, Agent, Arena
 from battles.classify import CATEGORIES, CATEGORY_LABELS
 from battles.models import Battle
+from ratings import intervals
 from ratings.board_query import with_style_ranks
 from ratings.matrices import pair_matrices
 from ratings.models import RatingPoint, RefitState
@@ -165,6 +166,12 @@ def refit_status(*, arena_id: int, now: datetime | None = None) -> dict[str, Any
         "interval": snapshot.interval if snapshot else None,
         "critical_value": snapshot.critical_value if snapshot else None,
         "effective_clusters": snapshot.effective_clusters if snapshot else None,
+        # the board's words beside the intervals when their coverage is known to fall
+        "interval_caveat": (
+            intervals.caveat(interval=snapshot.interval, judges=snapshot.clusters)
+            if snapshot
+            else None
+        ),
         "bootstrap_replicates": snapshot.bootstrap_replicates if snapshot else 0,
         "bootstrap_unit": snapshot.bootstrap_unit if snapshot else None,
         "bootstrap_clusters": snapshot.bootstrap_clusters if snapshot else None,
@@ -421,6 +428,7 @@ def board_context(board: dict[str, Any]) -> dict[str, Any]:
         ),
         "excluded_total": sum(exclusions.values()) if exclusions else 0,
         "n0": settings.ARENA.n0,
+        "interval_caveat": intervals.board_caveat(board),  # beside the intervals, or None
     }
 
 

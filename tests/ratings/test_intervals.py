@@ -280,3 +280,41 @@ def test_centring_map_and_halfwidth_helpers():
         intervals.centring_map(np.zeros(3, dtype=bool))
     with pytest.raises(ValueError, match="two clusters"):
         intervals.robust_variance(np.eye(2), np.ones((1, 2)))
+
+
+def test_the_caveat_is_one_rule_on_what_the_snapshot_records():
+    # the battle-level interval with judges on record means G < m: say so
+    words = intervals.caveat(interval="battle", judges=4, agents=8)
+    assert "4 judges for 8 agents" in words and "larger than shown" in words
+    assert "fewer than the agents" in intervals.caveat(interval="battle", judges=1)
+    assert intervals.caveat(interval="clustered", judges=40) is None  # G ≥ m
+    assert intervals.caveat(interval="battle", judges=None) is None  # no judges on record
+    assert intervals.caveat(interval=None, judges=None) is None  # nothing published
+    # a category board's document: its own fit decides
+    category = {"enough": True, "robust_intervals": False, "clusters": 2}
+    assert intervals.board_caveat({"category": category, "refit": {}}) is not None
+    assert intervals.board_caveat({"category": {**category, "enough": False}}) is None
+    assert intervals.board_caveat({"refit": {"interval": "clustered", "clusters": 9}}) is None
+
+
+@pytest.mark.parametrize(("crowd_size", "shown"), [(2, True), (4, False)])
+def test_the_board_says_so_beside_the_intervals_when_judges_are_fewer_than_agents(
+    alice, roster, rng, settings, crowd_size, shown
+):
+    # 3 agents: 2 judges publish the battle-level interval (G < m) and its caveat; 4
+    # judges publish the clustered one, and the board has nothing to add
+    from django.test import Client
+
+    from agents.models import Arena
+    from ratings.refit import arena_refit
+    from tests.ratings.factories import judges, round_robin
+
+    settings.ARENA = settings.ARENA.replace(bootstrap_replicates=20)
+    round_robin(alice, roster, judges(crowd_size), rounds=12, rng=rng)
+    arena_refit(arena_id=Arena.objects.public().pk)
+    page = Client().get("/").content.decode()
+    refit = Client().get("/api/leaderboard/").json()["refit"]
+    assert refit["interval"] == ("battle" if shown else "clustered")
+    assert ('id="interval-caveat"' in page) is shown
+    assert (f"Only {crowd_size} judges, fewer than the agents" in page) is shown
+    assert (refit["interval_caveat"] is not None) is shown
