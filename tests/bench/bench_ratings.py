@@ -471,10 +471,15 @@ def band_arrays(result) -> tuple[np.ndarray, np.ndarray]:
 def against_the_loop(run_ours, run_loop, replicates: int, repeat: int) -> dict:
     """Ours (``rate`` with the bootstrap, full fit included) and the replicate loop it
     replaced, taking turns run by run; their bands compared."""
-    results = {}
+    results, cpu = {}, {"ours": [], "loop": []}
 
     def keep(name, fn):
-        return lambda: results.__setitem__(name, fn())
+        def run():
+            start = time.process_time()  # CPU seconds of every thread of the process
+            results[name] = fn()
+            cpu[name].append(time.process_time() - start)
+
+        return run
 
     race = interleaved({"ours": keep("ours", run_ours), "loop": keep("loop", run_loop)}, repeat)
     ours_s, loop_s = median(race["ours"]), median(race["loop"])
@@ -484,6 +489,7 @@ def against_the_loop(run_ours, run_loop, replicates: int, repeat: int) -> dict:
         "ours_rate_with_bootstrap_s": seconds(race["ours"]),
         "reference_multinomial_loop_replicates_only_s": seconds(race["loop"]),
         "ratio_reference_over_ours": round(loop_s / ours_s, 2),
+        "cpu_s": {"ours": seconds(cpu["ours"]), "reference": seconds(cpu["loop"])},
         "bands_equal_to_reference": bool(
             np.array_equal(lower, loop_lower) and np.array_equal(upper, loop_upper)
         ),
@@ -568,6 +574,7 @@ def bench_bootstrap() -> dict:
         "ours_s": battle_race["ours_rate_with_bootstrap_s"]["median"],
         "reference_s": battle_race["reference_multinomial_loop_replicates_only_s"]["median"],
         "ratio_reference_over_ours": battle_race["ratio_reference_over_ours"],
+        "cpu_s_median": {k: v["median"] for k, v in battle_race["cpu_s"].items()},
         "bands_equal_to_reference": battle_race["bands_equal_to_reference"],
         "target_s": TARGETS["bootstrap_1000_s"],
         "threads_fitting_beside_the_draws": bootstrap.THREADS,
