@@ -15,6 +15,7 @@ def data_card(manifest: dict[str, Any]) -> str:
     f = manifest["filters"]
     counts = manifest["counts"]
     rt = manifest["round_trip"]
+    fit = rt["fit"]
     licence = manifest["licence"]
     table_lines = "\n".join(f"| `{name}` | {rows:,} |" for name, rows in counts.items())
     steps = (
@@ -30,7 +31,8 @@ def data_card(manifest: dict[str, Any]) -> str:
         else "Trajectories (steps, screenshots) are not included in this export."
     )
     coverage = (
-        "they are the same battles, so every published rating is reproduced (within 0.05 Elo)."
+        "they are the same battles, so every published rating, interval and rank band is "
+        "reproduced exactly."
         if rt["complete"]
         else "the difference (consent, delay, battles decided after the refit) means the "
         "refit of this export differs from the board."
@@ -103,11 +105,23 @@ changes every pseudonym.
 
 ## Reproducing the published board
 
-`ratings` is the published board (the newest refit snapshot). With the parameters it
-records, the offline fitter reproduces it from `battles`:
+`ratings` is the published board (the newest refit snapshot). Run in this directory,
+the offline fitter reads every seed and setting the refit used from `manifest.json`
+(`round_trip.fit`), the agents' order from `ratings` (`fit_index`) and the clusters'
+from `battles` (`cluster_index`), and prints the board's ratings, intervals and rank
+bands bit for bit:
 
 ```sh
 {rt["command"]}
+```
+
+The refit's settings (fit format {fit["format"]}): ridge {fit["ridge"]!r}, R0 {fit["r0"]!r},
+n0 (provisional below) {fit["min_battles"]}, {fit["bootstrap_replicates"]} bootstrap
+replicates resampling {fit["bootstrap_unit"]} with seed {fit["seed"]}, the {fit["interval"]}
+interval. Elsewhere (a copy of `battles` without the manifest), the same with flags:
+
+```sh
+{rt["explicit_command"]}
 ```
 
 This export holds {rt["exported_battles"]:,} of the snapshot's {rt["snapshot_battles"]:,}

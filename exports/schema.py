@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 DATA_CARD_VERSION = "1.2"
 TYPES = ("string", "int64", "float64", "bool", "timestamp", "json")
 
@@ -99,6 +99,15 @@ BATTLES = Table(
             "string",
             "The refit's cluster of the battle: judge, or b<battle_id> "
             "when there is none (a cluster of its own).",
+        ),
+        C(
+            "cluster_index",
+            "int64",
+            "The cluster's number in the refit of these battles, from 0: clusters in "
+            "the order the refit reads them (by their first pair of agents in fit_index "
+            "order, then by the judge's account id, a judge-less battle first). What the "
+            "judges' bootstrap draws and the clustered interval sums in; "
+            "python -m ratings fit reads it to reproduce the board bit for bit.",
         ),
     ),
 )
@@ -194,6 +203,21 @@ RATINGS = Table(
         C("bootstrap_replicates", "int64", "Replicates behind the rank bands."),
         C("interval", "string", "battle or clustered (docs/intervals.md)."),
         C("converged", "bool", "The fit converged (false: flagged on the board)."),
+        C(
+            "fit_index",
+            "int64",
+            "The agent's index in the fit (agents in the order of their ids in the "
+            "arena): the order python -m ratings fit gives the agents to reproduce the "
+            "board bit for bit.",
+        ),
+        C("seed", "int64", "Seed of the bootstrap behind the rank bands (--seed)."),
+        C(
+            "bootstrap_unit",
+            "string",
+            "What a bootstrap replicate resampled: battles, judges (the clusters of the "
+            "clustered interval) or tasks (the arena's choice; --bootstrap-unit tasks).",
+        ),
+        C("critical_value", "float64", "The published interval's multiplier (z, or t(G* − 1))."),
     ),
 )
 

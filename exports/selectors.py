@@ -14,8 +14,20 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import (
+    BigIntegerField,
+    Count,
+    Exists,
+    ExpressionWrapper,
+    F,
+    Min,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+)
+from django.db.models.functions import Coalesce, Greatest, Least
 
 from accounts.models import Consent, ConsentTerms
 from battles.models import Battle, Run, Step
@@ -142,7 +154,41 @@ def _published_instruction(row: dict) -> str:
     return redact_text(row["task__instruction"]).text
 
 
-def battle_rows(battles: QuerySet, *, arena_slug: str, pseudonym: Pseudonym) -> Iterator[dict]:
+def cluster_numbers(battles: QuerySet) -> dict[int, int]:
+    """The refit's number of each cluster of ``battles`` (``ratings.refit``: the deciding
+    judge's id, or minus the battle's id without one), as a refit of exactly these
+    battles numbers them: in order of first appearance among its rows sorted by (lower
+    agent id, higher agent id, cluster key), that is by each cluster's first pair, then
+    by key. One row per cluster is read, never one per battle."""
+    shift = 1 << 32  # agent ids below 2³²: lo · 2³² + hi orders pairs as (lo, hi) does
+    firsts = (
+        battles.order_by()
+        .annotate(
+            c=Coalesce(F("cluster_judge_id"), -F("pk"), output_field=BigIntegerField()),
+            pair=ExpressionWrapper(
+                Least("agent_a_id", "agent_b_id") * Value(shift)
+                + Greatest("agent_a_id", "agent_b_id"),
+                output_field=BigIntegerField(),
+            ),
+        )
+        .values("c")
+        .annotate(first=Min("pair"))
+        .values_list("first", "c")
+    )
+    return {c: k for k, (_, c) in enumerate(sorted(firsts))}
+
+
+def battle_rows(
+    battles: QuerySet,
+    *,
+    arena_slug: str,
+    pseudonym: Pseudonym,
+    clusters: dict[int, int] | None = None,
+) -> Iterator[dict]:
+    """The battles' rows; ``clusters`` (``cluster_numbers``) the refit's numbering of
+    their clusters, computed from ``battles`` when None."""
+    if clusters is None:
+        clusters = cluster_numbers(battles)
     rows = battles.annotate(attachment_count=Count("task__attachments")).values(
         "pk",
         "task_id",
@@ -187,6 +233,7 @@ def battle_rows(battles: QuerySet, *, arena_slug: str, pseudonym: Pseudonym) -> 
             "decided_at": _instant(b["decided_at"]),
             "judge": None if judge is None else pseudonym(judge),
             "cluster": f"b{b['pk']}" if judge is None else pseudonym(judge),
+            "cluster_index": clusters[-b["pk"] if judge is None else judge],
         }
 
 
@@ -261,6 +308,16 @@ def rating_rows(*, arena_id: int, arena_slug: str) -> Iterator[dict]:
         .select_related("snapshot", "agent")
         .order_by(F("rating").desc(nulls_last=True), "agent__slug")
     )
+    # The refit numbers the agents of its fit in the order of their ids (ratings.refit),
+    # and writes a point for each of them.
+    fit_index = {
+        agent: k
+        for k, agent in enumerate(
+            RatingPoint.objects.filter(snapshot_id=snapshot_id)
+            .order_by("agent_id")
+            .values_list("agent_id", flat=True)
+        )
+    }
     r0 = float(settings.ARENA.r0)
     for p in points:
         s = p.snapshot
@@ -286,6 +343,10 @@ def rating_rows(*, arena_id: int, arena_slug: str) -> Iterator[dict]:
             "bootstrap_replicates": s.bootstrap_replicates,
             "interval": s.interval,
             "converged": s.converged,
+            "fit_index": fit_index[p.agent_id],
+            "seed": s.seed,
+            "bootstrap_unit": s.bootstrap_unit,
+            "critical_value": float(s.critical_value),
         }
 
 

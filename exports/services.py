@@ -9,7 +9,6 @@ Reads go through ``exports.tables`` (the consent, delay and pseudonym rules live
 and checked to be PNGs before they are written."""
 
 import hashlib
-import json
 import shutil
 import tarfile
 import tempfile
@@ -24,6 +23,7 @@ from django.utils import timezone
 
 from accounts.models import ConsentTerms
 from agents.models import Arena
+from arena_site import strict_json
 from arena_site.media import MediaTooLarge, MediaUnreadable, media_read
 from exports.datacard import data_card
 from exports.schema import BY_NAME, CORE_TABLES, DATA_CARD_VERSION, SCHEMA_VERSION, schema_document
@@ -155,7 +155,22 @@ def _write_table(
     return writer
 
 
+FIT_FORMAT = "1.0"  # round_trip.fit's layout (ratings.cli_export reads it)
+FIT_COLUMNS = {
+    "a": "agent_a",
+    "b": "agent_b",
+    "winner": "winner",
+    "weight": "weight",
+    "cluster": "cluster",
+    "cluster_index": "cluster_index",
+    "task": "task_id",
+}
+
+
 def _round_trip(scope: ExportScope, exported: int) -> dict[str, Any]:
+    """How the board comes back from the export: the command, whether the export holds
+    exactly the snapshot's battles, and ``fit``, every setting and seed the refit used
+    (``python -m ratings fit`` reads it from this manifest: no flag needed)."""
     snapshot_id = published_snapshot_id(arena_id=scope.arena_id)
     snapshot = RatingSnapshot.objects.filter(pk=snapshot_id).first() if snapshot_id else None
     ridge = float(snapshot.ridge) if snapshot else float(settings.ARENA.ridge)
@@ -163,10 +178,18 @@ def _round_trip(scope: ExportScope, exported: int) -> dict[str, Any]:
     r0 = float(settings.ARENA.r0)
     rated_now = rated_battles(arena_id=scope.arena_id).count()
     snapshot_battles = snapshot.battles if snapshot else 0
+    replicates = (
+        snapshot.bootstrap_replicates if snapshot else int(settings.ARENA.bootstrap_replicates)
+    )
+    seed = snapshot.seed if snapshot else 0
+    unit = snapshot.bootstrap_unit if snapshot else "battles"
+    tasks = " --task task_id --bootstrap-unit tasks" if unit == "tasks" else ""
     return {
-        "command": (
-            "python -m ratings fit battles.jsonl --weight weight --judge cluster "
-            f"--ridge {ridge!r} --r0 {r0!r} --provisional {n0}"
+        "command": "python -m ratings fit battles.jsonl",
+        "explicit_command": (
+            "python -m ratings fit battles.jsonl --no-export --weight weight --judge cluster "
+            f"--ridge {ridge!r} --r0 {r0!r} --provisional {n0} --bootstrap {replicates} "
+            f"--seed {seed}{tasks}"
         ),
         "snapshot_id": snapshot_id,
         "snapshot_battles": snapshot_battles,
@@ -176,6 +199,22 @@ def _round_trip(scope: ExportScope, exported: int) -> dict[str, Any]:
         "ridge": ridge,
         "r0": r0,
         "min_battles": n0,
+        "fit": {
+            "format": FIT_FORMAT,
+            "ridge": ridge,
+            "r0": r0,
+            "min_battles": n0,
+            "bootstrap_replicates": replicates,
+            "seed": seed,
+            "bootstrap_unit": unit,
+            "interval": snapshot.interval if snapshot else "battle",
+            "critical_value": float(snapshot.critical_value) if snapshot else None,
+            "reference": "the agents with at least min_battles battles in the fit (all "
+            "fitted agents while none has)",
+            "columns": FIT_COLUMNS,
+            "agents": {"table": "ratings", "agent": "agent", "index": "fit_index"},
+            "threads": 1,
+        },
     }
 
 
@@ -245,14 +284,14 @@ def export_write(
         "screenshots": {"files": shots.files, "bytes": shots.total},
         "round_trip": _round_trip(scope, counts["battles"]),
     }
-    (out_dir / "schema.json").write_text(json.dumps(schema_document(), indent=2) + "\n")
+    (out_dir / "schema.json").write_text(strict_json.dumps(schema_document(), indent=2) + "\n")
     (out_dir / "DATA_CARD.md").write_text(data_card(manifest))
     files = sorted(p for p in out_dir.rglob("*") if p.is_file())
     manifest["files"] = [
         {"name": p.relative_to(out_dir).as_posix(), "bytes": p.stat().st_size, "sha256": _sha256(p)}
         for p in files
     ]
-    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    (out_dir / "manifest.json").write_text(strict_json.dumps(manifest, indent=2) + "\n")
     return manifest
 
 

@@ -1,7 +1,6 @@
 """One table written as JSON Lines and/or Parquet in one pass over its rows (Parquet in
 row groups of ``BATCH`` rows, so memory stays bounded whatever the table's size)."""
 
-import json
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -9,6 +8,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from arena_site import strict_json
 from exports.schema import Table
 
 BATCH = 10_000
@@ -38,7 +38,7 @@ def _arrow_value(kind: str, value: Any) -> Any:
     if kind == "timestamp":
         return datetime.fromisoformat(value)
     if kind == "json":
-        return json.dumps(value, sort_keys=True, ensure_ascii=False)
+        return strict_json.dumps(value, sort_keys=True, ensure_ascii=False)
     return value
 
 
@@ -63,9 +63,12 @@ class TableWriter:
             self.paths.append(path)
 
     def write(self, row: dict[str, Any]) -> None:
+        """One row, in both formats alike: a float that is not finite (which JSON has
+        no number for) is null in each (``arena_site.strict_json``)."""
         self.rows += 1
+        row = strict_json.finite(row)
         if self._jsonl is not None:
-            self._jsonl.write(json.dumps(row, ensure_ascii=False, separators=(",", ":")))
+            self._jsonl.write(strict_json.dumps(row, ensure_ascii=False, separators=(",", ":")))
             self._jsonl.write("\n")
         if self._parquet is not None:
             self._batch.append(row)

@@ -7,94 +7,40 @@ guess from the suffix. Every format goes through the same checks as CSV; in JSON
 and Parquet a null is an empty cell, and Parquet's "line" numbers count rows from 1.
 
 Needs no database and imports no Django (``ratings/__init__.py`` is empty, and this
-module and the math it uses import only numpy, scipy and tqdm), so it runs anywhere the
-virtualenv does. Prints one JSON document on stdout; a bad file or flag exits with
-status 2 and a one-line message saying what is wrong and what to do. Duplicate rows
+module and the math it uses import only numpy, scipy, numba, threadpoolctl and tqdm), so
+it runs anywhere the virtualenv does. Prints one JSON document on stdout; a bad file or
+flag exits with status 2 and a one-line message saying what is wrong and what to do. Duplicate rows
 and rows with more cells than the header are kept (or, for extra cells, ignored) and
 reported: one warning line each on stderr and ``input_report`` in the document;
 ``--strict`` refuses them instead.
+
+A file of an open-data export (a ``manifest.json`` beside it lists it) is fitted with
+the published board's seed and settings, agents and clusters in the refit's order
+(``ratings.cli_export``): the document is then the board, bit for bit. Numbers are
+printed with every digit; a number that is not finite (an interval with no end, e.g.
+a single tie) is null, never ``Infinity`` (``arena_site.strict_json``).
+
+Modules: ``cli_files`` (the formats, streamed), ``cli_read`` (rows to compact columns and
+the input report), ``cli_export`` (an export's settings), this one (flags, fit, output).
 """
 
 import argparse
-import hashlib
-import json
 import math
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ratings import bradley_terry
-from ratings.cli_files import CliError, file_records
+from arena_site.strict_json import dump as json_dump
+from ratings import bradley_terry, cli_export, cli_fit
+from ratings.cli_files import CliError
+from ratings.cli_read import Battles, InputReport, read_battles, report_warnings
+
+__all__ = ["Battles", "CliError", "InputReport", "build_parser", "fit", "main", "read_battles"]
 
 PROVISIONAL_BATTLES = 30  # SPEC §7.2 n0: fewer rated battles → provisional
-REPORT_LINES = 20  # line numbers listed per kind in input_report and the warnings
-
-
-@dataclass
-class InputReport:
-    """Rows that were read but look suspect: the same cells as an earlier battle row
-    (kept: two identical votes can be real) and rows with more cells than the header
-    (the extra cells ignored). Line numbers are the lines the rows start on."""
-
-    duplicate_rows: list[int] = field(default_factory=list)
-    extra_field_rows: list[int] = field(default_factory=list)
-
-    def as_dict(self) -> dict:
-        return {
-            "duplicate_rows": self.duplicate_rows[:REPORT_LINES],
-            "duplicate_row_count": len(self.duplicate_rows),
-            "extra_field_rows": self.extra_field_rows[:REPORT_LINES],
-            "extra_field_row_count": len(self.extra_field_rows),
-        }
-
-    def warnings(self) -> list[str]:
-        return report_warnings(self.as_dict())
-
-
-def report_warnings(report: dict) -> list[str]:
-    """One line per kind of suspect row in an ``InputReport.as_dict()``."""
-    lines = []
-    for kind, what, effect in (
-        ("duplicate_row", "duplicate row{s}", "counted as battles"),
-        ("extra_field_row", "row{s} with more fields than the header", "extra cells ignored"),
-    ):
-        count, listed = report[f"{kind}_count"], report[f"{kind}s"]
-        if count:
-            s = "s" if count > 1 else ""
-            where = ", ".join(map(str, listed))
-            if count > len(listed):
-                where += f" and {count - len(listed)} more"
-            lines.append(
-                f"warning: {count} {what.format(s=s)} (line{s} {where}), {effect}; "
-                "pass --strict to refuse them"
-            )
-    return lines
-
-
-@dataclass(frozen=True)
-class Battles:
-    agents: list[str]
-    a: np.ndarray
-    b: np.ndarray
-    y: np.ndarray
-    w: np.ndarray
-    cluster: np.ndarray | None
-    skipped: int
-    report: InputReport
-    # Per battle, in file order: the stripped winner cell, and the judge and task
-    # cells when those columns are mapped (None otherwise). For manage.py import_votes.
-    winners: list[str]
-    judges: list[str] | None
-    tasks: list[str] | None
-    lines: list[int]  # the line each battle's row starts on
-    sha256: str  # of the file's bytes, as read
-
-
-def _values(text: str) -> set[str]:
-    return {value.strip() for value in text.split(",") if value.strip()}
+BOOTSTRAP_REPLICATES = 1000
 
 
 class _Parser(argparse.ArgumentParser):
@@ -147,28 +93,40 @@ def build_parser() -> argparse.ArgumentParser:
     columns.add_argument("--judge", metavar="COL", help="the judge (cluster for intervals)")
     columns.add_argument("--task", metavar="COL", help="the task (alternative cluster)")
     columns.add_argument("--weight", metavar="COL", help="evidence weight w_b ≥ 0 (default 1)")
-    model = fit.add_argument_group("model")
-    model.add_argument("--ridge", type=float, default=bradley_terry.RIDGE, help="r (1e-3)")
-    model.add_argument("--r0", type=float, default=bradley_terry.R0, help="R0 (1000)")
+    model = fit.add_argument_group(
+        "model (unset flags take an export's values, docs/open-data.md, else these defaults)"
+    )
+    model.add_argument("--ridge", type=float, help="r (1e-3)")
+    model.add_argument("--r0", type=float, help="R0 (1000)")
     model.add_argument(
         "--bootstrap",
         type=int,
-        default=1000,
         metavar="N",
-        help="bootstrap replicates for the rank bands, 0 for none (1000)",
+        help=f"bootstrap replicates for the rank bands, 0 for none ({BOOTSTRAP_REPLICATES})",
     )
-    model.add_argument("--seed", type=int, default=0, help="bootstrap seed (0)")
+    model.add_argument("--seed", type=int, help="bootstrap seed (0)")
     model.add_argument(
         "--cluster",
         choices=("judge", "task", "none"),
         help="clusters of the robust interval (default: judge when --judge is given)",
     )
     model.add_argument(
+        "--bootstrap-unit",
+        choices=("default", "tasks"),
+        help="what a replicate resamples: default, what the published interval treats as "
+        "independent (its clusters, or the battles); tasks, whole tasks (needs --task)",
+    )
+    model.add_argument(
         "--provisional",
         type=int,
-        default=PROVISIONAL_BATTLES,
         metavar="N",
-        help="agents with fewer battles are provisional and not in the centring (30)",
+        help=f"agents with fewer battles are provisional and not in the centring "
+        f"({PROVISIONAL_BATTLES})",
+    )
+    fit.add_argument(
+        "--no-export",
+        action="store_true",
+        help="ignore the manifest.json of an open-data export beside FILE (its seed and settings)",
     )
     fit.add_argument(
         "--strict",
@@ -179,153 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def read_battles(args: argparse.Namespace) -> Battles:
-    """Rows of ``args.file`` mapped to index arrays; raises CliError on bad input.
-
-    The file is read once, as bytes (``Battles.sha256`` is their digest), decoded as
-    UTF-8 (an optional byte-order mark is dropped) and parsed as strict CSV (the excel
-    dialect: a quote that is never closed, or text after a closing quote, is an error).
-    Blank lines are skipped; every other row must have at least the header's cells."""
-    win_a, win_b, ties, skip = args.win_a, args.win_b, _values(args.tie), _values(args.skip)
-    overlap = ({win_a} & {win_b}) | ({win_a, win_b} & ties) | (({win_a, win_b} | ties) & skip)
-    if overlap:
-        raise CliError(
-            f"outcome value(s) {', '.join(sorted(overlap))} are mapped twice; give each "
-            "value to only one of --win-a, --win-b, --tie, --skip"
-        )
-    cluster_by = args.cluster or ("judge" if args.judge else "none")
-    cluster_col = {"judge": args.judge, "task": args.task, "none": None}[cluster_by]
-    if cluster_by != "none" and cluster_col is None:
-        raise CliError(f"--cluster {cluster_by} needs the --{cluster_by} COL column flag")
-    strict = args.strict
-    try:
-        content = args.file.read_bytes()
-    except OSError as exc:
-        raise CliError(f"cannot read {args.file}: {exc.strerror}; check the path") from exc
-    records = file_records(content, args.file, getattr(args, "format", "auto"))
-    first = next(records, None)
-    header = first[1] if first is not None else None
-    if not header:
-        raise CliError(f"{args.file} is empty; it needs a header row and battle rows")
-    repeated = sorted({name for name in header if header.count(name) > 1})
-    if repeated:
-        raise CliError(
-            f"the header of {args.file} names column(s) {', '.join(map(repr, repeated))} "
-            "more than once; rename them so that each column has one name"
-        )
-    wanted = {"--a": args.a, "--b": args.b, "--winner": args.winner}
-    wanted |= {
-        flag: col
-        for flag, col in (("--judge", args.judge), ("--task", args.task), ("--weight", args.weight))
-        if col is not None
-    }
-    for flag, col in wanted.items():
-        if col not in header:
-            raise CliError(
-                f"column {col!r} ({flag}) is not in {args.file}; available columns: "
-                f"{', '.join(header)}"
-            )
-    names: dict[str, int] = {}
-    clusters: dict[str, int] = {}
-    a, b, y, w, cl = [], [], [], [], []
-    winners, judges, tasks, kept_lines = [], [], [], []
-    report = InputReport()
-    seen: dict[tuple[str, ...], int] = {}
-    skipped = 0
-    for line, cells in records:
-        if len(cells) < len(header):
-            raise CliError(
-                f"line {line} has {len(cells)} fields, the header has {len(header)}; fill "
-                "in the missing cells (empty ones need their commas)"
-            )
-        if len(cells) > len(header):
-            if strict:
-                raise CliError(
-                    f"line {line} has {len(cells)} fields, the header has {len(header)} "
-                    "(--strict); remove the extra cells, or drop --strict to ignore them"
-                )
-            report.extra_field_rows.append(line)
-        row = dict(zip(header, cells, strict=False))
-        outcome = row[args.winner].strip()
-        if outcome in skip:
-            skipped += 1
-            continue
-        if outcome == win_a:
-            y.append(1.0)
-        elif outcome == win_b:
-            y.append(0.0)
-        elif outcome in ties:
-            y.append(0.5)
-        else:
-            raise CliError(
-                f"line {line}: {args.winner} value {outcome!r} is not mapped; pass it "
-                "to --win-a, --win-b, --tie or --skip"
-            )
-        agent_a, agent_b = row[args.a].strip(), row[args.b].strip()
-        if not agent_a or not agent_b:
-            raise CliError(f"line {line}: an agent cell is empty; every battle needs both")
-        if agent_a == agent_b:
-            raise CliError(f"line {line}: {agent_a!r} plays itself; remove the row")
-        first = seen.setdefault(tuple(cells), line)
-        if first != line:
-            if strict:
-                raise CliError(
-                    f"line {line} repeats line {first} cell for cell (--strict); remove "
-                    "the duplicate, or drop --strict to count both as battles"
-                )
-            report.duplicate_rows.append(line)
-        a.append(names.setdefault(agent_a, len(names)))
-        b.append(names.setdefault(agent_b, len(names)))
-        if args.weight is not None:
-            w.append(_weight(row[args.weight], line, args.weight))
-        if cluster_col is not None:
-            key = row[cluster_col].strip()
-            if not key:
-                raise CliError(f"line {line}: the {cluster_col} cell is empty; fill it")
-            cl.append(clusters.setdefault(key, len(clusters)))
-        winners.append(outcome)
-        if args.judge is not None:
-            judges.append(row[args.judge].strip())
-        if args.task is not None:
-            tasks.append(row[args.task].strip())
-        kept_lines.append(line)
-    if not y:
-        raise CliError(f"{args.file} has no battle rows (after --skip); nothing to rate")
-    return Battles(
-        agents=list(names),
-        a=np.array(a, dtype=np.int64),
-        b=np.array(b, dtype=np.int64),
-        y=np.array(y),
-        w=np.array(w) if args.weight is not None else np.ones(len(y)),
-        cluster=np.array(cl, dtype=np.int64) if cluster_col is not None else None,
-        skipped=skipped,
-        report=report,
-        winners=winners,
-        judges=judges if args.judge is not None else None,
-        tasks=tasks if args.task is not None else None,
-        lines=kept_lines,
-        sha256=hashlib.sha256(content).hexdigest(),
-    )
-
-
-def _weight(text: str | None, line: int, column: str) -> float:
-    try:
-        value = float(text or "")
-    except ValueError:
-        value = float("nan")
-    if not np.isfinite(value) or value < 0:
-        raise CliError(
-            f"line {line}: {column} value {text!r} is not a non-negative number; fix or "
-            "drop the row"
-        )
-    return value
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 4)
-
-
-def fit(args: argparse.Namespace) -> dict:
+def _check_model_flags(args: argparse.Namespace) -> None:
     if not (math.isfinite(args.ridge) and args.ridge >= 0):
         raise CliError(
             f"--ridge must be a finite number 0 or more, not {args.ridge} (SPEC §7.2 uses 1e-3)"
@@ -338,56 +150,115 @@ def fit(args: argparse.Namespace) -> dict:
         raise CliError("--seed must be 0 or more")
     if args.provisional < 0:
         raise CliError("--provisional must be 0 or more battles")
-    battles = read_battles(args)
-    n = len(battles.agents)
-    counts = np.bincount(battles.a, minlength=n) + np.bincount(battles.b, minlength=n)
+    if args.bootstrap_unit == "tasks" and args.task is None:
+        raise CliError("--bootstrap-unit tasks needs the --task COL column flag")
+
+
+def _settings(args: argparse.Namespace) -> cli_export.ExportFit | None:
+    """The export the file belongs to (its settings filled into the unset flags), then
+    the CLI's own defaults for whatever is still unset."""
+    export = None if args.no_export else cli_export.find(args.file)
+    if export is not None:
+        cli_export.apply(args, export)
+    for name, value in (
+        ("ridge", bradley_terry.RIDGE),
+        ("r0", bradley_terry.R0),
+        ("bootstrap", BOOTSTRAP_REPLICATES),
+        ("seed", 0),
+        ("provisional", PROVISIONAL_BATTLES),
+        ("bootstrap_unit", "default"),
+    ):
+        if getattr(args, name, None) is None:
+            setattr(args, name, value)
+    return export
+
+
+def _fit_input(args: argparse.Namespace, export) -> tuple[list[str], dict, dict]:
+    """(agents, what the document says of the file, ``rate``'s arrays): the battles read,
+    ordered as the export's refit ordered them, and reduced to cells and sums per
+    (cluster, pair). The per-battle columns die with this call, before the fit (and
+    numba's compiler, ~130 MB of its own) is loaded."""
+    battles = read_battles(args, numbers=cli_export.order_column(args, export))
+    agents, a, b, cluster = battles.agents, battles.a, battles.b, battles.cluster
+    if export is not None:
+        order = cli_export.agent_order(args.file, args.format, export)
+        agents, position = cli_export.reorder_agents(agents, order)
+        a, b = position[a], position[b]
+        for name, numbers in battles.numbers.items():
+            cluster = cli_export.cluster_numbers(cluster, numbers, name)
+    n = len(agents)
+    arrays: dict = {"n_agents": n, "clustered": None, "tasks": None}
+    if cluster is not None:
+        arrays["clustered"] = cli_fit.pair_sums(cluster, a, b, battles.y2, battles.w, n)
+    if args.bootstrap_unit == "tasks":
+        tasks = cli_fit.task_numbers(battles.task, battles.task_keys)
+        arrays["tasks"] = cli_fit.pair_sums(tasks, a, b, battles.y2, battles.w, n)
+    counts = np.bincount(a, minlength=n) + np.bincount(b, minlength=n)
     reference = counts >= args.provisional
+    arrays["reference"] = reference if reference.any() else None
+    lo, hi, y, w, count = cli_fit.cells(a, b, battles.y2, battles.w_column, n)
+    arrays |= {"a": lo, "b": hi, "y": y, "w": w, "count": count}
+    read = {
+        "battles": len(battles.y2),
+        "skipped_rows": battles.skipped,
+        "sha256": battles.sha256,
+        "input_report": battles.report.as_dict(),
+    }
+    return agents, read, arrays
+
+
+def fit(args: argparse.Namespace) -> dict:
+    export = _settings(args)
+    _check_model_flags(args)
+    agents, read, arrays = _fit_input(args, export)
     bar = None
     if args.bootstrap and sys.stderr.isatty():
         from tqdm import tqdm
 
         bar = tqdm(total=args.bootstrap, desc="bootstrap", unit="rep", file=sys.stderr)
+    from threadpoolctl import threadpool_limits
+
     try:
-        rating = bradley_terry.rate(
-            battles.a,
-            battles.b,
-            battles.y,
-            n_agents=n,
-            w=battles.w,
-            cluster=battles.cluster,
-            reference=reference if reference.any() else None,
-            ridge=args.ridge,
-            r0=args.r0,
-            bootstrap=args.bootstrap,
-            seed=args.seed,
-            progress=bar.update if bar is not None else None,
-        )
+        # One BLAS thread, as the refit: a pool only slows the many small solves, and the
+        # published board's last bits are those of one thread's sums.
+        with threadpool_limits(1):
+            rating = bradley_terry.rate(
+                arrays.pop("a"),
+                arrays.pop("b"),
+                arrays.pop("y"),
+                **arrays,
+                ridge=args.ridge,
+                r0=args.r0,
+                bootstrap=args.bootstrap,
+                seed=args.seed,
+                progress=bar.update if bar is not None else None,
+            )
     finally:
         if bar is not None:
             bar.close()
-    agents = [
+    rows = [
         {
-            "agent": battles.agents[e.index],
-            "rating": _round(e.rating),
-            "lower": _round(e.lower),
-            "upper": _round(e.upper),
+            "agent": agents[e.index],
+            "rating": e.rating,
+            "lower": e.lower,
+            "upper": e.upper,
             "rank_band": None if e.rank_lower is None else [e.rank_lower, e.rank_upper],
             "unavailable": e.unavailable,
             "battles": e.battles,
-            "weight": _round(e.weight),
+            "weight": e.weight,
             "provisional": bool(e.battles < args.provisional),
-            "model_halfwidth": _round(e.model_halfwidth),
-            "information_halfwidth": _round(e.information_halfwidth),
-            "robust_halfwidth": _round(e.robust_halfwidth),
+            "model_halfwidth": e.model_halfwidth,
+            "information_halfwidth": e.information_halfwidth,
+            "robust_halfwidth": e.robust_halfwidth,
         }
         for e in rating.agents
     ]
-    agents.sort(key=lambda row: (row["rating"] is None, -(row["rating"] or 0), row["agent"]))
+    rows.sort(key=lambda row: (row["rating"] is None, -(row["rating"] or 0), row["agent"]))
     return {
-        "agents": agents,
+        "agents": rows,
         "file": str(args.file),
-        "battles": len(battles.y),
-        "skipped_rows": battles.skipped,
+        "battles": read["battles"],
+        "skipped_rows": read["skipped_rows"],
         "fitted_agents": rating.fitted_agents,
         "reference_agents": rating.reference_agents,
         "iterations": rating.iterations,
@@ -396,15 +267,25 @@ def fit(args: argparse.Namespace) -> dict:
         "clusters": rating.clusters,
         "robust_published": rating.robust_published,
         "interval": rating.interval,
-        "critical_value": round(rating.critical_value, 4),
-        "effective_clusters": _round(rating.effective_clusters),
+        "critical_value": rating.critical_value,
+        "effective_clusters": rating.effective_clusters,
         "floored_agents": rating.floored,
         "bootstrap_resamples": rating.bootstrap_resamples,
+        "bootstrap_clusters": rating.bootstrap_clusters,
         "bootstrap": rating.bootstrap_replicates,
         "seed": rating.seed,
         "ridge": args.ridge,
         "r0": args.r0,
-        "input_report": battles.report.as_dict(),
+        "provisional_below": args.provisional,
+        "export": None
+        if export is None
+        else {
+            "manifest": str(export.manifest),
+            "file_sha256_matches": export.sha256 == read["sha256"],
+            "fit_format": export.fit.get("format"),
+        },
+        "sha256": read["sha256"],
+        "input_report": read["input_report"],
     }
 
 
@@ -417,8 +298,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for warning in report_warnings(document["input_report"]):
         print(f"python -m ratings fit: {warning}", file=sys.stderr)
+    export = document["export"]
+    if export is not None and not export["file_sha256_matches"]:
+        print(
+            f"python -m ratings fit: warning: {document['file']} differs from the file "
+            f"{export['manifest']} lists; the board is reproduced only from the exported file",
+            file=sys.stderr,
+        )
     try:
-        json.dump(document, sys.stdout, indent=2)
+        # Strict JSON: a number that is not finite (an interval with no end) is null.
+        json_dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
         sys.stdout.flush()
     except BrokenPipeError:  # e.g. piped into head: the reader left, nothing to say

@@ -1,10 +1,16 @@
 """The files ``python -m ratings fit`` reads (``ratings.cli``): CSV, JSON Lines and
 Parquet, each turned into (line, cells) records that go through the same checks as CSV,
-and the input errors a user can fix (:class:`CliError`). No Django, no database."""
+and the input errors a user can fix (:class:`CliError`). No Django, no database.
+
+Every format is streamed: a record at a time (Parquet a batch of rows at a time), never
+the whole file as text or as one Python object per row, so a file of a million
+battles costs its parsed columns and not its text (tests/bench/bench_cli_memory.py).
+The text formats are checked first in one pass over the bytes (``file_check``: UTF-8,
+no NUL, and the SHA-256 of the bytes as read), then parsed in a second."""
 
 import codecs
 import csv
-import io
+import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +22,9 @@ class CliError(Exception):
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 PARQUET_SUFFIXES = (".parquet", ".pq")
+BLOCK = 1 << 20  # bytes read at a time by the checking pass
+PARQUET_BATCH = 8192  # rows turned into Python values at a time
+RESAVE = "re-save it as UTF-8 (e.g. 'CSV UTF-8' in a spreadsheet's Save As)"
 
 
 def file_format(path: Path, given: str = "auto") -> str:
@@ -30,14 +39,77 @@ def file_format(path: Path, given: str = "auto") -> str:
     return "csv"
 
 
-def file_records(content: bytes, path: Path, given: str) -> Iterator[tuple[int, list[str]]]:
-    """(line, cells) per record of the file, the header first, whatever its format."""
+def file_check(path: Path, kind: str) -> str:
+    """The SHA-256 of the file's bytes, read once in blocks; for the text formats also
+    checks they are UTF-8 (an optional byte-order mark allowed) without NUL bytes,
+    raising CliError naming the line and byte where they are not."""
+    digest = hashlib.sha256()
+    text = kind != "parquet"
+    carry, base, newlines, nul_line = b"", 0, 0, None
+    try:
+        with path.open("rb") as handle:
+            first = True
+            while block := handle.read(BLOCK):
+                digest.update(block)
+                if not text:
+                    continue
+                data = carry + block
+                if first:
+                    first = False
+                    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+                        raise CliError(
+                            f"{path} is UTF-16 (it starts with a UTF-16 byte-order mark), "
+                            f"not UTF-8; {RESAVE}"
+                        )
+                carry = _decodable(data, base, newlines, path)
+                done = data[: len(data) - len(carry)]
+                if nul_line is None and b"\x00" in done:
+                    nul_line = newlines + done.count(b"\n", 0, done.index(b"\x00")) + 1
+                newlines += done.count(b"\n")
+                base += len(done)
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror}; check the path") from exc
+    if carry:  # the file ends inside a character
+        _decodable(carry, base, newlines, path, final=True)
+    if nul_line is not None:
+        raise CliError(
+            f"{path} is not UTF-8 text: line {nul_line} has a NUL byte (UTF-16 without a "
+            f"byte-order mark, or not a CSV file); {RESAVE}"
+        )
+    return digest.hexdigest()
+
+
+def _decodable(data: bytes, base: int, newlines: int, path: Path, final: bool = False) -> bytes:
+    """The bytes at the end of ``data`` that may begin a character the next block
+    completes (b"" for none); CliError where ``data`` (at file offset ``base``) is not
+    UTF-8."""
+    try:
+        data.decode("utf-8")
+        return b""
+    except UnicodeDecodeError as exc:
+        if not final and exc.end == len(data) and len(data) - exc.start < 4:
+            try:  # an incomplete character at the end, or a wrong byte?
+                data[exc.start :].decode("utf-8")
+            except UnicodeDecodeError as tail:
+                if tail.reason == "unexpected end of data":
+                    return data[exc.start :]
+        offset = base + exc.start
+        line = newlines + data.count(b"\n", 0, exc.start) + 1
+        raise CliError(
+            f"{path} is not UTF-8: line {line} (byte {offset}) has the byte "
+            f"0x{data[exc.start]:02x} that UTF-8 cannot decode; {RESAVE}"
+        ) from None
+
+
+def file_records(path: Path, given: str) -> Iterator[tuple[int, list[str]]]:
+    """(line, cells) per record of the file, the header first, whatever its format.
+    Precondition: ``file_check`` passed on the file (the text formats are UTF-8)."""
     kind = file_format(path, given)
     if kind == "jsonl":
-        return _json_records(_decode(content, path), path)
+        return _json_records(path)
     if kind == "parquet":
-        return _parquet_records(content, path)
-    return _records(io.StringIO(_decode(content, path), newline="").readlines(), path)
+        return _parquet_records(path)
+    return _records(path)
 
 
 def _cell(value: object) -> str:
@@ -68,29 +140,30 @@ def _keyed_records(rows: Iterator[tuple[int, dict]]) -> Iterator[tuple[int, list
         yield line, cells
 
 
-def _json_records(text: str, path: Path) -> Iterator[tuple[int, list[str]]]:
+def _json_records(path: Path) -> Iterator[tuple[int, list[str]]]:
     def objects() -> Iterator[tuple[int, dict]]:
-        for number, raw in enumerate(text.splitlines(), start=1):
-            if not raw.strip():
-                continue
-            try:
-                row = json.loads(raw)
-            except ValueError as exc:
-                raise CliError(
-                    f"line {number} of {path} is not JSON ({exc.msg}); each line of a JSON "
-                    "Lines file is one object"
-                ) from None
-            if not isinstance(row, dict):
-                raise CliError(
-                    f"line {number} of {path} is a JSON {type(row).__name__}, not an object; "
-                    "each line of a JSON Lines file is one object"
-                )
-            yield number, row
+        with path.open(encoding="utf-8-sig") as handle:
+            for number, raw in enumerate(handle, start=1):
+                if not raw.strip():
+                    continue
+                try:
+                    row = json.loads(raw)
+                except ValueError as exc:
+                    raise CliError(
+                        f"line {number} of {path} is not JSON ({exc.msg}); each line of a "
+                        "JSON Lines file is one object"
+                    ) from None
+                if not isinstance(row, dict):
+                    raise CliError(
+                        f"line {number} of {path} is a JSON {type(row).__name__}, not an "
+                        "object; each line of a JSON Lines file is one object"
+                    )
+                yield number, row
 
     return _keyed_records(objects())
 
 
-def _parquet_records(content: bytes, path: Path) -> Iterator[tuple[int, list[str]]]:
+def _parquet_records(path: Path) -> Iterator[tuple[int, list[str]]]:
     try:
         import pyarrow.parquet as pq  # only for Parquet: CSV and JSONL need no pyarrow
     except ImportError:
@@ -99,90 +172,85 @@ def _parquet_records(content: bytes, path: Path) -> Iterator[tuple[int, list[str
             "or use the export's JSON Lines file"
         ) from None
     try:
-        table = pq.read_table(io.BytesIO(content))
+        parquet = pq.ParquetFile(path)
     except Exception as exc:  # pyarrow raises its own error types for a bad file
         raise CliError(f"{path} is not a readable Parquet file ({exc}); check the file") from None
-    header = table.column_names
+    header = parquet.schema_arrow.names
 
-    def rows() -> Iterator[tuple[int, dict]]:
-        for number, row in enumerate(table.to_pylist(), start=1):
-            yield number, {key: row[key] for key in header}
-
-    return _keyed_records(rows())
-
-
-def _decode(content: bytes, path: Path) -> str:
-    """The file's text; CliError naming where it is not UTF-8."""
-    resave = "re-save it as UTF-8 (e.g. 'CSV UTF-8' in a spreadsheet's Save As)"
-    if content.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        raise CliError(
-            f"{path} is UTF-16 (it starts with a UTF-16 byte-order mark), not UTF-8; {resave}"
-        )
-    start = len(codecs.BOM_UTF8) if content.startswith(codecs.BOM_UTF8) else 0
-    try:
-        text = content[start:].decode("utf-8")
-    except UnicodeDecodeError as exc:
-        offset = start + exc.start
-        line = content.count(b"\n", 0, offset) + 1
-        raise CliError(
-            f"{path} is not UTF-8: line {line} (byte {offset}) has the byte "
-            f"0x{content[offset]:02x} that UTF-8 cannot decode; {resave}"
-        ) from None
-    if "\x00" in text:
-        line = text.count("\n", 0, text.index("\x00")) + 1
-        raise CliError(
-            f"{path} is not UTF-8 text: line {line} has a NUL byte (UTF-16 without a "
-            f"byte-order mark, or not a CSV file); {resave}"
-        )
-    return text
-
-
-def _records(lines: list[str], path: Path) -> Iterator[tuple[int, list[str]]]:
-    """(the line it starts on, cells) per non-blank CSV record; CliError on bad quoting."""
-    reader = csv.reader(lines, strict=True)
-    while True:
-        start = reader.line_num + 1
+    def records() -> Iterator[tuple[int, list[str]]]:
+        yield 0, list(header)
+        number = 0
         try:
-            cells = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            message = str(exc)
-            if "unexpected end of data" in message:
-                opened = _open_quote_line(lines, start, len(lines))
-                raise CliError(
-                    f'line {opened}: a quote (") is opened and never closed, so the rest '
-                    f"of {path} would be one cell; close the quote or remove it"
-                ) from None
-            if "field larger than field limit" in message:
-                opened = _open_quote_line(lines, start, reader.line_num)
-                raise CliError(
-                    f"line {start}: a cell is longer than {csv.field_size_limit()} "
-                    f'characters, most likely because the quote (") opened on line '
-                    f"{opened} is never closed; close the quote or remove it"
-                ) from None
+            for batch in parquet.iter_batches(batch_size=PARQUET_BATCH):
+                columns = [batch.column(k).to_pylist() for k in range(len(header))]
+                for values in zip(*columns, strict=True):
+                    number += 1
+                    yield number, [_cell(value) for value in values]
+        except Exception as exc:  # a corrupt page part-way through
             raise CliError(
-                f"line {reader.line_num}: bad CSV quoting ({message}); a quoted cell must "
-                'end at its closing quote, and a quote inside it is written ""'
+                f"{path} is not a readable Parquet file ({exc}); check the file"
             ) from None
-        if cells:
-            yield start, cells
+
+    return records()
 
 
-def _open_quote_line(lines: list[str], start: int, end: int) -> int:
-    """The line of the last quote that opens a cell in lines start..end (1-based), read
-    by the excel dialect's rules; ``start`` when there is none."""
+def _records(path: Path) -> Iterator[tuple[int, list[str]]]:
+    """(the line it starts on, cells) per non-blank CSV record; CliError on bad quoting."""
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        reader = csv.reader(handle, strict=True)
+        while True:
+            start = reader.line_num + 1
+            try:
+                cells = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                raise _quoting_error(path, str(exc), start, reader.line_num) from None
+            if cells:
+                yield start, cells
+
+
+def _quoting_error(path: Path, message: str, start: int, at: int) -> CliError:
+    """The one-line error for a CSV quoting fault found reading lines start..at."""
+    if "unexpected end of data" in message:
+        opened = _open_quote_line(path, start, None)
+        return CliError(
+            f'line {opened}: a quote (") is opened and never closed, so the rest '
+            f"of {path} would be one cell; close the quote or remove it"
+        )
+    if "field larger than field limit" in message:
+        opened = _open_quote_line(path, start, at)
+        return CliError(
+            f"line {start}: a cell is longer than {csv.field_size_limit()} "
+            f'characters, most likely because the quote (") opened on line '
+            f"{opened} is never closed; close the quote or remove it"
+        )
+    return CliError(
+        f"line {at}: bad CSV quoting ({message}); a quoted cell must "
+        'end at its closing quote, and a quote inside it is written ""'
+    )
+
+
+def _open_quote_line(path: Path, start: int, end: int | None) -> int:
+    """The line of the last quote that opens a cell in lines start..end (1-based, to the
+    end of the file for None), read by the excel dialect's rules; ``start`` when there
+    is none. Only on the way to an error: the file is read again."""
     state, opened = "cell", start
-    for number in range(start, end + 1):
-        for char in lines[number - 1]:
-            if state == "quoted":
-                state = "closing" if char == '"' else "quoted"
-            elif state == "closing" and char == '"':
-                state = "quoted"  # "" inside a quoted cell
-            elif char in ",\r\n":
-                state = "cell"
-            elif state == "cell" and char == '"':
-                state, opened = "quoted", number
-            else:
-                state = "plain"
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        for number, text in enumerate(handle, start=1):
+            if number < start:
+                continue
+            if end is not None and number > end:
+                break
+            for char in text:
+                if state == "quoted":
+                    state = "closing" if char == '"' else "quoted"
+                elif state == "closing" and char == '"':
+                    state = "quoted"  # "" inside a quoted cell
+                elif char in ",\r\n":
+                    state = "cell"
+                elif state == "cell" and char == '"':
+                    state, opened = "quoted", number
+                else:
+                    state = "plain"
     return opened
