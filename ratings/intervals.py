@@ -173,9 +173,11 @@ def publish(
     interval narrower than the battle-level one is the noise of a few clusters, not
     information; otherwise the battle-level interval.
 
-    The floor is taken with z, not with the clustered interval's t(G* − 1): with t the
-    floor covered 0.975 in the 5-judges scenario (0.962 with z) and 0.973 with 60
-    independent judges (0.969), measured in issue 38 (docs/intervals.md)."""
+    The floor is taken with z, not with the clustered interval's t(G* − 1): measured in
+    issue 38 (500 arenas per cell, docs/intervals.md), a floor with t covered 0.979 with
+    5 judges for 5 agents (z: 0.967), and 0.966 and 0.963 on the sparse boards with 40
+    and 60 judges (z: 0.960, 0.959); with no floor those sparse boards covered 0.939
+    and 0.940, so the floor is needed, with z."""
     if robust_hw is None or clusters is None:
         return Choice(BATTLE, battle_hw, Z95, 0)
     critical = t95(clusters)
