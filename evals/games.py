@@ -10,7 +10,7 @@ advances are not games and never reach this module.
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ratings.task_bootstrap import rate_games
+from ratings.task_bootstrap import LEVEL, METHOD, METHOD_NAME, METHOD_SENTENCE, rate_games
 
 Y = {"A": 1.0, "B": 0.0, "tie": 0.5}
 
@@ -83,6 +83,11 @@ def statistics(games: Sequence[GameResult], candidates: Sequence[str]) -> list[d
     return [rows[c] for c in sorted(rows)]
 
 
+def interval_method() -> dict:
+    """Which method makes the bounds, in the record's words (``run.interval``)."""
+    return {"method": METHOD, "name": METHOD_NAME, "description": METHOD_SENTENCE, "level": LEVEL}
+
+
 def ratings(
     games: Sequence[GameResult],
     candidates: Sequence[str],
@@ -90,8 +95,11 @@ def ratings(
     seed: int = 0,
     replicates: int = 1000,
 ) -> tuple[list[dict], dict]:
-    """(one rating row per requested candidate ordered by id, the bootstrap metadata
-    for ``run``) from the resolved games; tasks are the bootstrap's clusters."""
+    """(one rating row per requested candidate ordered by id, the interval's metadata
+    for ``run``) from the resolved games; tasks are the clusters. The metadata keep
+    003's bootstrap fields (the resampling of whole tasks is the bounds' check) and,
+    once every candidate is rated on two tasks or more, ``interval``: the method that
+    makes the bounds with its settings (``interval_method``)."""
     index = {c: k for k, c in enumerate(candidates)}
     resolved = [g for g in games if g.resolved]
     tasks = {t: k for k, t in enumerate(dict.fromkeys(g.task_id for g in resolved))}
@@ -123,4 +131,13 @@ def ratings(
         meta["bootstrap_valid"] = fitted.valid
     if fitted.unavailable:
         meta["bootstrap_unavailable"] = fitted.unavailable
+    if fitted.effective_clusters is not None:
+        meta["interval"] = {
+            **interval_method(),
+            "clusters": fitted.clusters,
+            "effective_clusters": fitted.effective_clusters,
+            "degrees_of_freedom": fitted.degrees_of_freedom,
+        }
+        if fitted.critical_value is not None:
+            meta["interval"]["critical_value"] = fitted.critical_value
     return rows, meta

@@ -28,7 +28,7 @@ SECTIONS = (
     ("raw", "Raw judge completions"),
     ("ratings", "Ratings and statistics"),
     ("comparisons", "Exact-match comparisons"),
-    ("bootstrap", "Bootstrap"),
+    ("bootstrap", "Intervals"),
     ("configuration", "Configuration"),
 )
 CONFIG_FIELDS = (
@@ -141,6 +141,43 @@ def _rating(r: dict) -> dict:
     }
 
 
+# Records written before issue 38 carry no ``run.interval``: their bounds are the task
+# bootstrap's percentiles (003's method), named here so an old record's report says so.
+PERCENTILE_BOOTSTRAP = {
+    "method": "task_clustered_percentile_bootstrap",
+    "name": "task-clustered percentile bootstrap",
+    "description": (
+        "Each bound is a 2.5th or 97.5th percentile of the ratings refitted on resamplings "
+        "of whole tasks (the method before issue 38, which covered less than its 95 % "
+        "claim with few tasks)."
+    ),
+    "level": 0.95,
+}
+INTERVAL_FIELDS = (
+    ("level", "level", 2),
+    ("clusters", "tasks (clusters)", 0),
+    ("effective_clusters", "effective tasks G*", 2),
+    ("degrees_of_freedom", "degrees of freedom", 2),
+    ("critical_value", "critical value t", 3),
+)
+
+
+def _interval(run: dict) -> dict:
+    """The method that made the bounds, as the record names it (or, for a record from
+    before issue 38, the percentile bootstrap it then used), with its settings."""
+    interval = run.get("interval") or PERCENTILE_BOOTSTRAP
+    return {
+        "method": interval.get("method", ""),
+        "name": interval.get("name", ""),
+        "description": interval.get("description", ""),
+        "settings": [
+            (label, _number(interval[key], digits))
+            for key, label, digits in INTERVAL_FIELDS
+            if key in interval
+        ],
+    }
+
+
 def report_view(record: dict) -> dict:
     """What the template shows, read from the record (numbers formatted, nothing
     recomputed). A record without ``run.judge`` is a no-judge run."""
@@ -182,6 +219,7 @@ def report_view(record: dict) -> dict:
         view["failures"] = [_game(j) for j in record.get("judgment_failures", [])]
         view["ratings"] = [_rating(r) for r in record.get("ratings", [])]
         view["statistics"] = record.get("statistics", [])
+        view["interval"] = _interval(run)
         view["bootstrap"] = [
             (k, _number(run[k]))
             for k in ("bootstrap_seed", "bootstrap_replicates", "bootstrap_clusters",

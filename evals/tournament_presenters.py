@@ -22,6 +22,10 @@ UNAVAILABLE = {
     "too_few_tasks": "fewer than two tasks have a resolved game",
     "original_unrated": "a candidate has no rating on the whole run",
     "invalid_replicates": "some resampled runs could not rate every candidate",
+    "too_few_effective_tasks": (
+        "the tasks hold too little independent evidence for a t interval"
+        " (under two effective tasks, or one task alone decides a rating)"
+    ),
 }
 
 
@@ -69,6 +73,7 @@ def tournament_results_view(
             "clusters": run.get("bootstrap_clusters"),
             "unavailable": unavailable,
             "why": UNAVAILABLE.get(unavailable, unavailable),
+            "method": view.get("interval", {}).get("name"),
         },
         "failures": [f for f in view.get("failures", []) if f["task_id"] in shown],
         "run": run,

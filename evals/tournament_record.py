@@ -302,6 +302,8 @@ def tournament_record(
         in_order = sorted(games, key=lambda g: order[g.task_id])  # stable: play order within
         ratings, meta = judged.ratings(in_order, candidates, seed=seed, replicates=replicates)
         record_run.update(meta)
+        # the method that makes the bounds, named even when it could not make any
+        record_run.setdefault("interval", judged.interval_method())
         record["judgments"] = [_game(g) for g in in_order if g.resolved]
         record["judgment_failures"] = [_game(g) for g in in_order if not g.resolved]
         record["statistics"] = judged.statistics(games, candidates)
