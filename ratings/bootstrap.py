@@ -39,7 +39,8 @@ from ratings.bradley_terry import ARMIJO, MAX_ITERATIONS, RIDGE, TOLERANCE, newt
 from ratings.cells import ClusterCells
 
 TIE = 1e-8  # strengths closer than this (θ scale, 2·10⁻⁶ Elo) are equal
-BLOCK = 32  # replicates drawn, then fitted, at a time
+BLOCK = 32  # replicates drawn, then fitted, at a time, at most
+BLOCK_BYTES = 1 << 20  # and at most this many bytes of counts per block
 
 
 def _cpus() -> int:
@@ -164,12 +165,16 @@ def resamples(
 
 
 def _blocks(draw: Resampler, *, replicates: int, seed: int) -> Iterator[tuple[int, tuple]]:
-    """(first replicate, the block's draws) for blocks of ``BLOCK`` replicates, drawn in
-    order from the one generator of ``resamples``: a ``Multinomial``'s counts, any
-    other resampler's pair sums stacked."""
+    """(first replicate, the block's draws) for blocks of up to ``BLOCK`` replicates
+    (fewer when their counts would pass ``BLOCK_BYTES``), drawn in order from the one
+    generator of ``resamples``: a ``Multinomial``'s counts, any other resampler's pair
+    sums stacked."""
     rng = np.random.default_rng(seed)
-    for start in range(0, replicates, BLOCK):
-        k = min(BLOCK, replicates - start)
+    size = BLOCK
+    if isinstance(draw, Multinomial):
+        size = max(1, min(BLOCK, BLOCK_BYTES // (8 * max(len(draw.p), 1))))
+    for start in range(0, replicates, size):
+        k = min(size, replicates - start)
         if isinstance(draw, Multinomial):
             yield start, (draw.counts(rng, k),)
         else:
@@ -227,7 +232,7 @@ def replicate_ranks(
             for _ in range(done):
                 progress(1)
 
-    if threads <= 0 or replicates <= BLOCK:  # one block: nothing to overlap
+    if threads <= 0 or replicates <= BLOCK:  # a block or so: not worth a thread
         for start, drawn in _blocks(draw, replicates=replicates, seed=seed):
             report(fit(start, drawn))
     else:
@@ -235,7 +240,9 @@ def replicate_ranks(
         with ThreadPoolExecutor(max_workers=threads) as pool:
             for start, drawn in _blocks(draw, replicates=replicates, seed=seed):
                 pending.append(pool.submit(fit, start, drawn))
-                while pending and pending[0].done():
+                # drawn blocks waiting for a thread stay few: the memory of a block or
+                # two per thread, however far the draws run ahead of the fits
+                while pending and (pending[0].done() or len(pending) > 2 * threads):
                     report(pending.pop(0).result())
             for future in pending:
                 report(future.result())

@@ -302,6 +302,13 @@ def test_blocks_of_any_size_give_the_same_ranks(monkeypatch):
         monkeypatch.setattr(bootstrap, "BLOCK", block)
         got = bootstrap.replicate_ranks(*args, **settings)
         assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
+    # many cells: blocks cut to a byte budget (here 3 replicates of 8-byte counts)
+    monkeypatch.setattr(bootstrap, "BLOCK", 32)
+    monkeypatch.setattr(bootstrap, "BLOCK_BYTES", 3 * 8 * len(draw.p))
+    sizes = [len(drawn[0]) for _, drawn in bootstrap._blocks(draw, replicates=10, seed=2)]
+    assert sizes == [3, 3, 3, 1]
+    got = bootstrap.replicate_ranks(*args, **settings)
+    assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
 
 
 def test_any_resampler_runs_and_a_refused_cholesky_falls_back_to_numpys_newton():
