@@ -185,6 +185,36 @@ class IncorporatedBattle(models.Model):
         return f"Battle {self.battle_id} in {self.incorporation_id}"
 
 
+class RunStyle(models.Model):
+    """A battle side's style as style control measures it (``ratings.style_features``):
+    measured once, by the first refit that rates its battle, and read from here after
+    (a decided battle's runs no longer change). Empty: not known for that side.
+
+    No foreign-key constraints (as ``IncorporatedBattle``): written by the refit alone,
+    from runs it just read; a run's deletion takes its row with it (CASCADE in Django)."""
+
+    run = models.OneToOneField(
+        "battles.Run",
+        primary_key=True,
+        on_delete=models.CASCADE,
+        db_constraint=False,
+        related_name="style_measures",
+    )
+    battle = models.ForeignKey(
+        "battles.Battle", on_delete=models.CASCADE, db_constraint=False, related_name="+"
+    )
+    side = models.CharField(max_length=1)
+    length = models.FloatField(null=True, blank=True)
+    markdown = models.FloatField(null=True, blank=True)
+    steps = models.FloatField(null=True, blank=True)
+    wall_time = models.FloatField(null=True, blank=True)
+    files = models.FloatField(null=True, blank=True)
+    diff_size = models.FloatField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"Style of battle {self.battle_id} side {self.side}"
+
+
 class RefitState(models.Model):
     """The refit job's record per arena: every run, including those that found nothing
     new and wrote no snapshot. Its row is the lock that serialises refits of an arena."""

@@ -14,6 +14,7 @@ reason (retired agents' battles included); y from side A's view; w the evidence 
 
 import hashlib
 import logging
+import math
 import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -34,10 +35,12 @@ from ratings.models import (
     RatingPoint,
     RatingSnapshot,
     RefitState,
+    RunStyle,
 )
 from ratings.selectors import rated_battles
 from ratings.services import OUTCOME_Y, leaderboard_changed, leaderboard_push
 from ratings.style_board import StyleFit, board_style
+from ratings.style_features import FEATURES, measure_runs, unmeasured_runs
 
 logger = logging.getLogger(__name__)
 
@@ -363,6 +366,22 @@ def refit_style(
                        r0=params.r0, ridge=params.ridge, category=category)  # fmt: skip
 
 
+def run_styles_record(*, battles) -> int:
+    """Stores the ``RunStyle`` of every run of the battles of the queryset ``battles``
+    that has none yet (the refit's part: later reads take them from there); returns how
+    many. Concurrent refits of one arena are serialised by their lock; a row another
+    writer stored first is left as it is."""
+    measured = measure_runs(unmeasured_runs(battles.order_by().values("pk")))
+    RunStyle.objects.bulk_create(
+        [RunStyle(run_id=m["pk"], battle_id=m["battle_id"], side=m["side"],
+                  **{name: None if math.isnan(m[name]) else m[name] for name in FEATURES})
+         for m in measured],
+        batch_size=5000,
+        ignore_conflicts=True,
+    )  # fmt: skip
+    return len(measured)
+
+
 def published_agents(data: FitInput, rating: Rating, n0: int) -> set[int]:
     """The agents whose plain rating the board publishes (``_points``' rule)."""
     return {p.agent_id for p in _points(None, data, rating, n0) if p.rating is not None}
@@ -446,6 +465,8 @@ def arena_refit(*, arena_id: int) -> RefitResult:
         changed = data.battles > 0 if previous is None else previous.digest != data.digest
         rating = fit(data, params) if changed and data.battles else None
         style = None
+        if data.battles:  # each new run's style measured once, for every board's reads
+            run_styles_record(battles=rated_battles(arena_id=arena_id))
         if rating is not None:  # the plain fit is done: style control reads on its own
             published = published_agents(data, rating, params.min_battles)
             style = refit_style(arena_id=arena_id, data=data, params=params, published=published)

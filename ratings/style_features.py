@@ -18,6 +18,11 @@ NaN where a side's value is not known: a battle without runs (an imported vote),
 that never started or ended, a coding diff that could not be read, the diff size of a
 desktop battle. One query per table (battles, runs, steps, coding outcomes), never one
 per battle; the final messages are measured in the database (PostgreSQL), not read.
+
+A decided battle's runs no longer change, so the refit stores each run's measures once
+(``RunStyle``, ``ratings.refit.run_styles_record``) and this read takes them from
+there, measuring only the runs not stored yet (measuring a message costs ~0.1 ms: seven
+patterns over its text, and a board can hold tens of thousands).
 """
 
 import math
@@ -39,6 +44,7 @@ from django.db.models.functions import Coalesce, Length
 
 from battles.coding_models import CodingOutcome
 from battles.models import Run, Step
+from ratings.models import RunStyle
 from ratings.selectors import rated_battles
 from ratings.services import OUTCOME_Y
 
@@ -126,41 +132,76 @@ class StyleBattles:
         return {name: int(both[:, j].sum()) for j, name in enumerate(self.names)}
 
 
-def _run_measures(scope) -> list[dict]:
-    """The runs of the battles of ``scope`` (a queryset of battle ids) with their
-    measures, in one query."""
+def unmeasured_runs(scope):
+    """The runs of the battles of ``scope`` (a queryset of battle ids) that have no
+    ``RunStyle`` row yet."""
+    return Run.objects.filter(battle__in=scope, style_measures__isnull=True)
+
+
+def measure_runs(runs) -> list[dict]:
+    """The features of the runs of the queryset ``runs``, one dict each (run pk,
+    battle_id, side and every feature, NaN where not known): one query for the runs,
+    and only if there are any, one for their steps and one for their coding outcomes."""
     postgres = connection.vendor == "postgresql"
     measures = {
-        "length": Coalesce(Length("final_message"), Value(0)),
-        "files": Coalesce(_JsonLength("delivered_files"), Value(0)),
-        "wall": ExpressionWrapper(F("ended_at") - F("started_at"), output_field=DurationField()),
+        "length_": Coalesce(Length("final_message"), Value(0)),
+        "files_": Coalesce(_JsonLength("delivered_files"), Value(0)),
+        "wall_": ExpressionWrapper(F("ended_at") - F("started_at"), output_field=DurationField()),
     }
     if postgres:
         for name, pattern in MARKDOWN_PATTERNS.items():
             measures[f"md_{name}"] = Coalesce(_RegexpCount("final_message", pattern), Value(0))
     else:  # SQLite (``make run``): no regexp_count, the messages are counted here
         measures["message"] = F("final_message")
-    runs = Run.objects.filter(battle__in=scope).order_by().values("pk", "battle_id", "side")
-    found = []
-    for run in runs.annotate(**measures):
+    found = {}
+    for run in runs.order_by().values("pk", "battle_id", "side").annotate(**measures):
         if postgres:
             markdown = _markdown_total({name: run[f"md_{name}"] for name in MARKDOWN_PATTERNS})
         else:
-            markdown = markdown_elements(run.pop("message") or "")
-        wall = run.pop("wall")
-        found.append(
-            {
-                "pk": run["pk"],
-                "battle_id": run["battle_id"],
-                "side": run["side"],
-                "length": run["length"],
-                "markdown": markdown,
-                "wall_time": wall.total_seconds() if wall is not None else math.nan,
-                "files": run["files"],
-                "steps": 0,  # a run without step rows took none; the steps query adds them
-            }
-        )
-    return found
+            markdown = markdown_elements(run["message"] or "")
+        wall = run["wall_"]
+        found[run["pk"]] = {
+            "pk": run["pk"],
+            "battle_id": run["battle_id"],
+            "side": run["side"],
+            "length": float(run["length_"]),
+            "markdown": float(markdown),
+            "steps": 0.0,  # a run without step rows took none; the steps query adds them
+            "wall_time": wall.total_seconds() if wall is not None else math.nan,
+            "files": float(run["files_"]),
+            "diff_size": math.nan,  # a run without a coding outcome: not a coding run
+        }
+    if not found:
+        return []
+    ids = runs.order_by().values("pk")
+    steps = Step.objects.filter(run__in=ids).order_by().values("run_id").annotate(n=Count("pk"))
+    for run_id, count in steps.values_list("run_id", "n"):
+        if run_id in found:
+            found[run_id]["steps"] = float(count)
+    coding = CodingOutcome.objects.filter(run__in=ids).values_list("run_id", "files", "diff_error")
+    for run_id, files, error in coding:
+        if run_id in found and not error:
+            found[run_id]["diff_size"] = _diff_lines(files)
+    return list(found.values())
+
+
+def stored_runs(scope) -> list[tuple]:
+    """The ``RunStyle`` rows of the battles of ``scope`` as (battle id, side, *FEATURES)
+    tuples, None where not known: one query."""
+    return list(
+        RunStyle.objects.filter(battle__in=scope).values_list("battle_id", "side", *FEATURES)
+    )
+
+
+def run_features(scope) -> list[tuple]:
+    """Every run of the battles of ``scope`` as (battle id, side, *FEATURES) tuples
+    (None or NaN where not known): stored (``RunStyle``) or, for the runs not measured
+    yet, measured now (``measure_runs``); nothing is written."""
+    measured = measure_runs(unmeasured_runs(scope))
+    return [
+        *stored_runs(scope),
+        *((m["battle_id"], m["side"], *(m[name] for name in FEATURES)) for m in measured),
+    ]
 
 
 def side_features(
@@ -168,52 +209,35 @@ def side_features(
     battle_ids: np.ndarray,
     names: tuple[str, ...] = FEATURES,
     *,
-    runs: list[dict] | None = None,
+    runs: list[tuple] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The raw features of sides A and B of the battles ``battle_ids`` (ids of battles
     of the queryset ``battles``, in the caller's order): two arrays of len(battle_ids) ×
     len(names), NaN where not known (a feature this module does not measure is NaN
-    throughout). One query per table: runs (unless given: ``_run_measures`` of the same
-    battles), steps and coding outcomes (these two only when there are runs)."""
+    throughout). The runs are ``runs`` when given (``run_features`` of the same
+    battles), else read: two queries once every run is stored, two more (steps, coding
+    outcomes) while some is not."""
     n = len(battle_ids)
     features = {side: np.full((n, len(names)), np.nan) for side in ("A", "B")}
-    scope = battles.order_by().values("pk")
     if runs is None:
-        runs = _run_measures(scope) if n else []
-    row_of = {int(pk): i for i, pk in enumerate(battle_ids.tolist())}
-    column = {name: j for j, name in enumerate(names)}
-    where: dict[int, tuple[int, str]] = {}
-    for run in runs:
-        i = row_of.get(run["battle_id"])
-        if i is None:  # decided after the caller's read of the battles: not in its fit
-            continue
-        where[run["pk"]] = (i, run["side"])
-        row = features[run["side"]][i]
-        for name in ("length", "markdown", "steps", "wall_time", "files"):
-            if name in column:
-                row[column[name]] = run[name]
-    if not where:
+        runs = run_features(battles.order_by().values("pk")) if n else []
+    if not runs or not n:
         return features["A"], features["B"]
-    if "steps" in column:
-        steps = (
-            Step.objects.filter(run__battle__in=scope)
-            .order_by()
-            .values("run_id")
-            .annotate(n=Count("pk"))
-            .values_list("run_id", "n")
-        )
-        for run_id, count in steps:
-            if run_id in where:
-                i, side = where[run_id]
-                features[side][i, column["steps"]] = count
-    if "diff_size" in column:
-        coding = CodingOutcome.objects.filter(run__battle__in=scope).values_list(
-            "run_id", "files", "diff_error"
-        )
-        for run_id, files, error in coding:
-            if run_id in where and not error:
-                i, side = where[run_id]
-                features[side][i, column["diff_size"]] = _diff_lines(files)
+    battle = np.array([run[0] for run in runs], dtype=np.int64)
+    side_a = np.array([run[1] == "A" for run in runs], dtype=bool)
+    values = np.array([run[2:] for run in runs], dtype=np.float64)  # None → NaN
+    ids = np.asarray(battle_ids, dtype=np.int64)
+    order = np.argsort(ids, kind="stable")
+    at = np.minimum(np.searchsorted(ids[order], battle), n - 1)
+    # a run of a battle decided after the caller's read of the battles: not in its fit
+    known = ids[order][at] == battle
+    row = order[at]
+    for j, name in enumerate(names):
+        if name in FEATURES:
+            column = values[:, FEATURES.index(name)]
+            for side, mask in (("A", side_a), ("B", ~side_a)):
+                pick = known & mask
+                features[side][row[pick], j] = column[pick]
     return features["A"], features["B"]
 
 
@@ -235,17 +259,18 @@ def style_battles(
     """The arena's rated battles (of ``category``'s tasks only, when given) one by one
     with their sides' features, for style control; None when no rated battle has a
     recorded run (imported votes carry none): nothing to control for, and the battles
-    are then not read one by one at all. One query per table: runs first (the test),
-    then battles, steps and coding outcomes."""
+    are then not read one by one at all. One query per table: the stored runs and the
+    runs not stored yet first (the test), then the battles (and while some run is not
+    stored, its steps and coding outcomes)."""
     rated = rated_battles(arena_id=arena_id, category=category)
-    runs = _run_measures(rated.order_by().values("pk"))
+    runs = run_features(rated.order_by().values("pk"))
     if not runs:
         return None
     return style_battles_of(rated, names=names, runs=runs)
 
 
 def style_battles_of(
-    rated, *, names: tuple[str, ...] = FEATURES, runs: list[dict] | None = None
+    rated, *, names: tuple[str, ...] = FEATURES, runs: list[tuple] | None = None
 ) -> StyleBattles:
     """``style_battles`` of the battles of the queryset ``rated`` (rated battles)."""
     rows = list(

@@ -15,6 +15,9 @@ from agents.models import Arena
 from battles.coding_models import CodingOutcome
 from battles.models import Battle, Run, Step, Task
 from ratings.jobs import ratings_refit
+from ratings.models import RunStyle
+from ratings.refit import run_styles_record
+from ratings.selectors import rated_battles
 from ratings.style_features import FEATURES, markdown_elements, side_features, style_battles
 from tests.ratings.factories import decided_battle, judges
 
@@ -108,7 +111,7 @@ def test_the_read_is_one_query_per_table_whatever_the_battles(
     rule, idle = agents["rulebook"], agents["idle"]
     arena_id = Arena.objects.public().pk
     decided_battle(submitter=alice, a=rule, b=idle, outcome="A")
-    with django_assert_num_queries(1):  # no run: the battles are not read one by one
+    with django_assert_num_queries(2):  # stored runs, runs: none, so no battle is read
         assert style_battles(arena_id=arena_id) is None
     for count in (3, 12):
         while Battle.objects.count() < count:
@@ -116,10 +119,20 @@ def test_the_read_is_one_query_per_table_whatever_the_battles(
             side_run(battle, "A", rule, message="hi", steps=2, seconds=5,
                      diff=([{"added": 1, "removed": 1}], ""))  # fmt: skip
             side_run(battle, "B", idle, message="**x**", steps=1, seconds=7)
-        with django_assert_num_queries(4):  # runs, battles, steps, coding outcomes
-            found = style_battles(arena_id=arena_id)
-        assert len(found.ids) == count
-        assert found.measured["steps"] == count - 1  # the first battle has no runs
+        # stored runs, runs not stored yet, their steps, their coding outcomes, battles
+        with django_assert_num_queries(5):
+            measured = style_battles(arena_id=arena_id)
+        assert len(measured.ids) == count
+        assert measured.measured["steps"] == count - 1  # the first battle has no runs
+        # once the refit has stored every run's style: stored runs, runs not stored, battles
+        assert run_styles_record(battles=rated_battles(arena_id=arena_id)) == 2 * (count - 1)
+        assert RunStyle.objects.count() == 2 * (count - 1)
+        with django_assert_num_queries(3):
+            stored = style_battles(arena_id=arena_id)
+        np.testing.assert_array_equal(stored.features_a, measured.features_a)
+        np.testing.assert_array_equal(stored.features_b, measured.features_b)
+        assert np.isnan(stored.features_a[0]).all()
+        RunStyle.objects.all().delete()  # the next round measures its battles anew
 
 
 def test_the_coding_board_controls_for_the_diff_size(alice, agents, settings):
