@@ -31,7 +31,6 @@ has no re-join.
 import asyncio
 import functools
 import hashlib
-import json
 import logging
 import random
 import weakref
@@ -48,6 +47,8 @@ from django.conf import settings
 from django.contrib import auth
 from django.contrib.auth.models import AnonymousUser
 from django.db import transaction
+
+from arena_site import strict_json
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +73,8 @@ def frame_text(message: dict[str, Any]) -> str:
     for key in ("text", "html"):
         if isinstance(message.get(key), str):
             return message[key]
-    return json.dumps({k: v for k, v in message.items() if k != "type"}, separators=(",", ":"))
+    frame = {k: v for k, v in message.items() if k != "type"}
+    return strict_json.dumps(frame, separators=(",", ":"))  # a non-finite number is null
 
 
 def group_send(group: str, message: dict[str, Any]) -> None:

@@ -168,6 +168,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "arena_site.renderers.StrictJSONMiddleware",  # JSON bodies without NaN (strict_json)
     # first: /healthz, /readyz and /metrics/prometheus, answered before host checks,
     # HTTPS redirects, shedding and sessions apply (arena_site/ops.py)
     "arena_site.ops.OpsEndpointsMiddleware",
@@ -466,7 +467,7 @@ REST_FRAMEWORK = {
     # Strict input, one output shape (arena_site/parsers.py, docs/api.md): JSON bodies
     # everywhere, multipart only where a view says so (task attachments); JSON answers.
     "DEFAULT_PARSER_CLASSES": ["arena_site.parsers.StrictJSONParser"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_RENDERER_CLASSES": ["arena_site.renderers.StrictJSONRenderer"],
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "arena_site.parsers.FallbackNegotiation",
     "DEFAULT_SCHEMA_CLASS": "arena_site.schema.ArenaAutoSchema",
     "EXCEPTION_HANDLER": "arena_site.exceptions.api_exception_handler",
