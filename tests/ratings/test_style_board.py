@@ -58,7 +58,7 @@ def styled(alice, roster):
     crowd = judges(4)
     rng = np.random.default_rng(38)
     now = timezone.now()
-    runs = []
+    runs, differences = [], []
     slugs = list(SKILL)
     for i, first in enumerate(slugs):
         for second in slugs[i + 1 :]:
@@ -71,6 +71,7 @@ def styled(alice, roster):
                         low, high = LENGTH["idle"]
                     lengths.append(int(rng.uniform(low, high)))
                 d = (lengths[0] - lengths[1]) / sum(lengths)
+                differences.append(d)
                 p = 1 / (1 + math.exp(-(SKILL[x] - SKILL[z] + LENGTH_EFFECT * d)))
                 battle = decided_battle(
                     submitter=alice, a=agents[x], b=agents[z],
@@ -88,7 +89,7 @@ def styled(alice, roster):
                         )
                     )  # fmt: skip
     Run.objects.bulk_create(runs)
-    return agents
+    return {"agents": agents, "differences": np.array(differences)}
 
 
 def rows(body: dict) -> dict[str, dict]:
@@ -103,7 +104,9 @@ def test_the_refit_stores_style_control_and_the_long_writer_drops(styled):
     assert style["status"] == "fitted" and style["battles"] == 300
     coefficients = {c["name"]: c for c in style["coefficients"]}
     length = coefficients["length"]
-    assert 0 < length["lower"] < length["coef"] < length["upper"]  # the planted effect
+    # the planted effect on the published scale: Elo per sd of the side difference
+    planted = LENGTH_EFFECT * styled["differences"].std() * 400 / math.log(10)
+    assert 0 < length["lower"] < planted < length["upper"]
     assert length["n"] == 300
     assert coefficients["wall_time"]["lower"] < 0 < coefficients["wall_time"]["upper"]
     dropped = {d["name"]: d["reason"] for d in style["dropped"]}
