@@ -21,7 +21,18 @@ from arena_site import strict_json
 
 
 class StrictJSONRenderer(JSONRenderer):
+    """DRF's renderer (strict: ``allow_nan=False``); an answer it refuses for a
+    non-finite number is rendered again with null in its place. The common answer is
+    rendered once, never walked."""
+
+    strict = True
+
     def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
+        try:
+            return super().render(data, accepted_media_type, renderer_context)
+        except ValueError as exc:
+            if "Out of range float values" not in str(exc):
+                raise
         return super().render(strict_json.finite(data), accepted_media_type, renderer_context)
 
 
