@@ -17,7 +17,6 @@ phase has ended. Comment lines keep idle connections open; a stream ends after
 ``STREAM_MAX_S`` (a client reconnects and is sent everything again)."""
 
 import asyncio
-import json
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -29,6 +28,7 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.http import require_GET
 
 from accounts.views import consent_required_or_token
+from arena_site import strict_json
 from battles.coding_models import CodingPhase
 from battles.coding_presenters import phase_payload
 from battles.models import Battle
@@ -48,7 +48,8 @@ _open_lock = threading.Lock()
 
 def sse(event: str, data: Any) -> bytes:
     """One event: its name and its data as one line of JSON."""
-    return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+    line = strict_json.dumps(data, separators=(",", ":"))  # a non-finite number: null
+    return f"event: {event}\ndata: {line}\n\n".encode()
 
 
 def _snapshot(battle_id: int, redactor: Redactor) -> tuple[str, list[dict[str, Any]]]:

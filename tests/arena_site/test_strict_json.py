@@ -166,3 +166,12 @@ def test_a_single_tie_gives_the_cli_null_intervals(tmp_path: Path):
     document = loads_strict(done.stdout)
     assert [(a["lower"], a["upper"]) for a in document["agents"]] == [(None, None)] * 2
     assert all(a["rating"] == 1000.0 for a in document["agents"])
+
+
+def test_server_sent_events_are_strict():
+    from battles.event_stream import sse
+
+    event = sse("phase", {k: v for k, v in NASTY.items()}).decode()
+    name, data, _, _ = event.split("\n")
+    assert name == "event: phase"
+    assert loads_strict(data.removeprefix("data: ")) == CLEAN

@@ -16,7 +16,6 @@ to it; none may lead out of its directory), and so are repo tasks' bundles or ta
 goes to stderr. With ``--tournament`` the record is the tournament record
 (evals/tournament_record.schema.json)."""
 
-import json
 import sys
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from accounts.models import Team
+from arena_site import strict_json
 from arena_site.exceptions import ApplicationError
 from evals import selectors, services, tournament_selectors, tournaments
 from evals.services.files import attachment_paths
@@ -214,7 +214,7 @@ class Command(BaseCommand):
                 evaluation_id=evaluation.pk, progress=lambda label: bar.update(1)
             )
         record = tournament_selectors.record_of(evaluation)
-        text = json.dumps(record, indent=2, ensure_ascii=False)
+        text = strict_json.dumps(record, indent=2, ensure_ascii=False)  # null, never NaN
         if output:
             Path(output).write_text(text + "\n")
             self.stderr.write(f"evaluation {evaluation.pk}: record written to {output}")
