@@ -318,3 +318,21 @@ def test_the_board_says_so_beside_the_intervals_when_judges_are_fewer_than_agent
     assert ('id="interval-caveat"' in page) is shown
     assert (f"Only {crowd_size} judges, fewer than the agents" in page) is shown
     assert (refit["interval_caveat"] is not None) is shown
+
+
+def test_one_battle_per_pair_is_counted_once_in_the_meat():
+    # a board whose votes vary as coin flips (φ = 1), each pair seen once: each pair's
+    # meat is its coin-flip variance, where the imaginary battle added to it doubled it
+    coin = np.array([0.25, 0.16, 0.21, 0.09])
+    once = np.ones(4)
+    np.testing.assert_allclose(intervals.pair_meat(coin, coin, once), coin)
+    # a pair seen a few times, all ties, on a board of decisive votes: one of its n + 1
+    # battles at the board's variance, never nothing
+    spread = np.array([0.0, 10 * 0.25, 10 * 0.25])
+    bernoulli = np.array([3 * 0.25, 10 * 0.25, 10 * 0.25])
+    meat = intervals.pair_meat(spread, bernoulli, np.array([3, 10, 10]))
+    phi = (5.0 + 3 * 5.75 / 23) / (5.75 + 3 * 5.75 / 23)
+    assert meat[0] == pytest.approx(3 / 4 * phi * 0.25)
+    # a board of nothing but ties: the rule of three's coin flips, φ = 3/(B + 3)
+    ties = intervals.pair_meat(np.zeros(2), np.array([5.0, 5.0]), np.array([20, 20]))
+    assert ties == pytest.approx(20 / 21 * (3 / 43) * 0.25 * np.ones(2))
