@@ -193,7 +193,7 @@ def caveat(*, interval: str | None, judges: int | None, agents: int | None = Non
     (G < m; ``publish``). It treats every vote as a separate piece of evidence, so it
     cannot see judges who hold views of their own about particular agents, and with so
     few judges nothing in the votes can measure those views: in simulation such
-    intervals contained the crowd's verdict about 85 times in 100 instead of 95
+    intervals contained their target 57 to 69 times in 100 instead of 95
     (docs/intervals.md, "Coverage", the few-judges cells). The rule reads only what
     the snapshot records: the kind of interval published and how many judges decided
     its battles (``RatingSnapshot.interval``, ``clusters``); ``agents`` only adds the
