@@ -21,14 +21,18 @@ is the Bradley–Terry fit of the expected scores p_ij = E_u[σ(θ_i − θ_j + 
 averages judges' views), centred on 1500 like the estimate; without task effects it is θ
 itself. Draws do not move it: they keep E[y] = μ.
 
-A tournament the data do not rate (a candidate separated or unrated: rare, mostly 4
-candidates on 10 tasks) publishes no bounds and is not scored; the cells count them.
+A tournament without bounds is not scored (``Tally.withheld`` counts them): mostly 4
+candidates on 10 tasks, where a quarter fail the resampling check — some resampling of
+the tasks cannot rate a weak candidate whose few wins sit on two or three tasks — and
+rarely one the full data do not rate. ``PERCENTILE`` scores the bootstrap the published
+interval replaced on the same replicates, ``UNCHECKED`` the sandwich without the check.
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ratings import intervals
 from ratings.bradley_terry import newton
@@ -230,6 +234,13 @@ def run(
     only say yes or no, decided at once by ``resampling_check`` with the same draws),
     and on request the percentile bootstrap it replaced (the same replicates) and the
     sandwich without the check. Tournament k's resampling seed is seed · 100003 + k."""
+    # one BLAS thread: the products here are small, and a loaded machine's BLAS threads
+    # spin against each other (a full grid took minutes per cell instead of seconds)
+    with threadpool_limits(limits=1):
+        return _run(cell, replications, seed, replicates, methods, progress)
+
+
+def _run(cell, replications, seed, replicates, methods, progress) -> dict[str, Tally]:
     rng = np.random.default_rng(seed)
     tallies = {name: Tally() for name in methods}
     m = cell.candidates
