@@ -193,7 +193,7 @@ def test_the_method_page_shows_the_weights_and_nothing_private(styled, alice):
     assert f"[{coefficient['lower']:.1f}, {coefficient['upper']:.1f}]" in length
     diff = page.split('data-covariate="diff_size"')[1].split("</tr>")[0]
     assert "not measured on any battle" in diff
-    assert "the same for both sides" in page.split('data-covariate="markdown"')[1]
+    assert "never varied" in page.split('data-covariate="markdown"')[1].split("</tr>")[0]
     assert "What it does not do" in page and "docs/intervals.md" in page
     for private in ("Acme", "alice", "crowd0", INSTRUCTION, "xxxxxxxxxx"):
         assert private not in page
