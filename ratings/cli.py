@@ -222,11 +222,18 @@ def fit(args: argparse.Namespace) -> dict:
         # One BLAS thread, as the refit: a pool only slows the many small solves, and the
         # published board's last bits are those of one thread's sums.
         with threadpool_limits(1):
+            # Every array popped, none left in ``arrays``: what ``rate`` converts or
+            # drops is freed then, not held by this frame until the fit ends.
             rating = bradley_terry.rate(
                 arrays.pop("a"),
                 arrays.pop("b"),
                 arrays.pop("y"),
-                **arrays,
+                n_agents=arrays.pop("n_agents"),
+                w=arrays.pop("w"),
+                count=arrays.pop("count"),
+                reference=arrays.pop("reference"),
+                clustered=arrays.pop("clustered"),
+                tasks=arrays.pop("tasks"),
                 ridge=args.ridge,
                 r0=args.r0,
                 bootstrap=args.bootstrap,

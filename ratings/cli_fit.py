@@ -35,13 +35,24 @@ def pair_sums(
     total = np.bincount(inverse, w, minlength=len(cells))
     wins = np.bincount(inverse, wins, minlength=len(cells))
     del inverse
+    # The indices in the smallest integer type that holds them: ``rate`` holds these
+    # sums for the whole fit and widens them to int64 only while it regroups them.
     return ClusterSums(
-        cluster=cells // (n * n),
-        a=(cells % (n * n)) // n,
-        b=cells % n,
+        cluster=_narrow(cells // (n * n)),
+        a=_narrow((cells % (n * n)) // n),
+        b=_narrow(cells % n),
         total=total,
         wins=wins,
     )
+
+
+def _narrow(values: np.ndarray) -> np.ndarray:
+    """Non-negative integers in int16 or int32 when they fit (the same numbers)."""
+    top = int(values.max()) if len(values) else 0
+    for dtype in (np.int16, np.int32):
+        if top <= np.iinfo(dtype).max:
+            return values.astype(dtype)
+    return values
 
 
 def task_numbers(task: np.ndarray, keys: list[str]) -> np.ndarray:
