@@ -146,6 +146,7 @@ def refit_counts(
             w=Coalesce(F("evidence_weight"), Value(1.0), output_field=FloatField()),
             c=Coalesce(F("cluster_judge_id"), -F("pk"), output_field=BigIntegerField()),
             **({"t": F("task_id")} if tasks else {}),
+            i=F("pk"),
         )
     )
     battles, params = rated.query.sql_with_params()
@@ -159,22 +160,28 @@ def refit_counts(
         .values("pk")
         .query.sql_with_params()
     )
-    by_task = f"""
-        UNION ALL
-        SELECT {TASK_ROW}, lo, hi, NULL, NULL, t, count(*), sum(w), sum(w * y), NULL
-          FROM ({battles}) AS rated GROUP BY t, lo, hi
-    """  # noqa: S608 (the selector's own SQL; every value is a parameter)
     # The battles' query is repeated, not shared through a WITH: a WITH read three
     # times is materialised (a million rows written aside, then read back).
     # The fresh ids as one array on PostgreSQL; SQLite (``make run``'s embedded
     # database) has no arrays: one comma-separated text instead.
     postgres = connection.vendor == "postgresql"
+    # Each cluster's Σ w and Σ w y added in battle-id order, as ``python -m ratings fit``
+    # adds them from the open data (docs/open-data.md): float addition depends on its
+    # order, and the plan's row order would change an interval's last bits. SQLite (3.40
+    # here) has no ORDER BY inside an aggregate: its sums keep the scan's order.
+    in_order = " ORDER BY i" if postgres else ""
+    sums = f"sum(w{in_order}), sum(w * y{in_order})"
+    by_task = f"""
+        UNION ALL
+        SELECT {TASK_ROW}, lo, hi, NULL, NULL, t, count(*), {sums}, NULL
+          FROM ({battles}) AS rated GROUP BY t, lo, hi
+    """  # noqa: S608 (the selector's own SQL; every value is a parameter)
     no_ids, ids = ("NULL::bigint[]", "array_agg(pk)") if postgres else ("NULL", "group_concat(pk)")
     sql = f"""
         SELECT {PAIR_ROW}, lo, hi, y, w, NULL, count(*), NULL, NULL, {no_ids}
           FROM ({battles}) AS rated GROUP BY lo, hi, y, w
         UNION ALL
-        SELECT {CLUSTER_ROW}, lo, hi, NULL, NULL, c, count(*), sum(w), sum(w * y), NULL
+        SELECT {CLUSTER_ROW}, lo, hi, NULL, NULL, c, count(*), {sums}, NULL
           FROM ({battles}) AS rated GROUP BY c, lo, hi
         UNION ALL
         SELECT {UNSTAMPED_ROW}, NULL, NULL, NULL, NULL, NULL, count(*), NULL, NULL,

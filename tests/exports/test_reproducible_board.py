@@ -13,25 +13,26 @@ bands are not the board's."""
 import json
 import random
 import shlex
+from datetime import timedelta
 
 import pytest
+from django.db.models import F
 
 from agents.models import Agent, Arena
 from arena_site.strict_json import loads_strict
-from battles.models import Task
+from battles.models import Battle, Task
 from ratings.models import RatingPoint, RatingSnapshot
-from ratings.refit import arena_refit
+from ratings.refit import CLUSTER_ROW, arena_refit, refit_counts
 from tests.exports.factories import days_ago, export, rows
 from tests.ratings.factories import decided_battle, judges
 from tests.ratings.test_cli import cli
 
 STRENGTH = [1.2, 0.9, 0.9, 0.4, 0.0, -0.3, -0.8]  # two equal agents: bands that overlap
-# Uneven weights, in eighths. The refit's sums per (judge, pair) come from PostgreSQL,
-# which adds a group's weights in whatever order its plan reads them (ratings.refit), the
-# fitter in battle-id order: with thirds the sums' last bits differ (measured: interval
-# ends 1.1e-13 Elo apart for 4 of 7 agents, ratings and bands equal); sums of eighths
-# are exact in any order. docs/open-data.md says so, until the refit sums in id order.
-WEIGHTS = [1.0, 0.5, 0.75, 0.625, 0.375, 0.875, 0.25]
+# Uneven weights as trust makes them (γ times a mean of trusts: thirds, sevenths), whose
+# sums depend on the order they are added in: the refit adds each cluster's in battle-id
+# order (ratings.refit), as the fitter does from the file. (With the plan's order, thirds
+# put interval ends 1.1e-13 Elo apart for 4 of 7 agents.)
+WEIGHTS = [1.0, 1 / 3, 2 / 3, 0.1, 6 / 7, 0.7, 0.45]
 OLD_FLAGS = "--weight weight --judge cluster"
 
 
@@ -65,6 +66,12 @@ def _board(
             weight=rng.choice(WEIGHTS), judged_at=days_ago(30),
             task=tasks[rng.randrange(len(tasks))] if shared_tasks else None,
         )  # fmt: skip
+    # Half the rows rewritten (same values): PostgreSQL keeps an updated row's new version
+    # at the heap's end, so a scan reads them out of id order, and only a refit that adds
+    # in id order gives the fitter's sums.
+    ids = list(Battle.objects.order_by("pk").values_list("pk", flat=True))
+    moved = rng.sample(ids, len(ids) // 2)
+    Battle.objects.filter(pk__in=moved).update(evidence_weight=F("evidence_weight"))
     # The newcomer: two battles, provisional, withheld from the board.
     for other in agents[:2]:
         decided_battle(submitter=alice, a=agents[-1], b=other, outcome="B", judge=crowd[0],
@@ -139,3 +146,38 @@ def test_the_export_refits_to_the_published_board_exactly(settings, tmp_path, al
     same = sum(bands[s] == [points[s].rank_lower, points[s].rank_upper] for s in published)
     print(f"{case}: the old command reproduces {same} of {len(published)} rank bands")
     assert RatingSnapshot.objects.count() == 1
+
+
+def test_the_refit_adds_a_clusters_weights_in_battle_id_order(alice):
+    """Σ w and Σ w y of a (judge, pair) come out of PostgreSQL added in battle-id order, bit
+    for bit the sums the fitter takes from the file, though the table's rows lie out of
+    that order (half of them submitted a day earlier)."""
+    arena = Arena.objects.public()
+    a, b = (
+        Agent.objects.create(arena=arena, slug=f"s-{k}", display_name=f"S {k}", kind="builtin",
+                             builtin_policy="idle")
+        for k in range(2)
+    )  # fmt: skip
+    [judge] = judges(1)
+    rng = random.Random(2)
+    for _ in range(300):
+        decided_battle(submitter=alice, a=a, b=b, outcome=rng.choice(["A", "B", "tie"]),
+                       judge=judge, weight=rng.choice(WEIGHTS), judged_at=days_ago(1))  # fmt: skip
+    # Half of them submitted earlier than the rest: the database reads decided battles
+    # through its (status, submitted_at) index, so out of id order.
+    ids = list(Battle.objects.order_by("pk").values_list("pk", flat=True))
+    Battle.objects.filter(pk__in=rng.sample(ids, 150)).update(
+        submitted_at=F("submitted_at") - timedelta(days=1)
+    )
+
+    rows_, _ = refit_counts(arena_id=arena.pk)
+    [(*_, total, wins)] = [row for row in rows_ if row[0] == CLUSTER_ROW]
+    expected_total = expected_wins = 0.0
+    lower_first = a.pk < b.pk
+    for w, outcome in Battle.objects.order_by("pk").values_list("evidence_weight", "outcome"):
+        y = {"A": 1.0, "B": 0.0, "tie": 0.5}[outcome]
+        expected_total += w
+        expected_wins += w * (y if lower_first else 1.0 - y)
+    assert (total, wins) == (expected_total, expected_wins)
+    # (Without the ORDER BY inside the sums the plan's order gives 174.63571428571402 here
+    # against 174.63571428571404 added in id order: the check fails.)
