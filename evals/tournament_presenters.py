@@ -74,6 +74,11 @@ def tournament_results_view(
             "unavailable": unavailable,
             "why": UNAVAILABLE.get(unavailable, unavailable),
             "method": view.get("interval", {}).get("name"),
+            "settings": [
+                (label, value)
+                for label, value in view.get("interval", {}).get("settings", [])
+                if label != "level"
+            ],
         },
         "failures": [f for f in view.get("failures", []) if f["task_id"] in shown],
         "run": run,

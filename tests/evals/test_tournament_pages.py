@@ -13,6 +13,7 @@ from html import unescape
 import django_rq
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.template.loader import render_to_string
 from django.test import Client
 
 from evals import services, tournament_selectors
@@ -20,6 +21,7 @@ from evals.models import Evaluation
 from evals.presenters import progress_of
 from evals.report import audit_report_html
 from evals.services import execution
+from evals.tournament_presenters import tournament_results_view
 from evals.tournaments import seeded_fallback
 from tests.evals import test_pages as pages
 from tests.evals.scripted import RUBRIC
@@ -488,3 +490,21 @@ def test_another_team_gets_404_on_every_page_of_a_tournament(alice, charlie, acm
         re.findall(r'<tr data-evaluation="(\d+)">', outsider.get("/evaluations/").content.decode())
         == []
     )
+
+
+def test_the_bounds_name_the_method_that_made_them(alice, acme, world):
+    """Where a tournament publishes bounds, the run page names the method from its record
+    (ratings.task_bootstrap's interval), not the percentile bootstrap it used before."""
+    evaluation, record = play_round_robin(acme, world)
+    run = record["run"]
+    run["bootstrap_unavailable"] = None
+    run["bootstrap_valid"] = run["bootstrap_replicates"]
+    run["interval"] = {**run["interval"], "clusters": 2, "effective_clusters": 2.0,
+                       "degrees_of_freedom": 1.0, "critical_value": 12.706}  # fmt: skip
+    view = tournament_results_view(evaluation, record)
+    html = render_to_string(
+        "evals/_tournament_results.html", {"results": view, "evaluation": evaluation}
+    )
+    said = element(html, "eval-bounds")
+    assert said.startswith(f"Bounds: 95 % {run['interval']['name']} (tasks (clusters) 2,")
+    assert "critical value t 12.706" in said and "percentile" not in said
