@@ -2,16 +2,22 @@
 Parquet, each turned into (line, cells) records that go through the same checks as CSV,
 and the input errors a user can fix (:class:`CliError`). No Django, no database.
 
-Every format is streamed: a record at a time (Parquet a batch of rows at a time), never
-the whole file as text or as one Python object per row, so a file of a million
-battles costs its parsed columns and not its text (tests/bench/bench_cli_memory.py).
+Every format is streamed: a record at a time (Parquet a batch of rows at a time, read
+by a child process so that pyarrow never loads where the fit runs), never the whole
+file as text or as one Python object per row, so a file of a million battles costs its
+parsed columns and not its text (tests/bench/bench_cli_memory.py).
 The text formats are checked first in one pass over the bytes (``file_check``: UTF-8,
 no NUL, and the SHA-256 of the bytes as read), then parsed in a second."""
 
 import codecs
 import csv
 import hashlib
+import io
 import json
+import os
+import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -164,34 +170,81 @@ def _json_records(path: Path) -> Iterator[tuple[int, list[str]]]:
 
 
 def _parquet_records(path: Path) -> Iterator[tuple[int, list[str]]]:
-    try:
-        import pyarrow.parquet as pq  # only for Parquet: CSV and JSONL need no pyarrow
-    except ImportError:
-        raise CliError(
+    """The rows of a Parquet file, read by a child process (``parquet_to_csv``) and
+    handed over as CSV text: pyarrow's libraries (~40 MB resident once imported, and
+    never unloaded) and its buffers stay in the child, which has exited before the fit
+    loads its own. The cells are those ``_cell`` makes of the values (CSV carries any
+    text unchanged), the header first, rows numbered from 1."""
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); "
+        "from ratings.cli_files import parquet_to_csv; parquet_to_csv(sys.argv[2])"
+    )
+    root = str(Path(__file__).resolve().parents[1])
+    with tempfile.TemporaryFile() as errors:
+        child = subprocess.Popen(
+            [sys.executable, "-c", script, root, str(path)],
+            stdout=subprocess.PIPE,
+            stderr=errors,
+        )
+        try:
+            text = io.TextIOWrapper(child.stdout, encoding="utf-8", newline="")
+            cut = None
+            try:
+                yield from enumerate(csv.reader(text, strict=True))
+            except (csv.Error, UnicodeDecodeError) as exc:  # cut short: the status says why
+                cut = exc
+            text.close()
+            if child.wait() != 0:
+                errors.seek(0)
+                raise _parquet_error(path, child.returncode, errors.read())
+            if cut is not None:
+                raise CliError(f"{path} could not be read ({cut}); check the file") from None
+        finally:
+            if child.poll() is None:  # the reader stopped early: a bad row, an error
+                child.kill()
+                child.wait()
+            child.stdout.close()
+
+
+NO_PYARROW = 3  # parquet_to_csv's exit status without pyarrow; 4: an unreadable file
+
+
+def _parquet_error(path: Path, status: int, message: bytes) -> CliError:
+    if status == NO_PYARROW:
+        return CliError(
             f"{path} is Parquet, and reading Parquet needs pyarrow (pip install pyarrow); "
             "or use the export's JSON Lines file"
-        ) from None
+        )
+    reason = message.decode("utf-8", "replace").strip().splitlines()
+    reason = reason[-1] if reason else f"the reader exited with status {status}"
+    return CliError(f"{path} is not a readable Parquet file ({reason}); check the file")
+
+
+def parquet_to_csv(name: str) -> None:
+    """The child's side of ``_parquet_records``: the file's header and rows as CSV on
+    stdout, a batch of rows at a time; exit status ``NO_PYARROW`` without pyarrow, 4
+    (the reason on stderr) when the file cannot be read."""
     try:
-        parquet = pq.ParquetFile(path)
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise SystemExit(NO_PYARROW) from None
+    out = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", newline="", write_through=False)
+    writer = csv.writer(out, lineterminator="\n")
+    try:
+        parquet = pq.ParquetFile(name)
+        header = parquet.schema_arrow.names
+        writer.writerow(header)
+        for batch in parquet.iter_batches(batch_size=PARQUET_BATCH):
+            columns = [batch.column(k).to_pylist() for k in range(len(header))]
+            rows = zip(*columns, strict=True)
+            writer.writerows([_cell(value) for value in values] for values in rows)
+        out.flush()
+    except BrokenPipeError:  # the reader stopped early (it says why)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(1) from None
     except Exception as exc:  # pyarrow raises its own error types for a bad file
-        raise CliError(f"{path} is not a readable Parquet file ({exc}); check the file") from None
-    header = parquet.schema_arrow.names
-
-    def records() -> Iterator[tuple[int, list[str]]]:
-        yield 0, list(header)
-        number = 0
-        try:
-            for batch in parquet.iter_batches(batch_size=PARQUET_BATCH):
-                columns = [batch.column(k).to_pylist() for k in range(len(header))]
-                for values in zip(*columns, strict=True):
-                    number += 1
-                    yield number, [_cell(value) for value in values]
-        except Exception as exc:  # a corrupt page part-way through
-            raise CliError(
-                f"{path} is not a readable Parquet file ({exc}); check the file"
-            ) from None
-
-    return records()
+        print(str(exc).replace("\n", " "), file=sys.stderr)
+        raise SystemExit(4) from None
 
 
 def _records(path: Path) -> Iterator[tuple[int, list[str]]]:
