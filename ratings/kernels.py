@@ -4,9 +4,9 @@ numpy counted the ordered key ``(a·n + b)·3 + 2y`` in about ten passes over th
 (checking the indices and outcomes, building the key, counting it), and at a million
 battles those passes were most of a refit. ``ordered_table`` does it in one: it checks
 each battle and counts it into the n × n × 3 table as it goes. ``fold`` turns the table
-into cells and pair sums, ``laplacian`` fills the dense Hessians and meats, and
-``battle_meat`` sums the cells' squared residuals, each in one loop where numpy needed
-several passes and temporaries (docs/performance.md has the figures). The bootstrap's
+into cells and pair sums, and ``laplacian`` fills the dense Hessians and meats, each in
+one loop where numpy needed several passes and temporaries (docs/performance.md has the
+figures; the meat's per-pair sums are numpy's again, ``intervals.pair_meat``). The bootstrap's
 replicates (``ratings.bootstrap``) are one compiled loop too: a block of drawn counts in,
 each replicate's pair sums, Newton refit and tied ranks out (``replicate_ranks``).
 
@@ -112,24 +112,6 @@ def laplacian(i, j, h, n, diagonal):  # pragma: no cover - compiled
         out[a, a] += v
         out[b, b] += v
     return out
-
-
-@njit(cache=True, nogil=True)
-def battle_meat(pair, count, w, y, mu, battles):  # pragma: no cover - compiled
-    """Per pair, Σ over its cells count · w² (y − μ)² plus the pair's mean w² times
-    μ(1 − μ) (``bradley_terry.battle_meat`` says why)."""
-    n_pairs = len(mu)
-    spread = np.zeros(n_pairs)
-    square = np.zeros(n_pairs)
-    for c in range(len(pair)):
-        p = pair[c]
-        mass = count[c] * w[c] * w[c]
-        d = y[c] - mu[p]
-        spread[p] += mass * d * d
-        square[p] += mass
-    for p in range(n_pairs):
-        spread[p] += square[p] / max(battles[p], 1) * mu[p] * (1.0 - mu[p])
-    return spread
 
 
 # --- bootstrap replicates (``ratings.bootstrap``) ----------------------------------------
