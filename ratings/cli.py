@@ -25,6 +25,8 @@ the input report), ``cli_export`` (an export's settings), this one (flags, fit, 
 """
 
 import argparse
+import ctypes
+import gc
 import math
 import os
 import sys
@@ -207,10 +209,23 @@ def _fit_input(args: argparse.Namespace, export) -> tuple[list[str], dict, dict]
     return agents, read, arrays
 
 
+def _return_freed_memory() -> None:
+    """The heap the read freed, handed back to the system (glibc's ``malloc_trim``)
+    before the fit loads numba: the fit then starts from what is live (~50 MB at a
+    million battles, not the ~90 a JSON Lines read leaves in pieces). Nothing elsewhere."""
+    gc.collect()
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return
+    trim(0)
+
+
 def fit(args: argparse.Namespace) -> dict:
     export = _settings(args)
     _check_model_flags(args)
     agents, read, arrays = _fit_input(args, export)
+    _return_freed_memory()
     bar = None
     if args.bootstrap and sys.stderr.isatty():
         from tqdm import tqdm
