@@ -68,7 +68,7 @@ def board(page: Page) -> dict[str, tuple[str, str, str]]:
         rows[row.get_attribute("data-agent")] = (
             row.locator("td.streaming").inner_text(),
             row.locator("td.votes").inner_text(),
-            row.locator("td").nth(5).inner_text(),
+            row.locator("td.record").inner_text(),
         )
     return rows
 
