@@ -55,6 +55,7 @@ def tournament_arena(request, transactional_db, tmp_path, sandbox_root, monkeypa
         person.password = production_hash(PASSWORD)
         person.save(update_fields=["password"])
     world.judge.script = SCRIPT
+    world.judge.pause_s = 0.1  # the run lasts long enough for its progress to be seen
     with live_arena(tmp_path, sandbox_root) as servers:
         request.node.stash[_LIVE_ARENA] = servers
         yield servers

@@ -26,6 +26,7 @@ import math
 import random
 import re
 import threading
+import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from html import unescape
@@ -103,6 +104,9 @@ class ScriptedJudge:
         self.queues: dict[tuple[int, frozenset], list[tuple[str, str]]] = {}
         self.games: dict[tuple[int, str, str], int] = {}
         self.requests = 0
+        # Seconds each answer waits: a browser test that watches the progress slows the
+        # run down enough to see it move (a whole tournament takes ~0.3 s otherwise).
+        self.pause_s = 0.0
         self._lock = threading.Lock()
 
     def _next_game(self, n: int, a: str, b: str) -> Code:
@@ -122,6 +126,8 @@ class ScriptedJudge:
         return code
 
     def __call__(self, request: dict):
+        if self.pause_s:
+            time.sleep(self.pause_s)
         prompt = _first_text(request)
         first, second = _fenced(prompt, "response_a"), _fenced(prompt, "response_b")
         (x, n1), (y, n2) = (REPLY.match(r).groups() for r in (first, second))
