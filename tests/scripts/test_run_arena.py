@@ -134,14 +134,19 @@ def test_a_stop_during_the_preparation_leaves_nothing(arena):
     assert BANNER not in run.output()
 
 
+def cmdline(pid: int) -> bytes:
+    """A process's command line; empty once it has exited (a short-lived child, such as
+    a Background step's, can end between the listing and the read)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError):
+        return b""
+
+
 def test_a_killed_launcher_takes_its_children_with_it(arena):
     run = arena()
     run.wait_for(BANNER)
-    launcher = [
-        pid
-        for pid in run.processes()
-        if b"run_arena.py" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    ]
+    launcher = [pid for pid in run.processes() if b"run_arena.py" in cmdline(pid)]
     assert len(launcher) == 1
     os.kill(launcher[0], signal.SIGKILL)  # no handler runs: the children's death signal does
     deadline = time.monotonic() + STOP_WITHIN_S
