@@ -175,3 +175,17 @@ def test_server_sent_events_are_strict():
     name, data, _, _ = event.split("\n")
     assert name == "event: phase"
     assert loads_strict(data.removeprefix("data: ")) == CLEAN
+
+
+def test_management_commands_print_their_json_strictly():
+    """A command's --json report goes through strict_json (its figures can be NaN: a
+    simulated rate of nothing, an interval with no end); a bare json.dump would write
+    NaN. Read from the commands' source, since their inputs cannot be made to hold one."""
+    root = Path(settings.BASE_DIR)
+    bare = [
+        f"{path.relative_to(root)}:{number}"
+        for path in sorted(root.glob("*/management/commands/*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if ("json.dump(" in line or "json.dumps(" in line) and "strict_json." not in line
+    ]
+    assert bare == []

@@ -4,13 +4,12 @@ docs/performance.md "A capacity plan for a public arena"); ``--validate`` simula
 machine and compares the predicted highest clean vote rate with the measured one.
 Touches no database. It lives with the other operations commands (backup, restore)."""
 
-import json
 import sys
 
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from arena_site import capacity, capacity_search
+from arena_site import capacity, capacity_search, strict_json
 from arena_site.capacity_inputs import CapacityInputError, Plan, Slo, Traffic, costs_load, plan_load
 
 
@@ -60,7 +59,9 @@ class Command(BaseCommand):
             )
         if o["validate"]:
             report = capacity_search.validate(costs, visits=o["visits"], seed=o["seed"])
-            self.stdout.write(json.dumps(report, indent=2) if o["as_json"] else _validated(report))
+            self.stdout.write(
+                strict_json.dumps(report, indent=2) if o["as_json"] else _validated(report)
+            )
             return
         per_host = costs["battle.battles_per_host_per_hour"] / 3600
         votes = o["votes_per_s"]
@@ -82,7 +83,7 @@ class Command(BaseCommand):
             ev = capacity.evaluate(costs, plan, traffic, slo, visits=o["visits"], seed=o["seed"])
             out = {"evaluation": ev.summary()}
             self.stdout.write(
-                json.dumps(out, indent=2, default=float) if o["as_json"] else _evaluated(ev)
+                strict_json.dumps(out, indent=2, default=float) if o["as_json"] else _evaluated(ev)
             )
             return
         start = Plan(web_processes=1, pgbouncer_pool=1, postgres_cores=1, battle_hosts=o["hosts"])
@@ -116,7 +117,7 @@ class Command(BaseCommand):
                 start = start.with_(**{k: v for k, (v, _) in steps.items()})
         if o["as_json"]:
             self.stdout.write(
-                json.dumps(
+                strict_json.dumps(
                     [
                         {
                             "evaluation": f.evaluation.summary(),

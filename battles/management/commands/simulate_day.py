@@ -3,7 +3,6 @@ Poisson arrivals, lognormal service, C slots served FIFO by ``battles.queueing``
 simulated clock. Prints the day's figures and writes a plot of arrivals and completed
 runs per hour as a standalone SVG. Touches no database."""
 
-import json
 import math
 import random
 from pathlib import Path
@@ -12,6 +11,7 @@ from xml.sax.saxutils import escape, quoteattr
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from arena_site import strict_json
 from battles.queueing import SimulationResult, simulate
 
 SPEC_REFERENCE = "SPEC §9: ρ = 0.34, mean wait ≈ 0.1 min, runs ≈ 2 × arrivals"
@@ -72,7 +72,7 @@ class Command(BaseCommand):
         path.write_text(render_svg(result, seed=seed), encoding="utf-8")
         report = summary(result, seed=seed, plot=path)
         if as_json:
-            self.stdout.write(json.dumps(report))
+            self.stdout.write(strict_json.dumps(report))
             return
         self.stdout.write(
             f"Simulated day, seed {seed}: Poisson λ = {rate:g}/h, lognormal service median "

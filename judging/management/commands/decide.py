@@ -1,12 +1,12 @@
 """``manage.py decide``: the decider (judging/decider.py), until SIGTERM or SIGINT."""
 
-import json
 import signal
 import threading
 import time
 
 from django.core.management.base import BaseCommand
 
+from arena_site import strict_json
 from arena_site.heap import freeze_loaded
 from judging.decider import decider_run
 
@@ -39,4 +39,4 @@ class Command(BaseCommand):
         cpu, wall = time.process_time() - cpu, time.monotonic() - wall
         done = {**vars(stats), "cpu_s": round(cpu, 3), "wall_s": round(wall, 3),
                 "frozen_objects": frozen}  # fmt: skip
-        self.stdout.write(json.dumps({"decider": done}))
+        self.stdout.write(strict_json.dumps({"decider": done}))

@@ -3,12 +3,11 @@ verdict of it yet (a backfill: battles judged before it was turned on, or whose 
 lost), and ``--report``: the human–machine agreement table per judge model and task
 category (docs/evaluations.md, "Machine judges on live battles")."""
 
-import json
-
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from agents.models import Arena
+from arena_site import strict_json
 from battles.models import Battle
 from judging.machine_reads import machine_agreement
 from judging.services.machine import (
@@ -78,7 +77,7 @@ class Command(BaseCommand):
         if options["report"]:
             report = machine_agreement(arena_id=arena.pk)
             if options["json"]:
-                self.stdout.write(json.dumps({"arena": arena.slug, **report}, indent=2))
+                self.stdout.write(strict_json.dumps({"arena": arena.slug, **report}, indent=2))
             else:
                 self.stdout.write("\n".join(agreement_lines(report)))
             return

@@ -7,12 +7,12 @@ scenario × interval kind, with the same fits scored by the intervals as publish
 issue 15. Touches no database. The coverage benchmark of issue 38
 (tests/bench/bench_coverage.py) scores the published intervals of the same scenarios."""
 
-import json
 import sys
 
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
+from arena_site import strict_json
 from ratings import coverage
 
 
@@ -63,7 +63,7 @@ class Command(BaseCommand):
                 )
             report.append(summary(s, tally))
         if as_json:
-            self.stdout.write(json.dumps({"seed": seed, "scenarios": report}, indent=2))
+            self.stdout.write(strict_json.dumps({"seed": seed, "scenarios": report}, indent=2))
             return
         self.stdout.write(table(report, arenas=arenas, seed=seed))
 

@@ -3,13 +3,13 @@ rating and 95% half-width at 100, 300 and 600 votes and the coverage rate, and w
 plot of A's refit rating with its band, the streaming value and the true value against
 votes. Touches no database."""
 
-import json
 import statistics
 from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from arena_site import strict_json
 from ratings import simulation
 from ratings.svg import WIDTH, _line, _num, _svg, _text, nice_ticks
 
@@ -78,7 +78,7 @@ class Command(BaseCommand):
                 ]
             )
         if as_json:
-            self.stdout.write(json.dumps(report))
+            self.stdout.write(strict_json.dumps(report))
             return
         self.stdout.write(f"Interval narrowing, seed {seed}: agent A (true {study.true_elo[0]})")
         for key, hw in report["half_width"].items():

@@ -10,7 +10,6 @@ Prints the report (``--json``: one JSON document) and exits non-zero, with one p
 line per failed property on stderr, when any property does not hold."""
 
 import contextlib
-import json
 import os
 import statistics
 import subprocess
@@ -20,6 +19,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from arena_site import strict_json
 from sandboxes.base import SandboxSpec
 from sandboxes.local import LocalSandbox
 from sandboxes.rundir import DISPLAY_UID_OFFSET
@@ -136,7 +136,7 @@ class Command(BaseCommand):
     def handle(self, *args, as_json: bool = False, steps: int = 10, **options) -> None:
         report = self.diagnose(steps)
         if as_json:
-            self.stdout.write(json.dumps(report))
+            self.stdout.write(strict_json.dumps(report))
         else:
             for key, value in report.items():
                 if key in CHECKS:
