@@ -28,6 +28,7 @@ import math
 import sys
 import time
 from pathlib import Path
+from xml.sax.saxutils import escape
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -143,12 +144,73 @@ def outside(cells: list[dict]) -> list[dict]:
     ]
 
 
+def plot(cells: list[dict], *, replications: int, seed: int) -> str:
+    """Every cell's coverage as a dot with ± 2 Monte Carlo errors, one row per cell
+    grouped by kind, over the shaded 0.93–0.97 band and the nominal 0.95: a standalone
+    SVG (docs/coverage.svg)."""
+    low, high = 0.85, 1.0
+    left, width, row, top = 430, 420, 13, 46
+    height = top + row * len(cells) + 40
+
+    def x(p: float) -> float:
+        return left + (min(max(p, low), high) - low) / (high - low) * width
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 60}" height="{height}" '
+        f'font-family="DejaVu Sans, sans-serif" font-size="11" role="img" '
+        f'aria-labelledby="title"><title id="title">Coverage of the published 95% '
+        f"intervals, {replications} replications per cell, seed {seed}</title>",
+        '<rect width="100%" height="100%" fill="#fff"/>',
+        '<text x="10" y="16" font-size="13" font-weight="bold">Coverage of the '
+        "published 95% intervals</text>",
+        f'<text x="10" y="32" fill="#555">{replications} replications per cell, seed '
+        f"{seed}; shaded: 0.93–0.97; bars: ± 2 Monte Carlo errors</text>",
+        f'<rect x="{x(BAND[0]):.1f}" y="{top - 4}" width="{x(BAND[1]) - x(BAND[0]):.1f}" '
+        f'height="{row * len(cells) + 4}" fill="#dcefdc"/>',
+        f'<line x1="{x(0.95):.1f}" x2="{x(0.95):.1f}" y1="{top - 4}" '
+        f'y2="{top + row * len(cells)}" stroke="#2a7a2a" stroke-dasharray="3 2"/>',
+    ]
+    for k, c in enumerate(cells):
+        y = top + row * k + row / 2
+        if c["coverage"] is None:
+            continue
+        inside = BAND[0] <= c["coverage"] <= BAND[1]
+        colour = "#777" if not c["held"] else "#1f4e9c" if inside else "#b00020"
+        label = f"{c['kind']}: {c['cell']}"
+        label = label if len(label) <= 72 else label[:71] + "…"
+        spread = 2 * c["mc_error"]
+        name = f'<text x="{left - 8}" y="{y + 4:.1f}" text-anchor="end">{escape(label)}</text>'
+        parts.append(name)
+        if c["coverage"] < low:  # off the scale to the left: its figure instead
+            parts.append(
+                f'<text x="{left + 2}" y="{y + 4:.1f}" fill="{colour}">◀ {c["coverage"]:.3f}</text>'
+            )
+            continue
+        parts += [
+            f'<line x1="{x(c["coverage"] - spread):.1f}" x2="{x(c["coverage"] + spread):.1f}" '
+            f'y1="{y:.1f}" y2="{y:.1f}" stroke="{colour}"/>',
+            f'<circle cx="{x(c["coverage"]):.1f}" cy="{y:.1f}" r="3" fill="{colour}"/>',
+        ]
+    axis = top + row * len(cells) + 6
+    for tick in (0.85, 0.9, 0.93, 0.95, 0.97, 1.0):
+        parts.append(
+            f'<text x="{x(tick):.1f}" y="{axis + 12}" text-anchor="middle">{tick:g}</text>'
+        )
+    parts.append(
+        f'<text x="10" y="{axis + 28}" fill="#555">'
+        "share of intervals that contain their target (red: a published cell outside the band;"
+        " grey: few judges, shown with a caveat instead)</text></svg>"
+    )
+    return "\n".join(parts) + "\n"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replications", type=int, default=500, help="per cell (500)")
     parser.add_argument("--seed", type=int, default=38)
     parser.add_argument("--only", default=",".join(MODULES), help="modules to run")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--plot", type=Path, help="also write the cells as an SVG plot here")
     args = parser.parse_args(argv)
     if args.replications < 1:
         parser.error("--replications must be at least 1")
@@ -177,6 +239,9 @@ def main(argv=None) -> int:
     }
     args.out.write_text(json.dumps(strict(document), indent=2, allow_nan=False) + "\n")
     print(f"figures: {args.out}")
+    if args.plot:
+        args.plot.write_text(plot(cells, replications=args.replications, seed=args.seed))
+        print(f"plot: {args.plot}")
     if args.replications < 500:
         print(f"(quick run: {args.replications} < 500 replications per cell)")
     if bad:
