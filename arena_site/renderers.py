@@ -7,8 +7,9 @@ number that is not finite is null, "not available").
 - ``StrictJSONMiddleware``: every other JSON response (``JsonResponse`` of the pages,
   the probes, the error bodies, the evaluation record download). Django's encoder writes
   ``NaN``/``Infinity``; a JSON body holding either token is parsed and written again
-  with null in their place. Other bodies pass untouched (one header read and, for JSON,
-  one search of the bytes); streamed bodies (the open-data files) are written strict
+  with null in their place. The API's answers, which the renderer wrote, pass unread;
+  other bodies pass untouched (one header read and, for JSON, one search of the
+  bytes); streamed bodies (the open-data files) are written strict
   where they are made (``exports.writers``).
 """
 
@@ -61,6 +62,8 @@ class StrictJSONMiddleware:
         kind = response.get("Content-Type", "")
         if getattr(response, "streaming", False) or "json" not in kind:
             return response
+        if isinstance(getattr(response, "accepted_renderer", None), StrictJSONRenderer):
+            return response  # the API's answers: written strict already, not searched again
         body = strict_body(response.content)
         if body is not None:
             response.content = body
