@@ -1,6 +1,7 @@
 """The leaderboard and agent pages. Public: roster identities, published ratings and
 aggregate counts; never a task, a team or a battle."""
 
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -118,6 +119,32 @@ def _no_board(request: HttpRequest, template: str, exc: NoSuchBoard) -> HttpResp
     return _bad_query(request, Arena.objects.public(), template, exc, status=404)
 
 
+@dataclass(frozen=True)
+class _BoardRequest:
+    """What a board page's request asks for: the arena kept in its links, the board's
+    arena (and whether the demo board stands in for the public one) and its query."""
+
+    keep: dict[str, str]
+    arena: Arena
+    standing_in: bool
+    query: BoardQuery
+
+
+def _board_request(request: HttpRequest, template: str) -> "_BoardRequest | HttpResponse":
+    """The board a page shows, or the page's answer when the request names none (404)
+    or asks a query the board cannot answer (400)."""
+    keep = _arena_params(request)
+    try:
+        arena, standing_in = board_arena(keep.get("arena", ""))
+    except NoSuchBoard as exc:
+        return _no_board(request, template, exc)
+    try:
+        query = board_query(request.GET)
+    except BoardQueryError as exc:
+        return _bad_query(request, arena, template, exc)
+    return _BoardRequest(keep, arena, standing_in, query)
+
+
 def _order_links(query: BoardQuery, keep: dict[str, str]) -> dict[str, Any]:
     """The board's two orders (plain rating, style-controlled rating) as links keeping
     the board and its filters, and the link to the method of style control."""
@@ -138,15 +165,10 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
     ``organisation``; a narrowed or category board is as of the last refit, not live.
     ``?arena=demo`` is the demo board (docs/leaderboard.md "The demo board"), shown too
     while the public arena has no rating yet; it is never live."""
-    keep = _arena_params(request)
-    try:
-        arena, standing_in = board_arena(keep.get("arena", ""))
-    except NoSuchBoard as exc:
-        return _no_board(request, "ratings/leaderboard.html", exc)
-    try:
-        query = board_query(request.GET)
-    except BoardQueryError as exc:
-        return _bad_query(request, arena, "ratings/leaderboard.html", exc)
+    asked = _board_request(request, "ratings/leaderboard.html")
+    if isinstance(asked, HttpResponse):
+        return asked
+    keep, arena, standing_in, query = asked.keep, asked.arena, asked.standing_in, asked.query
     board = _demo_rows(board_for_query(arena_id=arena.pk, query=query), arena)
     everyone = leaderboard_current(arena_id=arena.pk)["rows"]  # the filters' choices
     context = board_context(board)
@@ -183,15 +205,10 @@ def method_page(request: HttpRequest) -> HttpResponse:
     coefficients with 95% intervals (Elo per standard deviation), what was dropped and
     why, and what style control does and does not control. Public: figures about the
     board's battles as a whole, never a task, a team or a battle."""
-    keep = _arena_params(request)
-    try:
-        arena, standing_in = board_arena(keep.get("arena", ""))
-    except NoSuchBoard as exc:
-        return _no_board(request, "ratings/method.html", exc)
-    try:
-        query = board_query(request.GET)
-    except BoardQueryError as exc:
-        return _bad_query(request, arena, "ratings/method.html", exc)
+    asked = _board_request(request, "ratings/method.html")
+    if isinstance(asked, HttpResponse):
+        return asked
+    keep, arena, standing_in, query = asked.keep, asked.arena, asked.standing_in, asked.query
     query = BoardQuery(category=query.category)  # the board's method: filters play no part
     board = board_for_query(arena_id=arena.pk, query=query)
     style = board.get("style")
@@ -221,15 +238,10 @@ def method_page(request: HttpRequest) -> HttpResponse:
 def matrices_page(request: HttpRequest) -> HttpResponse:
     """Win rates and battle counts between the agents of a board, as heatmaps with the
     same figures in tables."""
-    keep = _arena_params(request)
-    try:
-        arena, standing_in = board_arena(keep.get("arena", ""))
-    except NoSuchBoard as exc:
-        return _no_board(request, "ratings/matrices.html", exc)
-    try:
-        query = board_query(request.GET)
-    except BoardQueryError as exc:
-        return _bad_query(request, arena, "ratings/matrices.html", exc)
+    asked = _board_request(request, "ratings/matrices.html")
+    if isinstance(asked, HttpResponse):
+        return asked
+    keep, arena, standing_in, query = asked.keep, asked.arena, asked.standing_in, asked.query
     board = board_for_query(arena_id=arena.pk, query=query)
     doc = board["matrices"]
     tables = PairMatrices(
