@@ -198,7 +198,7 @@ def replicate_ranks(
     """Two ``replicates × n_agents`` arrays: each replicate's best and worst ranks.
     Same inputs and seed, same arrays, whatever ``threads`` (the threads fitting beside
     the drawing one; default ``THREADS``)."""
-    from ratings import kernels  # numba: imported where a fit runs (ratings.kernels)
+    from ratings import kernels  # the compiled loops: loaded where a fit runs
 
     threads = THREADS if threads is None else threads
     best = np.empty((replicates, n_agents), dtype=np.int64)

@@ -7,8 +7,9 @@ guess from the suffix. Every format goes through the same checks as CSV; in JSON
 and Parquet a null is an empty cell, and Parquet's "line" numbers count rows from 1.
 
 Needs no database and imports no Django (``ratings/__init__.py`` is empty, and this
-module and the math it uses import only numpy, scipy, numba, threadpoolctl and tqdm), so
-it runs anywhere the virtualenv does. Prints one JSON document on stdout; a bad file or
+module and the math it uses import only numpy, scipy, threadpoolctl and tqdm, and numba
+only where the fit's loops were not compiled ahead of time: ``ratings.kernels``), so it
+runs anywhere the virtualenv does. Prints one JSON document on stdout; a bad file or
 flag exits with status 2 and a one-line message saying what is wrong and what to do. Duplicate rows
 and rows with more cells than the header are kept (or, for extra cells, ignored) and
 reported: one warning line each on stderr and ``input_report`` in the document;
@@ -178,8 +179,8 @@ def _settings(args: argparse.Namespace) -> cli_export.ExportFit | None:
 def _fit_input(args: argparse.Namespace, export) -> tuple[list[str], dict, dict]:
     """(agents, what the document says of the file, ``rate``'s arrays): the battles read,
     ordered as the export's refit ordered them, and reduced to cells and sums per
-    (cluster, pair). The per-battle columns die with this call, before the fit (and
-    numba's compiler, ~130 MB of its own) is loaded."""
+    (cluster, pair). The per-battle columns die with this call, before the fit
+    allocates its own."""
     battles = read_battles(args, numbers=cli_export.order_column(args, export))
     agents, a, b, cluster = battles.agents, battles.a, battles.b, battles.cluster
     if export is not None:
@@ -211,8 +212,8 @@ def _fit_input(args: argparse.Namespace, export) -> tuple[list[str], dict, dict]
 
 def _return_freed_memory() -> None:
     """The heap the read freed, handed back to the system (glibc's ``malloc_trim``)
-    before the fit loads numba: the fit then starts from what is live (~50 MB at a
-    million battles, not the ~90 a JSON Lines read leaves in pieces). Nothing elsewhere."""
+    before the fit: the fit then starts from what is live (~50 MB at a million battles,
+    not the ~90 a JSON Lines read leaves in pieces). Nothing elsewhere."""
     gc.collect()
     try:
         trim = ctypes.CDLL(None).malloc_trim

@@ -15,6 +15,10 @@
 #   scripts/setup.sh bytecode  the .venv's bytecode, when `make run` installed it
 #   scripts/setup.sh test      all of it, with the test tools (requirements-test.lock)
 #
+# The sandboxes and test modes also compile the rating fit's loops ahead of time into .venv
+# (ratings.kernels_aot, with gcc; test mode installs it): a fit then runs them without
+# loading numba, and compiles them just in time when they are missing.
+#
 # A .venv that has the test lock has the runtime too: `make run` after `make test`
 # installs nothing.
 set -euo pipefail
@@ -34,6 +38,9 @@ SANDBOX_PACKAGES=(bubblewrap chromium xvfb xdotool procps fonts-dejavu-core
     nodejs git patch python3-pip python3-pytest)
 # (python3-venv and python3-pip build the sandbox toolchain on the system python3, which
 # is the sandboxes' python; python3-pytest, git and patch are the judge sandbox's.)
+# What the tests need besides: a C compiler for the fit's loops built ahead of time (the
+# tests compare them with numba's).
+TEST_PACKAGES=(gcc)
 
 say() { printf 'setup: %s\n' "$*"; }
 
@@ -128,6 +135,21 @@ install_python_env() {
     fi
 }
 
+# The rating fit's loops compiled ahead of time (ratings.kernels_aot), once per version of
+# their source: without a C compiler, or when the build fails, fits compile them just in
+# time (ratings.kernels).
+build_kernels() {
+    local log
+    if ! command -v gcc >/dev/null 2>&1; then
+        say "no gcc: the rating fit's loops will be compiled just in time (ratings.kernels)"
+        return 0
+    fi
+    log=$(.venv/bin/python -m ratings.kernels_aot build 2>&1) || {
+        say "warning: the rating fit's loops did not compile ahead of time; fits compile them just in time"
+        printf '%s\n' "$log" | tail -5 >&2
+    }
+}
+
 # The bytecode `make run` did not wait for (see install_python_env).
 compile_bytecode() {
     local stamp=.venv/.lock-stamp have
@@ -174,12 +196,22 @@ fi
 # The docker backend's tests run on a private engine (scripts/docker.sh) with an image
 # built by mmdebstrap (scripts/image.sh): Debian's docker.io and mmdebstrap, each
 # installed only when missing.
-if [ "$MODE" = test ]; then bash scripts/docker.sh install; fi
+if [ "$MODE" = test ]; then
+    step "Debian packages of the tests" install_debian_packages "${TEST_PACKAGES[@]}"
+    bash scripts/docker.sh install
+fi
 case "$MODE" in
     debian) exit 0 ;;
-    sandboxes) bash scripts/toolchain.sh; exit 0 ;;
+    sandboxes)
+        bash scripts/toolchain.sh
+        [ -x .venv/bin/python ] && step "the rating fit's compiled loops" build_kernels
+        exit 0
+        ;;
 esac
 step "Python packages" install_python_env
-if [ "$MODE" = test ]; then bash scripts/toolchain.sh; fi
+if [ "$MODE" = test ]; then
+    step "the rating fit's compiled loops" build_kernels
+    bash scripts/toolchain.sh
+fi
 # The secret key of the data dir (generated once, never overwritten; arena_site/secret.py)
 .venv/bin/python -m arena_site.secret "${ARENA_DATA_DIR:-var}"

@@ -188,12 +188,12 @@ def test_the_compiled_cholesky_solves_and_refuses_what_is_not_positive_definite(
     rhs = rng.normal(size=m)
     x = np.empty(m)
     factor = spd.copy()
-    assert kernels._cholesky_solve(factor, rhs, x)
+    assert kernels.cholesky_solve(factor, rhs, x)
     np.testing.assert_allclose(x, np.linalg.solve(spd, rhs), rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(np.triu(factor), np.linalg.cholesky(spd).T, rtol=1e-10, atol=1e-12)
     indefinite = spd - (np.linalg.eigvalsh(spd)[0] + 1.0) * np.eye(m)  # one eigenvalue −1
-    assert not kernels._cholesky_solve(indefinite, rhs, x)
-    assert not kernels._cholesky_solve(np.full((2, 2), np.nan), rhs[:1].repeat(2), x[:1].repeat(2))
+    assert not kernels.cholesky_solve(indefinite, rhs, x)
+    assert not kernels.cholesky_solve(np.full((2, 2), np.nan), rhs[:1].repeat(2), x[:1].repeat(2))
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
