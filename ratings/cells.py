@@ -112,7 +112,7 @@ def count_cells(
             table = np.bincount(key, count, minlength=3 * n * n)
             if count is not None:
                 table = np.rint(table).astype(np.int64)
-        from ratings import kernels  # numba: imported where a fit runs (ratings.kernels)
+        from ratings import kernels  # the compiled loops: loaded where a fit runs
 
         ci, cj, code, cell_count, pair, pi, pj, battles, twice_wins = kernels.fold(table, n)
         cy = code * 0.5
@@ -125,6 +125,12 @@ def count_cells(
         )
         cw = np.full(len(ci), weight)
         return Cells(i=ci, j=cj, y=cy, w=cw, count=cell_count, pair=pair, pairs=pairs)
+    elif _canonical(a, b, y, w, n):
+        # rows that are cells already, in the canonical order (``python -m ratings fit``
+        # reduces its battles so): the cells are the rows themselves, not a sorted copy
+        ci, cj, cy = a, b, y
+        cw = np.full(len(a), weight) if w is None else w
+        cell_count = np.ones(len(a), dtype=np.int64) if count is None else count
     else:
         lo, hi, y_lo = orient(a, b, y)
         code = (y_lo * 2.0).astype(np.int64)
@@ -155,6 +161,22 @@ def count_cells(
         battles=np.bincount(pair, cell_count, minlength=n_pairs).astype(np.int64),
     )
     return Cells(i=ci, j=cj, y=cy, w=cw, count=cell_count, pair=pair.astype(np.int64), pairs=pairs)
+
+
+def _canonical(a, b, y, w, n: int) -> bool:
+    """Whether the rows are distinct cells in the canonical order: a < b, and
+    (pair, outcome, weight) strictly increasing from row to row (int64 agent indices; the
+    outcomes checked by the caller)."""
+    if not len(a) or a.dtype != np.int64 or b.dtype != np.int64 or not np.all(a < b):
+        return False
+    key = a * n
+    key += b
+    key *= 3
+    key += (y * 2.0).astype(np.int64)
+    later, earlier = key[1:], key[:-1]
+    if w is None:
+        return bool(np.all(later > earlier))
+    return bool(np.all((later > earlier) | ((later == earlier) & (w[1:] > w[:-1]))))
 
 
 def aggregate(

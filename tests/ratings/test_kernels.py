@@ -48,6 +48,35 @@ def test_folded_cells_are_those_of_the_sorted_path(seed, monkeypatch):
             np.testing.assert_allclose(getattr(got.pairs, field), getattr(sorted_.pairs, field))
 
 
+@pytest.mark.parametrize("seed", [7, 8])
+def test_rows_that_are_cells_already_are_taken_as_they_are(seed, monkeypatch):
+    # the CLI hands ``rate`` its battles reduced to cells in the canonical order: taken as
+    # they are (no sorted copy), they are the cells the battles one by one make; rows in
+    # another order, or not distinct, go the sorted way to the same cells
+    from ratings import cli_fit
+
+    a, b, y = random_battles(seed, n=6000)
+    w = np.random.default_rng(seed).choice([0.25, 0.5, 1.0, 2.0], len(a))
+    expected = cells.count_cells(a, b, y, w, n_agents=9)
+    lo, hi, cy, cw, count = cli_fit.cells(a, b, (2 * y).astype(np.int8), w, 9)
+    assert cells._canonical(lo, hi, cy, cw, 9)
+    taken = cells.count_cells(lo, hi, cy, cw, n_agents=9, count=count)
+    assert taken.i is lo and taken.w is cw and taken.count is count  # not copied
+    flipped = np.arange(len(lo))[::-1]
+    doubled = np.repeat(np.arange(len(lo)), 2)
+    assert not cells._canonical(lo[flipped], hi[flipped], cy[flipped], cw[flipped], 9)
+    assert not cells._canonical(lo[doubled], hi[doubled], cy[doubled], cw[doubled], 9)
+    assert not cells._canonical(hi, lo, 1.0 - cy, cw, 9)
+    resorted = cells.count_cells(
+        lo[flipped], hi[flipped], cy[flipped], cw[flipped], n_agents=9, count=count[flipped]
+    )
+    for got in (taken, resorted):
+        for field in ("i", "j", "y", "w", "count", "pair"):
+            np.testing.assert_array_equal(getattr(got, field), getattr(expected, field))
+        for field in ("i", "j", "total", "wins", "battles"):
+            np.testing.assert_array_equal(getattr(got.pairs, field), getattr(expected.pairs, field))
+
+
 def test_the_laplacian_is_the_sum_of_its_outer_products():
     rng = np.random.default_rng(6)
     i, j = np.triu_indices(7, 1)
