@@ -10,20 +10,27 @@ peak resident set size from ``resource.getrusage(RUSAGE_CHILDREN)`` (one child p
 measurement: the CLI is run from a fresh measuring process each time, so the figure is
 that CLI run's own peak). Target (issue #38): under 200 MB at a million votes.
 
+Each measurement runs twice (``--kernels aot,jit``): with the fit's loops compiled ahead
+of time (``ratings.kernels_aot``, what the setup builds; the CLI then loads no numba) and,
+as the reference, with numba compiling them just in time (``ARENA_KERNELS=jit``, the CLI
+before). ``same_output`` says whether the two printed the same document, byte for byte.
+
 ``floor_rss_mb`` is the same command on the first 100 battles of the same file: what
-any fit costs before its data. It is most of the peak: numpy and the CLI (~35 MB),
-numba with its LLVM library (``import numba``, ~105 MB: libllvmlite's pages alone
-~65 MB), the first call of a cached kernel (~40 MB: numba's lowering registries, which
-import scipy.linalg through ``numba.np.arraymath``, and LLVM's code generator), then
-scipy.special, the bootstrap and its threads (measured at checkpoints with
-/proc/self/status, docs in the CLI's modules). Reading the file (streamed into compact
-columns, reduced to cells and sums per (judge, pair)) peaks lower than the fit, and what
-it frees is reused by the fit's own allocations. ``above_floor_mb`` is then what the fit
-holds for the data: the (judge, pair) sums (200 × 1,225 rows here) and the cells, which
-with ``many`` weights are nearly one per battle.
+any fit costs before its data. With the loops built ahead of time it is Python, numpy,
+scipy.special and the CLI (~70 MB). With numba's it is about 190 MB: numba with its LLVM
+library (``import numba``, ~105 MB: libllvmlite's pages alone ~65 MB) and the first call
+of a cached loop (~40 MB: numba's lowering registries, which import scipy.linalg through
+``numba.np.arraymath``, and LLVM's code generator) come on top (measured at checkpoints
+with /proc/self/status). Reading the file (streamed into compact columns, reduced to
+cells and sums per (judge, pair)) peaks about as high as the fit, and what it frees is
+reused by the fit's own allocations. ``above_floor_mb`` is then what the fit holds for
+the data: the (judge, pair) sums (200 × 1,225 rows here) and the cells, which with
+``many`` weights are nearly one per battle (taken as the CLI hands them over, not sorted
+again: ``cells.count_cells``). ``tree_rss_mb`` counts the child that reads a Parquet
+file beside the CLI waiting for it.
 
 Run: .venv/bin/python tests/bench/bench_cli_memory.py [--battles N] [--bootstrap R]
-     [--weights many,few,none] [--formats csv,jsonl,parquet]
+     [--weights many,few,none] [--formats csv,jsonl,parquet] [--kernels aot,jit]
 """
 
 import argparse
@@ -64,7 +71,8 @@ def tree(pid):
     return total + sum(tree(int(kid)) for kid in kids)
 
 started = time.perf_counter()
-child = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+output = open(sys.argv[1], "wb")
+child = subprocess.Popen(sys.argv[2:], stdout=output, stderr=subprocess.PIPE)
 import threading
 errors = []
 reader = threading.Thread(target=lambda: errors.append(child.stderr.read()))
@@ -131,14 +139,38 @@ def write_files(folder: Path, columns: dict[str, np.ndarray]) -> dict[str, Path]
     return files
 
 
-def measure(path: Path, bootstrap: int, weighted: bool) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+KERNELS = ("aot", "jit")
+
+
+def environment(kernels: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE",)}
     env["PYTHONPATH"] = str(ROOT)
+    env.pop("ARENA_KERNELS", None)
+    if kernels == "jit":
+        env["ARENA_KERNELS"] = "jit"
+    return env
+
+
+def check_kernels(kernels: str) -> None:
+    """Refuses to measure "aot" where the CLI would fall back to numba's loops."""
+    done = subprocess.run(
+        [PYTHON, "-c", "from ratings import kernels; print(kernels.implementation())"],
+        cwd=ROOT, env=environment(kernels), capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    if done.stdout.strip() != kernels:
+        raise SystemExit(
+            f"asked for {kernels} loops, the CLI runs {done.stdout.strip()}: "
+            "build them with .venv/bin/python -m ratings.kernels_aot build"
+        )
+
+
+def measure(path: Path, bootstrap: int, weighted: bool, kernels: str, output: Path) -> dict:
     command = [PYTHON, "-m", "ratings", "fit", str(path), "--judge", "judge"]
     command += ["--bootstrap", str(bootstrap), *(["--weight", "weight"] if weighted else [])]
     done = subprocess.run(
-        [PYTHON, "-c", MEASURE, *command], cwd=ROOT, env=env, capture_output=True, text=True
-    )
+        [PYTHON, "-c", MEASURE, str(output), *command],
+        cwd=ROOT, env=environment(kernels), capture_output=True, text=True,
+    )  # fmt: skip
     figures = json.loads(done.stdout)
     if figures["rc"] != 0:
         raise SystemExit(f"the CLI failed on {path}: {figures['stderr']}")
@@ -163,19 +195,28 @@ def run_setting(options: argparse.Namespace, weights: str, scratch: Path) -> dic
     small = folder / "floor"
     small.mkdir()
     tiny = write_files(small, {k: v[:FLOOR_BATTLES] for k, v in columns.items()})["csv"]
-    # Once unmeasured first: a kernel numba has not cached yet (ratings/kernels.py just
-    # edited) is compiled on that run, which costs LLVM's optimiser on top of the fit.
-    measure(tiny, options.bootstrap, weighted)
-    floor = measure(tiny, options.bootstrap, weighted)
     del columns
-    results = {}
-    for kind, path in files.items():
-        if kind in options.formats.split(","):
-            results[kind] = measure(path, options.bootstrap, weighted)
-            results[kind]["above_floor_mb"] = round(
-                results[kind]["peak_rss_mb"] - floor["peak_rss_mb"], 1
-            )
-    return {"write_s": round(written, 1), "floor_rss_mb": floor["peak_rss_mb"], "cli": results}
+    results: dict = {"write_s": round(written, 1)}
+    for kernels in options.kernels.split(","):
+        # Once unmeasured first: a loop numba has not cached yet (ratings/kernels_numba.py
+        # just edited) is compiled on that run, which costs LLVM's optimiser on top.
+        scratch_out = folder / f"floor-{kernels}.json"
+        measure(tiny, options.bootstrap, weighted, kernels, scratch_out)
+        floor = measure(tiny, options.bootstrap, weighted, kernels, scratch_out)
+        cli = {}
+        for kind, path in files.items():
+            if kind in options.formats.split(","):
+                out = folder / f"{kind}-{kernels}.json"
+                cli[kind] = measure(path, options.bootstrap, weighted, kernels, out)
+                cli[kind]["above_floor_mb"] = round(
+                    cli[kind]["peak_rss_mb"] - floor["peak_rss_mb"], 1
+                )
+        results[kernels] = {"floor_rss_mb": floor["peak_rss_mb"], "cli": cli}
+    for kind in results.get("aot", {}).get("cli", {}):
+        if all((folder / f"{kind}-{k}.json").exists() for k in KERNELS):
+            outputs = {(folder / f"{kind}-{k}.json").read_bytes() for k in KERNELS}
+            results["aot"]["cli"][kind]["same_output"] = len(outputs) == 1
+    return results
 
 
 def main() -> None:
@@ -189,7 +230,17 @@ def main() -> None:
         "eight (few) or none",
     )
     parser.add_argument("--formats", default="csv,jsonl,parquet")
+    parser.add_argument(
+        "--kernels",
+        default="aot,jit",
+        help="the fit's loops: compiled ahead of time (aot) and/or by numba (jit, the "
+        "reference), comma-separated",
+    )
     options = parser.parse_args()
+    for kernels in options.kernels.split(","):
+        if kernels not in KERNELS:
+            parser.error(f"unknown --kernels {kernels}; choose from aot, jit")
+        check_kernels(kernels)
     settings = options.weights.split(",")
     unknown = [name for name in settings if name not in WEIGHTS]
     if unknown:
