@@ -10,7 +10,8 @@ from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
 
-from agents.models import Agent, AgentStandingLogEntry, Arena
+from agents.human import operator_check
+from agents.models import Agent, AgentStandingLogEntry, Arena, BaselineOperator
 from agents.registration import agent_approve, agent_reject
 from agents.services import (
     agent_pause_fields,
@@ -255,3 +256,29 @@ class AgentStandingLogEntryAdmin(ReadOnlyAdmin):
     list_display = ["at", "agent", "changes", "actor", "note"]
     list_filter = ["agent__arena"]
     search_fields = ["agent__slug", "note"]
+
+
+class BaselineOperatorForm(forms.ModelForm):
+    class Meta:
+        model = BaselineOperator
+        fields = ["agent", "user"]
+
+    def clean(self):
+        data = super().clean()
+        if data.get("agent") and data.get("user"):
+            try:
+                operator_check(agent=data["agent"], user=data["user"])
+            except ApplicationError as exc:
+                raise forms.ValidationError(exc.message) from exc
+        return data
+
+
+@admin.register(BaselineOperator)
+class BaselineOperatorAdmin(admin.ModelAdmin):
+    """Marks a team member as an operator of the team's human entrant
+    (docs/human-baseline.md); the person goes on duty from the operator page."""
+
+    form = BaselineOperatorForm
+    list_display = ["user", "agent", "on_duty_since", "seen_at"]
+    readonly_fields = ["on_duty_since", "seen_at"]
+    raw_id_fields = ["user"]

@@ -6,7 +6,7 @@ them back (approval state and note, pause reason) and runs their entry check. Te
 No answer ever carries a provider key or, after the registering call, a remote secret."""
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import generics, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -149,11 +149,31 @@ class _TeamAgents(TenantScopedApiMixin):
 @extend_schema_view(
     get=extend_schema(
         operation_id="agents_list",
-        description="Your teams' agents, newest first, with their approval state.",
+        description="Your teams' agents, newest first, with their approval state; "
+        "?kind= narrows them to one kind (builtin, scaffold, remote, cli, human).",
+        parameters=[
+            OpenApiParameter(
+                "kind",
+                enum=list(Agent.Kind.values),
+                required=False,
+                description="Only agents of this kind (400 invalid_kind for another).",
+            )
+        ],
     )
 )
 class AgentListCreateApi(_TeamAgents, generics.ListAPIView):
     serializer_class = AgentOutput
+
+    def filter_queryset(self, queryset: QuerySet) -> QuerySet:
+        kind = self.request.query_params.get("kind")
+        if kind is None or kind == "":
+            return queryset
+        if kind not in Agent.Kind.values:
+            raise ApplicationError(
+                f"kind {kind[:40]!r} is unknown; it is one of {', '.join(Agent.Kind.values)}.",
+                code="invalid_kind",
+            )
+        return queryset.filter(kind=kind)
 
     @extend_schema(
         operation_id="agents_register",

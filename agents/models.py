@@ -99,6 +99,9 @@ class Agent(models.Model):
         # Claude Code, Codex CLI or Aider (params["cli"]) run inside the run's sandbox on
         # a repo task, reaching its model only through the arena's gateway (docs/coding.md).
         CLI = "cli", "CLI coding agent in the sandbox"
+        # A person, one of its team's baseline operators, driving the lane from the
+        # operator page through the same fixed tool set (docs/human-baseline.md).
+        HUMAN = "human", "Human baseline (a person at the operator page)"
 
     class Approval(models.TextChoices):
         APPROVED = "approved", "Approved"
@@ -206,6 +209,9 @@ class Agent(models.Model):
         none). Load ``team`` with the agent (``select_related``) when reading many."""
         team = self.team.name if self.team_id else ""
         names = [self.display_name, self.slug, self.model_id, *self.aliases, team]
+        if self.kind == self.Kind.HUMAN:  # a person's own names would reveal the side too
+            for user in [operator.user for operator in self.operators.select_related("user")]:
+                names += [user.get_username(), user.get_full_name()]
         return [n for n in names if n]
 
 
@@ -235,3 +241,77 @@ class AgentStandingLogEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.agent}: {', '.join(self.changes)}"
+
+
+class BaselineOperator(models.Model):
+    """A team member who may drive the team's human entrant (an agent of kind
+    ``human``): set by an admin. ``on_duty_since`` is set while the person is on
+    duty; ``seen_at`` is the last time their operator page asked for news (the page
+    polls): the matchmaker draws the human entrant only while one of its operators is
+    on duty, seen recently and not already in a lane (docs/human-baseline.md)."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="operators")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    on_duty_since = models.DateTimeField(null=True, blank=True)
+    seen_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "user"], name="operator_unique_agent_user"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} operates {self.agent}"
+
+
+class HumanLane(models.Model):
+    """The lane a human entrant drives, as its policy (``agents.human.HumanPolicy``)
+    shows it to the operator page: the current observation (the screen after the last
+    step, the budgets left) and who took it. One row per run (an integer: the agents
+    app sits below battles); a re-queued attempt starts it again."""
+
+    run_id = models.BigIntegerField(unique=True)
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="human_lanes")
+    operator = models.ForeignKey(
+        BaselineOperator, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    instruction = models.TextField()
+    tools = models.JSONField(default=list, help_text="The tools this lane offers.")
+    step = models.PositiveIntegerField(default=0)
+    steps_left = models.PositiveIntegerField(default=0)
+    deadline_at = models.DateTimeField(help_text="When the lane's wall budget runs out.")
+    screenshot = models.BinaryField(null=True, blank=True, editable=False)
+    last_result = models.JSONField(null=True, blank=True)
+    started_at = models.DateTimeField()
+    take_by = models.DateTimeField(
+        help_text="Untaken by then, the lane ends (the entrant's failure)."
+    )
+    taken_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"human lane of run {self.run_id}"
+
+
+class HumanAction(models.Model):
+    """One action an operator submitted for a lane: the policy's next action, consumed
+    exactly once (a conditional UPDATE of ``consumed_at``). At most one waits at a
+    time per lane."""
+
+    lane = models.ForeignKey(HumanLane, on_delete=models.CASCADE, related_name="actions")
+    operator = models.ForeignKey(BaselineOperator, on_delete=models.CASCADE, related_name="+")
+    step = models.PositiveIntegerField(help_text="The step it was submitted for.")
+    tool = models.CharField(max_length=20)
+    args = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+    consumed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["lane"], condition=Q(consumed_at=None), name="human_action_one_waiting"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool} for {self.lane}"

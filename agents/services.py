@@ -247,6 +247,13 @@ def policy_for(
         except ValueError as exc:  # an endpoint the address policy refuses
             raise AgentFailure(str(exc)) from exc
         return _Failing(remote, failures=(RemoteAgentError, ProtocolError))
+    if agent.kind == Agent.Kind.HUMAN:  # a person at the operator page (agents.human)
+        from agents.human import TAKE_S, HumanPolicy
+
+        take_s = params.get("take_s", TAKE_S)
+        if not isinstance(take_s, int | float) or take_s <= 0:
+            take_s = TAKE_S
+        return HumanPolicy(agent=agent, run_id=run_id, tools=tools, take_s=float(take_s))
     raise AgentFailure(f"agents of kind {agent.kind!r} cannot run")
 
 
@@ -340,6 +347,8 @@ def entry_problems(agent: Agent) -> dict[str, str]:
         return _remote_problems(agent, params, in_play=in_play)
     if agent.kind == Agent.Kind.CLI:
         return _cli_problems(agent, params, in_play=in_play)
+    if agent.kind == Agent.Kind.HUMAN:  # its operators come and go: nothing to call
+        return {}
     return {"kind": f"Unknown kind {agent.kind!r}: one of {', '.join(Agent.Kind.values)}."}
 
 

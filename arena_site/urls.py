@@ -113,6 +113,7 @@ urlpatterns = [
     path("", include("ratings.urls")),
     path("", include("evals.urls")),
     path("", include("environments.urls")),
+    path("", include("agents.operator_urls")),  # the human baseline's operator page
 ]
 
 
