@@ -40,6 +40,7 @@ from battles.services.cli_lane import cli_drive
 from battles.services.coding_sandbox import repo_checkout, repo_spec
 from battles.services.lane_fence import LaneLost, fenced, this_attempt
 from battles.services.live import battle_heartbeat, battle_publish, test_drive_publish
+from battles.services.live_frames import live_desktop_stream
 from battles.snapshots import SnapshotIncomplete, snapshot_record
 from sandboxes.base import Sandbox, SandboxLost, ToolResult
 from sandboxes.services import egress_refusals_take, lane_sandbox_spec, sandbox_session
@@ -106,7 +107,7 @@ def run_lane(
     _snapshot(run, inputs, spec)
     lost = False
     try:
-        with sandbox_session(spec) as sandbox:
+        with sandbox_session(spec) as sandbox, live_desktop_stream(run.pk, sandbox):
             if inputs.repo is not None:
                 repo_checkout(sandbox, inputs.repo)  # both lanes: the same tree
             if inputs.attachments:
