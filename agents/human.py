@@ -69,6 +69,7 @@ class HumanPolicy:
             deadline_at=now + timedelta(seconds=observation.seconds_left),
             screenshot=observation.screenshot_png,
             last_result=_plain_result(observation.last_result),
+            page=_page_summary(observation.page),
         )
         beat = time.monotonic()
         while True:
@@ -111,6 +112,19 @@ def _plain_result(result: dict[str, Any] | None) -> dict[str, Any] | None:
     if result is None:
         return None
     return {k: v for k, v in result.items() if k not in ("image", "image_png", "page")}
+
+
+def _page_summary(page: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The page's url, title and the elements on the screen (bounded already by
+    ``sandboxes.pagetext``): what the operator page offers to click."""
+    if not page:
+        return None
+    elements = [
+        {k: e[k] for k in ("name", "role", "x", "y") if k in e}
+        for e in page.get("elements", [])
+        if "x" in e and e.get("role") != "generic"
+    ]
+    return {"url": page.get("url", ""), "title": page.get("title", ""), "elements": elements}
 
 
 def human_action_take(*, lane_id: int) -> Action | GiveUp | None:

@@ -282,6 +282,9 @@ class HumanLane(models.Model):
     deadline_at = models.DateTimeField(help_text="When the lane's wall budget runs out.")
     screenshot = models.BinaryField(null=True, blank=True, editable=False)
     last_result = models.JSONField(null=True, blank=True)
+    # The page's url, title and on-screen elements (name, role, x, y) when the entrant
+    # observes the page as text (params observe: page_text): the page offers a click on each.
+    page = models.JSONField(null=True, blank=True)
     started_at = models.DateTimeField()
     take_by = models.DateTimeField(
         help_text="Untaken by then, the lane ends (the entrant's failure)."

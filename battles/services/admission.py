@@ -16,7 +16,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounts.selectors import consent_is_current
-from agents.models import PUBLIC_ARENA_SLUG, Arena
+from agents.human import operators_ready
+from agents.models import PUBLIC_ARENA_SLUG, Agent, Arena
 from arena_site.exceptions import ApplicationError
 from battles import admission_db
 from battles.attachments import (
@@ -28,7 +29,7 @@ from battles.attachments import (
 from battles.classify import CODING, categorize, classify
 from battles.coding_models import RepoSource
 from battles.matchmaking import Candidate, draw_pair
-from battles.models import Battle, Task
+from battles.models import Battle, Run, Task
 from battles.services.creation import Entrant, battle_enqueue, battle_rows, redundancy_draw
 from battles.services.repo_admission import (
     CheckedRepo,
@@ -194,6 +195,27 @@ def roster_candidate(entry: admission_db.RosterEntry) -> Candidate:
     return Candidate(entry.agent_id, n, theta, entry.failed_lanes)
 
 
+def humans_ready(
+    roster: Sequence[admission_db.RosterEntry], rng: random.Random
+) -> list[admission_db.RosterEntry]:
+    """The roster as a draw may take it (docs/human-baseline.md): a human entrant only
+    while one of its operators is on duty, present (their page polled recently) and
+    idle (the entrant in no lane that has not ended, nor in a battle still queued or
+    running), and at most one human entrant, chosen at random among the ready ones, so
+    a battle never pits two people against each other."""
+    humans = [e.agent_id for e in roster if e.kind == Agent.Kind.HUMAN]
+    if not humans:
+        return list(roster)
+    ready = operators_ready(agent_ids=humans)
+    ready -= set(
+        Run.objects.filter(
+            agent_id__in=ready, status__in=(Run.Status.PENDING, Run.Status.RUNNING)
+        ).values_list("agent_id", flat=True)
+    )
+    chosen = rng.choice(sorted(ready)) if ready else None
+    return [e for e in roster if e.kind != Agent.Kind.HUMAN or e.agent_id == chosen]
+
+
 def calibration_pair(
     roster: Sequence[admission_db.RosterEntry], rng: random.Random
 ) -> tuple[int, int] | None:
@@ -330,6 +352,7 @@ def _task_create(
             for entry in locked.roster
             if (entry.team_id is None or entry.team_id != team_id) and entry.runs(kind)
         ]
+        roster = humans_ready(roster, rng)
         if len(roster) < 2:
             what = "coding agents" if repo is not None else "active agents"
             # What to do, in plain words (issue 37): coding agents all need a model.
