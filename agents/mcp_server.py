@@ -20,7 +20,10 @@ An MCP entrant is a remote agent (``kind = "remote"``) whose params say
    and wall budgets, the tool dispatcher validates the arguments and runs the tool,
    the step is stored with its screenshot. The call's result is that step's result
    (JSON text, ``isError`` when it failed) with the screen after it as an image, and the
-   budgets left. Calls are taken one at a time, in order.
+   budgets left, and ``messages`` (the submitter's follow-ups received at that step,
+   when any; the announcement carries those of the first step). On a battle's desktop
+   lane the list also has ``ask_user {question}``, answered by the submitter
+   (docs/conversations.md). Calls are taken one at a time, in order.
 3. The run ends as any run ends (``deliver``, ``give_up``, a budget, the submitter). Any
    call still waiting is answered "the run has ended", the server stops, and its token
    is refused from then on. An entrant that makes no call before the wall budget runs
@@ -225,6 +228,8 @@ def call_result(reply: dict[str, Any]) -> types.CallToolResult:
     body = {
         "result": result,
         **{k: reply[k] for k in ("steps_left", "seconds_left", "ended") if k in reply},
+        # the submitter's follow-ups received at this step, when there are any
+        **({"messages": reply["messages"]} if reply.get("messages") else {}),
     }
     content: list[Any] = [types.TextContent(type="text", text=json.dumps(body, sort_keys=True))]
     if reply.get("screenshot"):
@@ -345,6 +350,11 @@ class RunServer:
 # -- the policy --------------------------------------------------------------------------
 
 
+def _messages(observation: Observation) -> list[dict[str, Any]]:
+    """The follow-ups an observation carries, as the remote protocol's ``messages``."""
+    return [{"seq": m.seq, "text": m.text} for m in observation.messages]
+
+
 class McpPolicy:
     """Drives a lane from an MCP entrant's tool calls (see the module docstring)."""
 
@@ -405,6 +415,7 @@ class McpPolicy:
                 "steps_left": observation.steps_left,
                 "seconds_left": int(observation.seconds_left),
                 "attachments": self.attachments,
+                "messages": _messages(observation),
             }
         ).encode()
         timestamp = int(time.time())
@@ -469,6 +480,7 @@ class McpPolicy:
             "steps_left": observation.steps_left,
             "seconds_left": int(observation.seconds_left),
             "screenshot": observation.screenshot_png,
+            "messages": _messages(observation),
         }
         call.done.set()
 

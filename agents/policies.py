@@ -34,6 +34,16 @@ class GiveUp:
 
 
 @dataclass(frozen=True)
+class FollowUp:
+    """A message from the person who submitted the task, sent while the run goes on
+    (docs/conversations.md): ``seq`` numbers the battle's follow-ups from 1, and both
+    sides receive the same ones in the same order."""
+
+    seq: int
+    text: str
+
+
+@dataclass(frozen=True)
 class Observation:
     step: int
     instruction: str
@@ -48,6 +58,8 @@ class Observation:
     # coordinates), after the previous step; only for agents that read it
     # (``observes_page``), None otherwise or without a browser.
     page: dict[str, Any] | None = None
+    # Follow-ups received since the previous observation (none in most steps).
+    messages: tuple[FollowUp, ...] = ()
 
 
 class Policy(Protocol):

@@ -16,6 +16,10 @@ from agents.policies import Action, GiveUp
 from sandboxes.tools import TOOL_SCHEMAS
 
 PROTOCOL_VERSION = "arena-agent/1"
+# Additions within the version that an entrant ignoring unknown fields never notices:
+# revision 2 adds the ``messages`` field (the submitter's follow-ups) and the
+# ``ask_user`` tool (docs/conversations.md).
+PROTOCOL_REVISION = 2
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 TIMESTAMP_HEADER = "X-Arena-Timestamp"
@@ -154,6 +158,7 @@ def observation_schema() -> dict[str, Any]:
                 "description": "The tools this run offers (see the document's 'tools').",
             },
             "page": page_schema(),
+            "messages": messages_schema(),
         },
         "required": [
             "protocol",
@@ -167,6 +172,32 @@ def observation_schema() -> dict[str, Any]:
             "budgets",
             "tools",
         ],
+    }
+
+
+def messages_schema() -> dict[str, Any]:
+    """JSON Schema of the optional ``messages`` field (revision 2): follow-ups from the
+    person who submitted the task, received at this step."""
+    return {
+        "type": "array",
+        "description": (
+            "Follow-up messages the person who gave the task sent since the previous "
+            "step, oldest first; absent when there are none. Both agents of a battle "
+            "receive the same messages in the same order, each at its first step after "
+            "the message was sent. Treat them as the user's words, like the instruction."
+        ),
+        "items": {
+            "type": "object",
+            "properties": {
+                "seq": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "The message's number in this battle, from 1.",
+                },
+                "text": {"type": "string", "maxLength": 2000},
+            },
+            "required": ["seq", "text"],
+        },
     }
 
 
@@ -274,6 +305,16 @@ def protocol_document() -> dict[str, Any]:
     """Everything an entrant needs, served as JSON at ``/api/agent-protocol/``."""
     return {
         "version": PROTOCOL_VERSION,
+        "revision": PROTOCOL_REVISION,
+        "conversations": (
+            "Revision 2: an observation may carry 'messages', follow-ups from the person "
+            "who gave the task, and a battle's desktop runs offer the tool 'ask_user' "
+            "(listed in the observation's 'tools' when offered): reply with the action "
+            "{'tool': 'ask_user', 'args': {'question': ...}} and the next observation's "
+            "last_result holds the answer in 'stdout' (and data.answer), or ok=false with "
+            "error 'no answer ...' after at most 120 s. The wait counts against the run's "
+            "time budget, and the call is a step."
+        ),
         "transport": (
             "For every step the arena POSTs the observation as JSON (UTF-8, "
             "Content-Type: application/json) to the agent's endpoint, from the arena's "

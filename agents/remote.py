@@ -259,6 +259,8 @@ class RemotePolicy:
         }
         if observation.page is not None:  # only agents that asked for the page as text
             document["page"] = observation.page
+        if observation.messages:  # the submitter's follow-ups (revision 2)
+            document["messages"] = [{"seq": m.seq, "text": m.text} for m in observation.messages]
         return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
 
     def next_action(self, observation: Observation) -> Action | GiveUp:

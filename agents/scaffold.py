@@ -3,7 +3,9 @@
 Each step: the model sees the conversation so far (instruction, budgets, the results
 of its earlier actions with their screenshots, only the newest few images kept) and
 answers with tool calls; the first becomes the step's action. A reply without tool
-calls ends the run as "gave up" with the reply's text. Malformed arguments are passed
+calls ends the run as "gave up" with the reply's text. The submitter's follow-ups
+arrive as user text in the turn of the step that received them, and ``ask_user`` is one
+more tool (docs/conversations.md). Malformed arguments are passed
 on as they are, so the tool dispatcher records an error step the model then sees."""
 
 import json
@@ -34,6 +36,14 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 OMITTED = Text("[an older screenshot was omitted]")
 OMITTED_PAGE = Text("[an older page text was omitted]")
+
+
+FOLLOW_UP_HEADER = "Follow-up from the person who gave you the task"
+
+
+def follow_ups(observation: Observation) -> list[Text]:
+    """The follow-ups the observation carries, one user text each (docs/conversations.md)."""
+    return [Text(f"{FOLLOW_UP_HEADER} (message {m.seq}):\n{m.text}") for m in observation.messages]
 
 
 @dataclass
@@ -87,7 +97,9 @@ class ScaffoldPolicy:
                 intro += "\nAttached files: " + ", ".join(observation.attachments)
             if observation.start_url:
                 intro += f"\nThe browser starts at {observation.start_url}."
-            self.turns.append(Turn("user", [Text(f"{intro}\n{budgets}"), *screen]))
+            self.turns.append(
+                Turn("user", [Text(f"{intro}\n{budgets}"), *follow_ups(observation), *screen])
+            )
             return
         first, *others = self._pending
         # The result without its empty fields: fewer tokens, same information.
@@ -103,6 +115,7 @@ class ScaffoldPolicy:
             ToolResult(o.id, [Text("Not run: one action per step; call it again.")], True)
             for o in others
         ]
+        blocks += follow_ups(observation)  # the submitter's words, after the results
         blocks.append(Text(budgets))
         self.turns.append(Turn("user", blocks))
         self._pending = []

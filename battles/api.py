@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 from accounts.tenancy import TenantScopedApiMixin
 from accounts.throttling import submission_allowance
 from agents.models import Agent
+from arena_site.exceptions import ApplicationError
 from arena_site.parsers import BoundedMultiPartParser, StrictJSONParser
 from arena_site.ratelimit import client_address
 from arena_site.schema import LimitedCharField, LimitedListField, StrictCharField, error_response
@@ -24,6 +25,7 @@ from battles.models import Attachment, Battle, Run, Task
 from battles.presenters import attachment_rows, battle_payload, battle_what_happened
 from battles.selectors import team_ids_of, team_tasks, user_may_see_identities
 from battles.services import Conversation, task_submit
+from battles.services.conversation import battle_conversation, follow_up_send, question_answer
 from battles.services.repo_admission import RepoRequest
 
 START_URL_MAX_CHARS = 2000  # as battles.services.admission checks it
@@ -401,3 +403,125 @@ class BattleDetailApi(_BattleScope, TenantScopedApiMixin, APIView):
         if request.user.is_staff or battle.team_id in team_ids_of(request.user):
             payload["what_happened"] = battle_what_happened(battle)
         return Response(payload)
+
+
+# -- conversations with both sides (docs/conversations.md) ------------------------------
+
+
+class ConversationTextInput(serializers.Serializer):
+    text = StrictCharField(
+        allow_blank=True,
+        trim_whitespace=False,
+        help_text="Plain text (tab and newline allowed), at most 2000 characters after "
+        "trimming: longer is a 413, empty a 400.",
+    )
+
+
+class FollowUpOutput(serializers.Serializer):
+    seq = serializers.IntegerField(help_text="The follow-up's number in this battle, from 1.")
+    text = serializers.CharField()
+    sent_at = serializers.DateTimeField()
+    received_at_step = serializers.DictField(
+        child=serializers.IntegerField(allow_null=True),
+        help_text='Per side ("A", "B"): the step whose observation carried it; null while '
+        "that side has not received it yet.",
+    )
+
+
+class QuestionOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    side = serializers.ChoiceField(choices=["A", "B"])
+    step = serializers.IntegerField(help_text="The asking side's step (its ask_user call).")
+    question = serializers.CharField()
+    status = serializers.ChoiceField(choices=["pending", "answered", "unanswered"])
+    answer = serializers.CharField(allow_blank=True)
+    seconds_left = serializers.IntegerField(
+        allow_null=True, help_text="While pending: how long the side still waits."
+    )
+
+
+class ConversationStateOutput(serializers.Serializer):
+    follow_ups = FollowUpOutput(many=True)
+    questions = QuestionOutput(many=True)
+    can_send = serializers.BooleanField(help_text="Whether a follow-up would be taken now.")
+    closed_reason = serializers.CharField(allow_blank=True)
+    max_chars = serializers.IntegerField()
+    answer_max_chars = serializers.IntegerField()
+    digests = serializers.DictField(
+        child=serializers.CharField(allow_blank=True),
+        help_text="Per side: the conversation digest of what it received (battles.parity).",
+    )
+    same_on_both_sides = serializers.BooleanField()
+
+
+class _TeamBattleConversation:
+    """The battle's conversation, for its own team only (another team's, or one a judge
+    was served: 404)."""
+
+    def conversation(self, request, pk: int) -> dict:
+        battle = (
+            Battle.objects.filter(pk=pk, team_id__in=team_ids_of(request.user))
+            .prefetch_related("runs")
+            .first()
+        )
+        if battle is None:
+            raise ApplicationError("No such battle.", code="not_found", status=404)
+        return battle_conversation(battle)
+
+
+class BattleConversationApi(_TeamBattleConversation, APIView):
+    @extend_schema(
+        operation_id="battles_conversation",
+        responses={200: ConversationStateOutput, 404: error_response(404)},
+        description="Your team's battle's follow-ups and the agents' questions.",
+    )
+    def get(self, request, pk: int):
+        return Response(ConversationStateOutput(self.conversation(request, pk)).data)
+
+
+class FollowUpCreateApi(_TeamBattleConversation, APIView):
+    @extend_schema(
+        operation_id="battles_follow_up",
+        request=ConversationTextInput,
+        responses={
+            201: ConversationStateOutput,
+            404: error_response(404),
+            409: error_response(409, "lanes_not_started, lanes_ended, follow_ups_not_offered"),
+            413: error_response(413, "follow_up_too_long"),
+            429: error_response(429, "follow_up_too_soon (with Retry-After), "
+                                "follow_ups_exhausted"),
+        },
+        description="Sends a follow-up to both sides of your team's running battle: each "
+        "receives it at its next step. Refused unless both sides are running.",
+    )  # fmt: skip
+    def post(self, request, pk: int):
+        data = ConversationTextInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        follow_up_send(user=request.user, battle_id=pk, text=data.validated_data["text"])
+        state = ConversationStateOutput(self.conversation(request, pk)).data
+        return Response(state, status=status.HTTP_201_CREATED)
+
+
+class QuestionAnswerApi(_TeamBattleConversation, APIView):
+    @extend_schema(
+        operation_id="battles_question_answer",
+        request=ConversationTextInput,
+        responses={
+            200: ConversationStateOutput,
+            404: error_response(404),
+            409: error_response(409, "already_answered, question_closed"),
+            413: error_response(413, "answer_too_long"),
+        },
+        description="Answers one side's pending ask_user question; only that side "
+        "receives the answer.",
+    )
+    def post(self, request, pk: int, question_id: int):
+        data = ConversationTextInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        question_answer(
+            user=request.user,
+            battle_id=pk,
+            question_id=question_id,
+            text=data.validated_data["text"],
+        )
+        return Response(ConversationStateOutput(self.conversation(request, pk)).data)

@@ -325,6 +325,10 @@ class Run(models.Model):
     step_budget = models.PositiveIntegerField()
     wall_budget_s = models.PositiveIntegerField()
     input_digest = models.CharField(max_length=64, blank=True)
+    # The submitter's follow-ups this lane received, in order (battles.parity.
+    # conversation_digest over each one's sequence number and text): equal on both sides
+    # of a battle when both got the same texts in the same order; empty for none.
+    conversation_digest = models.CharField(max_length=64, blank=True, default="")
     # The initial state the lane started from (battles.snapshots); null for runs from
     # before snapshots, or once retention deleted it.
     snapshot = models.ForeignKey(
@@ -441,3 +445,78 @@ class Span(TimedCall):
 # live phases) live in their own module; importing them here registers them.
 from battles.coding_models import CodingOutcome, CodingPhase, RepoSource  # noqa: E402, F401
 from battles.snapshot_models import RunSnapshot  # noqa: E402, F401
+
+
+class FollowUp(models.Model):
+    """A message the submitter's team sent to both sides of a running battle
+    (docs/conversations.md). ``seq`` numbers a battle's follow-ups from 1 in the order
+    they were committed; both lanes receive them in that order."""
+
+    battle = models.ForeignKey(Battle, on_delete=models.CASCADE, related_name="follow_ups")
+    team = models.ForeignKey("accounts.Team", on_delete=models.PROTECT, related_name="+")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    seq = models.PositiveIntegerField()
+    text = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["battle", "seq"], name="follow_up_unique_battle_seq")
+        ]
+        ordering = ["seq"]
+
+    def __str__(self) -> str:
+        return f"{self.battle} follow-up {self.seq}"
+
+
+class FollowUpReceipt(models.Model):
+    """When one lane saw a follow-up: in the observation of its step ``step_index``."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="follow_up_receipts")
+    follow_up = models.ForeignKey(FollowUp, on_delete=models.CASCADE, related_name="receipts")
+    step_index = models.PositiveIntegerField()
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "follow_up"], name="follow_up_receipt_unique_run"
+            )
+        ]
+        ordering = ["follow_up__seq"]
+
+    def __str__(self) -> str:
+        return f"{self.run} received follow-up {self.follow_up_id} at step {self.step_index}"
+
+
+class Question(models.Model):
+    """An agent's ``ask_user`` call: asked at step ``step_index`` of its run, answered
+    by the battle's team for that side only, or not within its deadline."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        ANSWERED = "answered"
+        UNANSWERED = "unanswered"  # the deadline passed, or the lane ended first
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="questions")
+    battle = models.ForeignKey(Battle, on_delete=models.CASCADE, related_name="questions")
+    team = models.ForeignKey("accounts.Team", on_delete=models.PROTECT, related_name="+")
+    step_index = models.PositiveIntegerField()
+    text = models.TextField()
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    answer = models.TextField(blank=True)
+    answered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    asked_at = models.DateTimeField(auto_now_add=True)
+    deadline_at = models.DateTimeField()
+    answered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "step_index"], name="question_unique_run_step")
+        ]
+        ordering = ["asked_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.run} question at step {self.step_index}"

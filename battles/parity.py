@@ -69,3 +69,12 @@ def shared_tools(agents: Iterable) -> tuple[str, ...]:
 def lane_attachments(attachments: Iterable) -> tuple[LaneAttachment, ...]:
     """The task's attachments (``Attachment`` rows, in stored order) as lane inputs."""
     return tuple(LaneAttachment(a.name, a.sha256, a.size, a.path) for a in attachments)
+
+
+def conversation_digest(previous: str, seq: int, text: str) -> str:
+    """The conversation digest after a lane received follow-up ``seq`` with ``text``,
+    chained on the digest before it (``""`` for none): two lanes that received the
+    same texts under the same numbers in the same order hold the same digest, and any
+    difference (a missing, extra, reordered or altered message) changes it."""
+    text_digest = hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(f"{previous}\x1f{seq}\x1f{text_digest}".encode()).hexdigest()

@@ -1,7 +1,7 @@
 from django.urls import path
 
 from agents import views as agent_views
-from battles import drive_views, event_stream, views
+from battles import api, drive_views, event_stream, views
 
 app_name = "battles"
 
@@ -13,6 +13,26 @@ urlpatterns = [
     path("battles/<int:battle_id>/events/", event_stream.battle_events, name="events"),
     path("battles/<int:battle_id>/runs/<str:side>/", views.run_page, name="run"),
     path("battles/<int:battle_id>/end/<str:side>/", views.end_side, name="end-side"),
+    # Conversations with both sides (docs/conversations.md): the page's box and forms,
+    # and the same commands in the API.
+    path("battles/<int:battle_id>/conversation/", views.conversation_part, name="conversation"),
+    path("battles/<int:battle_id>/follow-ups/", views.follow_up_post, name="follow-up"),
+    path(
+        "battles/<int:battle_id>/questions/<int:question_id>/answer/",
+        views.answer_post,
+        name="answer",
+    ),
+    path(
+        "api/battles/<int:pk>/conversation/",
+        api.BattleConversationApi.as_view(),
+        name="api-conversation",
+    ),
+    path("api/battles/<int:pk>/follow-ups/", api.FollowUpCreateApi.as_view(), name="api-follow-up"),
+    path(
+        "api/battles/<int:pk>/questions/<int:question_id>/answer/",
+        api.QuestionAnswerApi.as_view(),
+        name="api-answer",
+    ),
     path(
         "battles/<int:battle_id>/screens/<str:side>/<int:index>.png",
         views.step_screenshot,

@@ -18,6 +18,7 @@ from battles.models import Battle, Step
 from battles.presenters import battle_reveal, render_battle_panel, waterfall
 from battles.selectors import access_battle, team_ids_of, user_may_see_identities
 from battles.services import Conversation, battle_end_side, task_submit
+from battles.services.conversation import battle_conversation, follow_up_send, question_answer
 from battles.serving import private_download, private_image
 
 
@@ -70,6 +71,10 @@ def battle_page(request: HttpRequest, battle_id: int) -> HttpResponse:
         "panel": render_battle_panel(battle.pk),
         # Who fought, for those who may know (the battle closed; see the selector).
         "reveal": battle_reveal(battle) if user_may_see_identities(request.user, battle) else None,
+        # The team's conversation with both sides of a desktop battle (docs/conversations.md).
+        "conversation": battle_conversation(battle)
+        if battle.team_id in team_ids_of(request.user) and battle.task.kind != "repo"
+        else None,
     }
     return render(request, "battles/detail.html", context)
 
@@ -152,3 +157,82 @@ def battle_panel(request: HttpRequest, battle_id: int) -> HttpResponse:
     """The same panel over HTTP, for pages re-syncing after a dropped socket."""
     battle = access_battle(request.user, battle_id)
     return HttpResponse(render_battle_panel(battle.pk))
+
+
+# -- conversations with both sides (docs/conversations.md): the team's page part ---------
+
+
+def _conversation_fragment(
+    request: HttpRequest, battle: Battle, error: str = "", *, log_only: bool = False
+) -> HttpResponse:
+    context = {
+        "battle": battle,
+        "conversation": battle_conversation(battle),
+        "error": error,
+        "log_only": log_only,
+    }
+    return render(request, "battles/_conversation.html", context)
+
+
+def _team_battle(request: HttpRequest, battle_id: int) -> Battle:
+    """The battle if it is the user's team's (judges who may read it cannot talk to it)."""
+    battle = (
+        Battle.objects.filter(pk=battle_id, team_id__in=team_ids_of(request.user))
+        .select_related("task")
+        .first()
+    )
+    if battle is None:
+        raise Http404("No such battle.")
+    return battle
+
+
+@consent_required
+@require_GET
+def conversation_part(request: HttpRequest, battle_id: int) -> HttpResponse:
+    """The battle page's conversation box (polled while the battle runs)."""
+    return _conversation_fragment(request, _team_battle(request, battle_id), log_only=True)
+
+
+@consent_required
+@require_POST
+def follow_up_post(request: HttpRequest, battle_id: int) -> HttpResponse:
+    return _conversation_post(
+        request,
+        battle_id,
+        lambda: follow_up_send(
+            user=request.user, battle_id=battle_id, text=request.POST.get("text", "")
+        ),
+    )
+
+
+@consent_required
+@require_POST
+def answer_post(request: HttpRequest, battle_id: int, question_id: int) -> HttpResponse:
+    return _conversation_post(
+        request,
+        battle_id,
+        lambda: question_answer(
+            user=request.user,
+            battle_id=battle_id,
+            question_id=question_id,
+            text=request.POST.get("text", ""),
+        ),
+    )
+
+
+def _conversation_post(request: HttpRequest, battle_id: int, act) -> HttpResponse:
+    """Runs the command; htmx gets the box again (with the refusal in words, status 200
+    so htmx swaps it), a plain form post the page."""
+    battle = _team_battle(request, battle_id)
+    error = ""
+    try:
+        act()
+    except ApplicationError as exc:
+        if exc.status == 404:
+            raise Http404(exc.message) from exc
+        error = exc.message
+    if request.headers.get("HX-Request"):
+        return _conversation_fragment(request, battle, error)
+    if error:
+        messages.error(request, error)
+    return redirect("battles:detail", battle_id=battle_id)

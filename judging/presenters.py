@@ -52,10 +52,29 @@ def replay_start(steps: list[dict[str, Any]]) -> int:
     return max(0, len(steps) - 1)
 
 
+def follow_ups_received(battle_id: int) -> list[dict[str, Any]]:
+    """The submitter's follow-ups to a battle (docs/conversations.md), in order, each
+    with the step (1-based, as the judge page counts) at which each side received it:
+    the same words reached both sides, each at its next step."""
+    from battles.models import FollowUp, FollowUpReceipt
+
+    seen: dict[int, dict[str, int]] = {}
+    receipts = FollowUpReceipt.objects.filter(run__battle_id=battle_id)
+    for follow_up, side, step in receipts.values_list("follow_up_id", "run__side", "step_index"):
+        seen.setdefault(follow_up, {})[side] = step + 1
+    return [
+        {"seq": seq, "text": text, "steps": [(side, seen.get(pk, {}).get(side)) for side in "AB"]}
+        for pk, seq, text in FollowUp.objects.filter(battle_id=battle_id)
+        .order_by("seq")
+        .values_list("pk", "seq", "text")
+    ]
+
+
 def replay_sides(payload: dict[str, Any]) -> list[dict[str, Any]]:
     """The two sides of a blind battle payload as the judge page lays them out: the run,
-    the step its replay opens at, and whether any screenshot showed more than a blank
-    browser window."""
+    the step its replay opens at, whether any screenshot showed more than a blank
+    browser window, and the submitter's follow-ups (the same list on both sides)."""
+    follow_ups = follow_ups_received(payload["id"]) if payload.get("id") else []
     sides = []
     for side in ("A", "B"):
         run = payload["sides"][side] or {"steps": [], "final_message": "", "files": []}
@@ -66,6 +85,7 @@ def replay_sides(payload: dict[str, Any]) -> list[dict[str, Any]]:
                 "run": run,
                 "start": replay_start(steps),
                 "blank_only": bool(steps) and not any(shows_something(s) for s in steps),
+                "follow_ups": follow_ups,
             }
         )
     return sides

@@ -115,7 +115,25 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
 # Besides the fixed set every lane may be offered: ``edit``, offered on repo tasks only
 # (battles.services.coding.CODING_TOOLS), never on a desktop (docs/coding.md).
 TOOL_SCHEMAS["edit"] = EDIT_SCHEMA
-assert tuple(TOOL_SCHEMAS) == (*TOOL_NAMES, "edit")
+# And on a battle's desktop lanes: ``ask_user``, a question to the person who submitted
+# the task. The lane answers it (battles.services.conversation), never the sandbox; it
+# counts as a step (docs/conversations.md).
+ASK_USER = "ask_user"
+QUESTION_MAX_CHARS = 2000
+TOOL_SCHEMAS[ASK_USER] = {
+    "description": (
+        "Ask the person who gave you the task a short question and wait for the answer "
+        "(at most 120 s, and never past your time budget): the result's stdout holds the "
+        "answer, or the result fails with 'no answer' and you carry on. Counts as a step."
+    ),
+    "parameters": {
+        "type": "object",
+        "properties": {"question": {"type": "string", "maxLength": QUESTION_MAX_CHARS}},
+        "required": ["question"],
+        "additionalProperties": False,
+    },
+}
+assert tuple(TOOL_SCHEMAS) == (*TOOL_NAMES, "edit", ASK_USER)
 
 
 def _check_args(tool: str, args: Any) -> dict[str, Any]:
@@ -159,6 +177,15 @@ def _check_args(tool: str, args: Any) -> dict[str, Any]:
     return args
 
 
+def check_ask_user(args: Any) -> str:
+    """The question of an ``ask_user`` call, checked as every tool's arguments are;
+    raises ``ToolError`` saying what to fix."""
+    question = _check_args(ASK_USER, args)["question"].strip()
+    if not question:
+        raise ToolError("ask_user: question must not be empty")
+    return question
+
+
 def tool_call(sandbox: Sandbox, tool: str, args: Any, *, deliver_dir: Path) -> ToolResult:
     """Runs one call of the fixed tool set in ``sandbox``. ``deliver_dir`` receives
     delivered files. Every failure comes back as a result with ``ok=False``."""
@@ -186,6 +213,8 @@ def tool_call(sandbox: Sandbox, tool: str, args: Any, *, deliver_dir: Path) -> T
             return sandbox.shell(a["command"], a.get("timeout_s"))
         if tool == "edit":
             return sandbox_edit(sandbox, a)
+        if tool == ASK_USER:  # the lane's to answer (check_ask_user), never the sandbox's
+            raise ToolError("ask_user is answered by the battle's lane, not the sandbox")
         files = sandbox.collect_files(a.get("files", []), deliver_dir)
         return ToolResult(
             ok=True,

@@ -3,6 +3,8 @@ follows links by clicking them, fills a search box or a form by clicking each fi
 and typing, reads the result — and fetches files with the shell. Without a page to
 read it falls back on its workspace rules (create a file, compute, list files)."""
 
+import ast
+import operator
 import re
 import shlex
 from pathlib import PurePosixPath
@@ -38,6 +40,18 @@ _HOW_MANY = re.compile(r"\bhow\s+many\s+(?P<noun>[a-z]+)", re.IGNORECASE)
 
 
 class RulebookPolicy(ScriptPolicy):
+    def follow_up_note(self, text: str) -> str:
+        """A follow-up that asks a sum it can work out by its rules gets the sum."""
+        if (match := _ARITHMETIC.search(text)) and (value := _evaluate(match["expr"])) is not None:
+            expr = " ".join(match["expr"].split())
+            return self.voice.say(
+                "follow_up_sum",
+                ("You also asked {expr}: that is {value}.", "As for {expr}, it comes to {value}."),
+                expr=expr,
+                value=f"{value:.10g}",
+            )
+        return super().follow_up_note(text)
+
     def unfinished(self) -> str:
         return self.voice.pick(
             "unfinished",
@@ -459,3 +473,33 @@ def _answer_from_file(content: str, instruction: str, name: str, voice) -> str:
 
 
 __all__ = ["Action", "RulebookPolicy"]
+
+
+_OPERATORS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+}
+
+
+def _evaluate(expr: str) -> float | None:
+    """An arithmetic expression of numbers, + - * / and brackets (what ``_ARITHMETIC``
+    matches), or None when it is anything else or divides by zero."""
+
+    def value(node: ast.AST) -> float:
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+            return float(node.value)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+            inner = value(node.operand)
+            return -inner if isinstance(node.op, ast.USub) else inner
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+            return _OPERATORS[type(node.op)](value(node.left), value(node.right))
+        raise ValueError("not arithmetic")
+
+    if len(expr) > 200:
+        return None
+    try:
+        return value(ast.parse(expr.strip(), mode="eval").body)
+    except (SyntaxError, ValueError, ZeroDivisionError, RecursionError):
+        return None

@@ -25,6 +25,8 @@ class ScriptPolicy:
         self.answer_so_far = ""
         # The newest page as text (None before any, or for a policy that does not read).
         self.page: dict[str, Any] | None = None
+        # The submitter's follow-ups received so far (docs/conversations.md).
+        self.follow_ups: list[str] = []
 
     def script(self, observation: Observation) -> Script:
         raise NotImplementedError
@@ -34,6 +36,41 @@ class ScriptPolicy:
         return self.voice.pick("unfinished", ("I could not finish this.", "I have to stop here."))
 
     def next_action(self, observation: Observation) -> Action | GiveUp:
+        self.follow_ups += [message.text for message in observation.messages]
+        return self.answering(self._next_action(observation))
+
+    # -- follow-ups: the final message answers them ------------------------------------
+
+    def answering(self, decision: Action | GiveUp) -> Action | GiveUp:
+        """``decision`` with its final message (a delivery's or a give-up's) answering
+        the follow-ups received, so the submitter sees they arrived."""
+        if not self.follow_ups:
+            return decision
+        if isinstance(decision, GiveUp):
+            return GiveUp(self.acknowledged(decision.message))
+        if decision.tool == "deliver" and isinstance(decision.args, dict):
+            message = str(decision.args.get("message", ""))
+            return Action("deliver", {**decision.args, "message": self.acknowledged(message)})
+        return decision
+
+    def acknowledged(self, message: str) -> str:
+        """The message, then a line per follow-up (the newest five, each quoted up to
+        200 characters: the message stays within the deliver tool's bound)."""
+        notes = [self.follow_up_note(text[:200]) for text in self.follow_ups[-5:]]
+        return "\n\n".join([message, *notes]) if message else "\n\n".join(notes)
+
+    def follow_up_note(self, text: str) -> str:
+        return self.voice.say(
+            "follow_up",
+            (
+                "You also wrote: {text}. Noted; what I did is above.",
+                "Your follow-up {text} reached me; my answer stands as above.",
+                "About your message {text}: I took it into account as far as I could.",
+            ),
+            text=self.voice.quote(text),
+        )
+
+    def _next_action(self, observation: Observation) -> Action | GiveUp:
         self.page = observation.page
         if observation.steps_left <= 1 and self._script is not None:
             self._script.close()

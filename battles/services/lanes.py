@@ -38,13 +38,14 @@ from battles.models import Run, Span, Step, TestDrive
 from battles.parity import LaneInputs
 from battles.services.cli_lane import cli_drive
 from battles.services.coding_sandbox import repo_checkout, repo_spec
+from battles.services.conversation import lane_conversation, offered_tools
 from battles.services.lane_fence import LaneLost, fenced, this_attempt
 from battles.services.live import battle_heartbeat, battle_publish, test_drive_publish
 from battles.services.live_frames import live_desktop_stream
 from battles.snapshots import SnapshotIncomplete, snapshot_record
 from sandboxes.base import Sandbox, SandboxLost, ToolResult
 from sandboxes.services import egress_refusals_take, lane_sandbox_spec, sandbox_session
-from sandboxes.tools import TOOL_SCHEMAS, tool_call
+from sandboxes.tools import ASK_USER, TOOL_SCHEMAS, tool_call
 from sandboxes.untrusted import storable, storable_text
 
 logger = logging.getLogger(__name__)
@@ -239,7 +240,7 @@ def _drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> None:
     try:
         policy = policy_for(
             run.agent,
-            tools=inputs.tools,
+            tools=offered_tools(run, inputs),  # ask_user on a battle's desktop lanes
             session=secrets.token_urlsafe(16),
             attachments=[
                 {"name": a.name, "sha256": a.sha256, "size": a.size} for a in inputs.attachments
@@ -299,6 +300,7 @@ def _drive_policy(run: Run, inputs: LaneInputs, sandbox: Sandbox, policy: Policy
         kind=run.agent.kind, builtin_policy=run.agent.builtin_policy, params=run.agent.params
     )
     page_text = sandbox.page_text() if reads_page else None
+    conversation, offered = lane_conversation(run, inputs), offered_tools(run, inputs)
     for index in range(inputs.step_budget):
         _heartbeat(run)
         if Run.objects.filter(pk=run.pk).exclude(end_requested_at=None).exists():
@@ -316,6 +318,8 @@ def _drive_policy(run: Run, inputs: LaneInputs, sandbox: Sandbox, policy: Policy
             screenshot_png=screen,
             attachments=sandbox_paths(inputs.attachments),
             page=page_text,
+            # the follow-ups committed since the last step (docs/conversations.md)
+            messages=conversation.receive(step=index) if conversation is not None else (),
         )
         try:
             decision = policy.next_action(observation)
@@ -333,9 +337,16 @@ def _drive_policy(run: Run, inputs: LaneInputs, sandbox: Sandbox, policy: Policy
             return _end_run(run, Run.EndReason.GAVE_UP, final_message=decision.message)
         started = timezone.now()
         t0 = time.monotonic()
-        if decision.tool in TOOL_SCHEMAS and decision.tool not in inputs.tools:
+        if decision.tool in TOOL_SCHEMAS and decision.tool not in offered:
             result = ToolResult(
                 ok=False, tool=decision.tool, error=f"{decision.tool} is not offered in this battle"
+            )
+        elif decision.tool == ASK_USER and conversation is not None:  # the team answers
+            result = conversation.ask(
+                step=index,
+                args=decision.args,
+                seconds_left=deadline - time.monotonic(),
+                beat=lambda: _heartbeat(run),
             )
         else:
             try:

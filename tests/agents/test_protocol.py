@@ -121,7 +121,7 @@ def test_the_schemas_are_valid_draft_2020_12_and_agree_with_the_checker():
 
 def test_the_reply_schema_offers_exactly_the_fixed_tool_set_and_the_repo_tasks_editor():
     tools = reply_schema()["properties"]["action"]["properties"]["tool"]["enum"]
-    assert tools == [*TOOL_NAMES, "edit"]
+    assert tools == [*TOOL_NAMES, "edit", "ask_user"]  # ask_user: docs/conversations.md
     assert observation_schema()["properties"]["tools"]["items"]["enum"] == tools
 
 

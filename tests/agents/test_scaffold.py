@@ -86,5 +86,6 @@ def test_the_protocol_document_is_served(client, db):
     assert set(document["tools"]) == {
         "screenshot", "mouse_move", "click", "drag", "scroll", "type", "key", "navigate",
         "shell", "deliver", "edit",  # edit: offered on repo tasks only
+        "ask_user",  # on a battle's desktop lanes (docs/conversations.md)
     }  # fmt: skip
     assert json.dumps(document)  # plain JSON all through
