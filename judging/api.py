@@ -1,5 +1,5 @@
 """The judging API: the next blind battle, a vote, its status (and, once the battle is
-decided, the reveal), and undoing it within its window."""
+decided, the reveal), undoing it within its window, and the reasons given with it."""
 
 from collections.abc import Mapping
 
@@ -10,13 +10,16 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
+from arena_site.exceptions import ApplicationError
 from arena_site.ratelimit import counted_in_request
 from arena_site.schema import ErrorOutput
 from battles.api import BattleOutput
 from battles.presenters import battle_payload
-from judging.models import Vote
+from judging.models import Vote, VoteReason
 from judging.presenters import vote_status_payload
+from judging.reason_selectors import judge_vote_reasons, taxonomy
 from judging.services import describe, judge_next, reading_time_s, vote_cast, vote_status, vote_undo
+from judging.services.reasons import vote_reasons_set
 from judging.services.serving import RATE_WINDOWS
 
 RATE_LIMITED = OpenApiResponse(
@@ -204,3 +207,121 @@ class VoteMineApi(APIView):
         return Response(
             {"vote": vote.pk, "battle": pk, "undone": True, "undone_at": vote.retracted_at}
         )
+
+
+class ReasonSideInput(serializers.Serializer):
+    tags = serializers.ListField(
+        child=serializers.ChoiceField(choices=VoteReason.Tag.choices),
+        required=False,
+        help_text="Codes of the taxonomy (GET /api/vote-reasons/tags/), any number, each "
+        "counted once; [] or absent clears them.",
+    )
+    note = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=VoteReason.NOTE_MAX,
+        help_text=f"Free text, at most {VoteReason.NOTE_MAX} characters once trimmed; "
+        "personal data: never published in the open data.",
+    )
+
+
+class ReasonsInput(serializers.Serializer):
+    A = ReasonSideInput(required=False, help_text="Side A's tags and note.")
+    B = ReasonSideInput(required=False, help_text="Side B's tags and note.")
+
+
+class ReasonSideOutput(serializers.Serializer):
+    tags = serializers.ListField(child=serializers.CharField(), help_text="In taxonomy order.")
+    note = serializers.CharField()
+    updated_at = serializers.DateTimeField(allow_null=True, help_text="Null: never tagged.")
+
+
+class ReasonsOutput(serializers.Serializer):
+    vote = serializers.IntegerField()
+    battle = serializers.IntegerField()
+    sides = serializers.DictField(
+        child=ReasonSideOutput(), help_text='{"A": {...}, "B": {...}}: both sides, always.'
+    )
+
+
+class ReasonTagOutput(serializers.Serializer):
+    code = serializers.CharField()
+    label = serializers.CharField()
+    definition = serializers.CharField(help_text="The one line the judge page shows.")
+    kind = serializers.ChoiceField(choices=["wrong", "right"], help_text="Went wrong or right.")
+
+
+def _reasons_body(vote_id: int, battle_id: int, sides: dict) -> dict:
+    return {"vote": vote_id, "battle": battle_id, "sides": sides}
+
+
+def _sides_of(data) -> Mapping:
+    """The body's shape (a side letter → {tags, note}); what is in it is the service's
+    to check (``judging.services.reasons``), after the battle's 404."""
+    if not isinstance(data, Mapping) or not all(isinstance(v, Mapping) for v in data.values()):
+        raise ApplicationError(
+            'The body must be an object like {"A": {"tags": ["completed"], "note": "..."}}.',
+            code="invalid_body",
+        )
+    for side, given in data.items():
+        unknown = sorted(set(given) - {"tags", "note"})
+        if unknown:
+            raise ApplicationError(
+                f"Side {str(side)[:5]}: unknown field {unknown[0][:40]!r} (tags, note).",
+                code="invalid_body",
+            )
+    return data
+
+
+class VoteReasonsApi(APIView):
+    @extend_schema(
+        operation_id="battles_votes_mine_reasons_retrieve",
+        responses={
+            200: ReasonsOutput,
+            404: OpenApiResponse(
+                ErrorOutput, description="No such battle for you, or no live vote of yours on it."
+            ),
+        },
+        description="Your reasons for your live vote on the battle: each side's tags and note "
+        "(sides named A and B only).",
+    )
+    def get(self, request, pk: int):
+        vote, sides = judge_vote_reasons(judge=request.user, battle_id=pk)
+        return Response(_reasons_body(vote.pk, pk, sides))
+
+    @extend_schema(
+        operation_id="battles_votes_mine_reasons_update",
+        request=ReasonsInput,
+        responses={
+            200: ReasonsOutput,
+            400: OpenApiResponse(
+                ErrorOutput,
+                description="invalid_side (not A or B), unknown_tag, invalid_tags, "
+                "invalid_note, note_too_long, invalid_body, or no_vote (vote on the battle "
+                "first: reasons go with a live vote).",
+            ),
+            404: OpenApiResponse(
+                ErrorOutput,
+                description="A battle you may not open (another team's, never served to you).",
+            ),
+        },
+        description="After voting, say why: tags from the fixed taxonomy and a note for side "
+        "A, side B or both; each side named is replaced, a side not named keeps what it had. "
+        "Never required; editable as long as your vote stands. Tag counts are published per "
+        "agent only from admissible, independent votes on decided battles (docs/method.md).",
+    )
+    def put(self, request, pk: int):
+        vote_reasons_set(judge=request.user, battle_id=pk, sides=_sides_of(request.data))
+        vote, sides = judge_vote_reasons(judge=request.user, battle_id=pk)
+        return Response(_reasons_body(vote.pk, pk, sides))
+
+
+class ReasonTagsApi(APIView):
+    @extend_schema(
+        operation_id="vote_reasons_tags_list",
+        responses={200: ReasonTagOutput(many=True)},
+        description="The taxonomy of reasons judges may give after voting, in order: "
+        '"went wrong" codes, then "went right" ones (docs/method.md, Reasons with votes).',
+    )
+    def get(self, request):
+        return Response(taxonomy())

@@ -1,8 +1,12 @@
 """Judges, what they were served, and their votes."""
 
+from datetime import datetime
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+
+from battles.models import Battle
 
 
 class JudgeProfile(models.Model):
@@ -284,3 +288,102 @@ class MachineVerdict(models.Model):
         return f"{self.method} {self.judge_model} on battle {self.battle_id}: " + (
             self.outcome or self.status
         )
+
+
+class VoteReasonQuerySet(models.QuerySet):
+    def counted(self, *, now: datetime, probation_applies: bool) -> "VoteReasonQuerySet":
+        """Tag sets that count in the per-agent tallies, by the rules of the ratings: a
+        live (not retracted), admissible, independent (not the submitting team's) vote
+        past its undo window, on a battle decided now (not excluded, not reopened), from
+        a judge past probation when the arena applies probation
+        (``judging.services.trust.probation_applies``); empty sets left out."""
+        rows = self.filter(
+            vote__retracted=False,
+            vote__admissible=True,
+            vote__is_submitter=False,
+            vote__final_at__lte=now,
+            vote__battle__status=Battle.Status.DECIDED,
+        ).exclude(tags=[])
+        if probation_applies:
+            rows = rows.filter(vote__judge__judge_profile__established_at__isnull=False)
+        return rows
+
+
+class VoteReason(models.Model):
+    """What a judge said about one side of a battle after voting on it (docs/method.md,
+    "Reasons with votes"): tags from the fixed taxonomy ``Tag`` and an optional note, one
+    row per (vote, side), written only through ``judging.services.reasons``. A retracted
+    vote keeps its rows, which then count nowhere (``VoteReasonQuerySet.counted``)."""
+
+    class Side(models.TextChoices):
+        A = "A"
+        B = "B"
+
+    class Tag(models.TextChoices):
+        """The taxonomy, "went wrong" codes first; definitions in ``TAG_DEFINITIONS``."""
+
+        PERCEPTION = "perception", "Misread the screen"
+        GROUNDING = "grounding", "Acted on the wrong element"
+        APP_KNOWLEDGE = "app_knowledge", "Did not know the application"
+        PLANNING = "planning", "Poor plan"
+        EXECUTION = "execution", "Actions failed unnoticed"
+        REPETITION = "repetition", "Looped or lost track"
+        INSTRUCTION = "instruction", "Did not follow the instruction"
+        FALSE_SUCCESS = "false_success", "Claimed success it did not reach"
+        UNSAFE = "unsafe", "Unsafe or destructive action"
+        INEFFICIENT = "inefficient", "Wasted steps"
+        GAVE_UP = "gave_up", "Gave up too early"
+        COMPLETED = "completed", "Completed the task"
+        SELF_CORRECTED = "self_corrected", "Noticed and fixed its own mistake"
+        EFFICIENT = "efficient", "Direct and efficient"
+        CLEAR_ANSWER = "clear_answer", "Clear, accurate final answer"
+        CAREFUL = "careful", "Safe and careful"
+
+    NOTE_MAX = 500
+
+    vote = models.ForeignKey(Vote, on_delete=models.CASCADE, related_name="reasons")
+    side = models.CharField(max_length=1, choices=Side.choices)
+    tags = models.JSONField(
+        default=list, blank=True, help_text="Codes of VoteReason.Tag, distinct, sorted."
+    )
+    note = models.CharField(max_length=NOTE_MAX, blank=True)
+    updated_at = models.DateTimeField()
+
+    objects = VoteReasonQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["vote", "side"], name="vote_reason_one_per_side"),
+            models.CheckConstraint(condition=Q(side__in=["A", "B"]), name="vote_reason_side"),
+        ]
+
+    def __str__(self) -> str:
+        return f"side {self.side} of vote {self.vote_id}: {', '.join(self.tags) or '-'}"
+
+
+# One line per tag, shown to the judge beside its box (docs/method.md lists the sources).
+TAG_DEFINITIONS = {
+    "perception": "Took something on the screen for what it is not, or missed what the "
+    "screen showed (a dialog, an error, the result).",
+    "grounding": "Clicked, typed or scrolled in the wrong place: the right idea aimed at "
+    "the wrong element.",
+    "app_knowledge": "Did not know how the application or website works (menus, "
+    "shortcuts, where a setting lives).",
+    "planning": "Chose wrong or missing steps, or an order of work that could not reach the goal.",
+    "execution": "Actions did not do what was intended (a failed command, a lost "
+    "keystroke) and it went on as if they had.",
+    "repetition": "Repeated the same actions, or forgot what it had already done or seen.",
+    "instruction": "Did something other than what was asked, or left out a stated requirement.",
+    "false_success": "Said the task was done, or reported results, when the screens show "
+    "otherwise.",
+    "unsafe": "Deleted, sent, bought, exposed or changed something the task did not ask "
+    "for, or took a needless risk.",
+    "inefficient": "Took many more steps than the task needed.",
+    "gave_up": "Stopped or asked for help while the task was still within reach.",
+    "completed": "Did everything the task asked, visibly on the screens.",
+    "self_corrected": "Noticed a mistake of its own and recovered from it.",
+    "efficient": "Took a direct path with no wasted steps.",
+    "clear_answer": "Its final message says accurately and clearly what it did or found.",
+    "careful": "Checked before irreversible actions and avoided risky ones.",
+}
+WENT_RIGHT = frozenset({"completed", "self_corrected", "efficient", "clear_answer", "careful"})

@@ -1,6 +1,7 @@
 """The judge page (both sides blind, side by side, as replays), the vote, its undo
-window and then its status (with the reveal once the battle is decided), the blind
-screenshot and file routes, and the staff judging-quality page."""
+window and then its status (with the reveal once the battle is decided), the reasons a
+judge gives with a vote, the blind screenshot and file routes, the staff judging-quality
+page, and the agent page's "What judges said" block."""
 
 from pathlib import PurePosixPath
 from urllib.parse import urlencode
@@ -9,7 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.views import consent_required, consent_required_or_token
 from agents.models import Arena
@@ -25,10 +26,21 @@ from judging.machine_board import machine_board_document
 from judging.machine_reads import battle_machine_verdicts, machine_agreement, machine_verdict_counts
 from judging.models import Assignment, Vote
 from judging.presenters import replay_sides
+from judging.reason_selectors import (
+    agent_reason_counts,
+    arena_reason_counts,
+    judge_vote_reasons,
+    taxonomy,
+)
 from judging.selectors import judging_quality, landing_url
 from judging.services import judge_next, reading_time_s, vote_cast, vote_status, vote_undo
+from judging.services.reasons import battle_for_reasons, vote_reasons_set
+from judging.services.trust import probation_applies
+from ratings.selectors import NoSuchBoard, agent_public, board_arena
 
 SIDES = ("A", "B")
+# The agent page shows the judges' tags from this many counted tag sets on.
+REASONS_SHOWN_FROM = 1
 # Keys per choice, in Vote.Choice order: the letter shown on the button, then a digit.
 VOTE_KEYS = {"A": ("a", "1"), "B": ("b", "2"), "tie": ("t", "3"), "both_bad": ("x", "4"),
              "abstain": ("s", "0")}  # fmt: skip
@@ -169,7 +181,14 @@ def quality_page(request: HttpRequest) -> HttpResponse:
     exclusions. Anyone else gets 404 (the page's existence is not advertised)."""
     if not request.user.is_staff:
         raise Http404("No such page.")
-    return render(request, "judging/quality.html", judging_quality(Arena.objects.public()))
+    arena = Arena.objects.public()
+    context = judging_quality(arena)
+    context.update(
+        reason_table=arena_reason_counts(arena_id=arena.pk),
+        taxonomy=taxonomy(),
+        probation_applies=probation_applies(),
+    )
+    return render(request, "judging/quality.html", context)
 
 
 @require_GET
@@ -204,3 +223,73 @@ def machine_agreement_page(request: HttpRequest) -> HttpResponse:
         "counts": machine_verdict_counts(arena_id=arena.pk),
     }
     return render(request, "judging/machine_agreement.html", context)
+
+
+def _reason_sides(sides: dict) -> list[dict]:
+    """Each side's form fields: every tag of the taxonomy with whether it is chosen."""
+    tags = taxonomy()
+    return [
+        {
+            "side": side,
+            "note": given["note"],
+            "wrong": [
+                dict(t, checked=t["code"] in given["tags"]) for t in tags if t["kind"] == "wrong"
+            ],
+            "right": [
+                dict(t, checked=t["code"] in given["tags"]) for t in tags if t["kind"] == "right"
+            ],
+        }
+        for side, given in sides.items()
+    ]
+
+
+@consent_required
+@require_http_methods(["GET", "POST"])
+def reasons_form(request: HttpRequest, battle_id: int) -> HttpResponse:
+    """The judge page's "say why" form (``templates/judging/_reasons.html``), fetched
+    when the judge's vote request has ended. Without a live vote of theirs it is an empty
+    placeholder that asks again after the next vote request; with one, the tags and note
+    of both sides, labelled A and B only. POST stores both sides (``vote_reasons_set``);
+    a refusal comes back with its status and message. 404 for a battle the judge may not
+    open."""
+    try:
+        battle_for_reasons(judge=request.user, battle_id=battle_id)
+    except ApplicationError:
+        raise Http404("No such battle.") from None
+    context: dict = {"reasons_battle_id": battle_id}
+    status = 200
+    if request.method == "POST":
+        given = {
+            side: {"tags": request.POST.getlist(f"tags_{side}"),
+                   "note": request.POST.get(f"note_{side}", "")}
+            for side in SIDES
+        }  # fmt: skip
+        try:
+            vote_reasons_set(judge=request.user, battle_id=battle_id, sides=given)
+            context["saved"] = True
+        except ApplicationError as exc:
+            context["error"], status = exc, exc.status
+    try:
+        _, sides = judge_vote_reasons(judge=request.user, battle_id=battle_id)
+    except ApplicationError:  # no live vote: the placeholder
+        return render(request, "judging/_reasons.html", context, status=status)
+    context["reasons"] = _reason_sides(sides)
+    return render(request, "judging/_reasons.html", context, status=status)
+
+
+@require_GET
+def agent_reasons(request: HttpRequest, slug: str) -> HttpResponse:
+    """The agent page's "What judges said" block (loaded into ``templates/ratings/
+    agent.html`` by htmx: ratings sits below judging in the layers and cannot read the
+    tags itself). Public, like the agent page; the same ``?arena=`` choice."""
+    requested = request.GET.get("arena", "").strip()
+    try:  # as the agent page: without ?arena=, the public arena's agent
+        arena = board_arena(requested)[0] if requested else Arena.objects.public()
+    except NoSuchBoard as exc:
+        raise Http404(str(exc)) from None
+    agent = agent_public(arena_id=arena.pk, slug=slug)
+    if agent is None:
+        raise Http404("No such agent.")
+    counts = agent_reason_counts(agent_id=agent.pk)
+    context = {"agent": agent, "counts": counts, "min_tagged": REASONS_SHOWN_FROM}
+    return render(request, "judging/_agent_reasons.html", context)
