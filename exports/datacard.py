@@ -72,6 +72,9 @@ Each table is in JSON Lines (`.jsonl`) and/or Parquet (`.parquet`): the same row
 - **Votes.** Final votes on the exported battles. Votes undone inside their undo window
   (retracted) are never exported: they were withdrawn before any name showed and were
   never a judgment. Inadmissible votes are exported, flagged, with their reason.
+- **Reasons.** `vote_reasons` holds the tags judges gave each side after voting, for the
+  exported votes only, with whether each set counts in the arena's tallies. The judges'
+  free-text notes are never exported (they may hold personal data).
 - **Instructions redacted.** Personal data in a task's instruction (names, e-mail
   addresses, phone numbers, street addresses, credentials, ...) is replaced by
   placeholders such as `<PERSON_1>` (Microsoft Presidio with spaCy's small English

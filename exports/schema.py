@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-SCHEMA_VERSION = "1.1"
-DATA_CARD_VERSION = "1.2"
+SCHEMA_VERSION = "1.2"
+DATA_CARD_VERSION = "1.3"
 TYPES = ("string", "int64", "float64", "bool", "timestamp", "json")
 
 
@@ -147,6 +147,34 @@ VOTES = Table(
     ),
 )
 
+VOTE_REASONS = Table(
+    "vote_reasons",
+    "What judges said about each side after voting: the tags of the exported votes "
+    "(those of `votes`), one row per vote and side with at least one tag. The judges' "
+    "free-text notes are never exported.",
+    (
+        BATTLE_ID,
+        C("judge", "string", "The judge's pseudonym (as in `votes`)."),
+        C("side", "string", "A or B."),
+        C("agent", "string", "That side's agent (its slug on the board)."),
+        C(
+            "tags",
+            "json",
+            "The tag codes, distinct, in taxonomy order: perception, grounding, "
+            "app_knowledge, planning, execution, repetition, instruction, false_success, "
+            "unsafe, inefficient, gave_up (went wrong); completed, self_corrected, "
+            "efficient, clear_answer, careful (went right). Definitions: docs/method.md.",
+        ),
+        C(
+            "counted",
+            "bool",
+            "The set counts in the tallies the arena shows (agent page): an admissible, "
+            "independent vote on a decided battle, from a judge past probation when the "
+            "arena applies it.",
+        ),
+    ),
+)
+
 EXCLUSIONS = Table(
     "exclusions",
     "Excluded battles with the SPEC §5.3 rule that excluded them (the board's counts).",
@@ -276,7 +304,7 @@ STEPS = Table(
     optional=True,
 )
 
-TABLES: tuple[Table, ...] = (BATTLES, VOTES, EXCLUSIONS, RATINGS, RUNS, STEPS)
+TABLES: tuple[Table, ...] = (BATTLES, VOTES, VOTE_REASONS, EXCLUSIONS, RATINGS, RUNS, STEPS)
 BY_NAME = {t.name: t for t in TABLES}
 CORE_TABLES = tuple(t.name for t in TABLES if not t.optional)
 

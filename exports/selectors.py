@@ -32,7 +32,8 @@ from django.db.models.functions import Coalesce, Greatest, Least
 from accounts.models import Consent, ConsentTerms
 from battles.models import Battle, Run, Step
 from exports.redaction import redact_text
-from judging.models import ExclusionLogEntry, Vote
+from judging.models import ExclusionLogEntry, Vote, VoteReason
+from judging.services.trust import probation_applies
 from ratings.models import RefitState
 from ratings.selectors import rated_battles
 
@@ -269,6 +270,45 @@ def vote_rows(on_battles: Q, *, now: datetime, pseudonym: Pseudonym) -> Iterator
             "served_at": _instant(v["served_at"]),
             "voted_at": _instant(v["voted_at"]),
             "final_at": _instant(v["final_at"]),
+        }
+
+
+def vote_reason_rows(on_battles: Q, *, now: datetime, pseudonym: Pseudonym) -> Iterator[dict]:
+    """The tags judges gave each side with their votes (``judging.services.reasons``),
+    for exactly the votes ``vote_rows`` publishes (final, not retracted, on the battles
+    ``on_battles`` selects), one row per vote and side with at least one tag. The
+    judges' notes are never selected: free text may hold personal data
+    (docs/open-data.md). ``counted``: the set counts in the arena's tallies now
+    (``VoteReasonQuerySet.counted``)."""
+    counted = VoteReason.objects.counted(now=now, probation_applies=probation_applies())
+    vote_filter = Q(
+        vote__in=Vote.objects.filter(on_battles, retracted=False, final_at__lte=now).values("pk")
+    )
+    rows = (
+        VoteReason.objects.filter(vote_filter)
+        .exclude(tags=[])
+        .annotate(is_counted=Exists(counted.filter(pk=OuterRef("pk"))))
+        .order_by("vote__battle_id", "vote__voted_at", "vote_id", "side")
+        .values(
+            "vote__battle_id",
+            "vote__judge_id",
+            "side",
+            "vote__battle__agent_a__slug",
+            "vote__battle__agent_b__slug",
+            "tags",
+            "is_counted",
+        )
+    )
+    codes = VoteReason.Tag.values
+    for r in rows.iterator(chunk_size=CHUNK):
+        a_side = r["side"] == VoteReason.Side.A
+        yield {
+            "battle_id": r["vote__battle_id"],
+            "judge": pseudonym(r["vote__judge_id"]),
+            "side": r["side"],
+            "agent": r["vote__battle__agent_a__slug" if a_side else "vote__battle__agent_b__slug"],
+            "tags": [code for code in codes if code in r["tags"]],
+            "counted": r["is_counted"],
         }
 
 

@@ -78,6 +78,9 @@ def _battle_rows(scope: ExportScope) -> Iterator[dict]:
 ROWS: dict[str, Callable[[ExportScope], Iterator[dict]]] = {
     "battles": _battle_rows,
     "votes": lambda s: selectors.vote_rows(_voted_battles(s), now=s.now, pseudonym=s.pseudonym),
+    "vote_reasons": lambda s: selectors.vote_reason_rows(
+        _voted_battles(s), now=s.now, pseudonym=s.pseudonym
+    ),
     "exclusions": lambda s: selectors.exclusion_rows(s.exclusions(), arena_slug=s.arena_slug),
     "ratings": lambda s: selectors.rating_rows(arena_id=s.arena_id, arena_slug=s.arena_slug),
     "runs": lambda s: selectors.run_rows(s.battles().values("pk")),

@@ -39,7 +39,8 @@ def test_anyone_reads_the_index(api, battle):
     assert response.status_code == 200
     body = response.json()
     assert body["arena"] == "public" and body["delay_days"] == 7
-    assert [t["name"] for t in body["tables"]] == ["battles", "votes", "exclusions", "ratings"]
+    names = [t["name"] for t in body["tables"]]
+    assert names == ["battles", "votes", "vote_reasons", "exclusions", "ratings"]
     assert body["tables"][0]["url"] == "/api/open-data/battles.jsonl"
     assert body["archive_url"] == "/api/open-data/archive.tar.gz"
     assert "battles" in body["schema"]["tables"]
@@ -75,7 +76,9 @@ def test_the_archive_holds_the_export(api, battle):
 
 def test_refusals_say_what_to_do(api, battle, alice, settings):
     message = _error(api.get("/api/open-data/steps.jsonl"), 404, "not_found")
-    assert "battles.jsonl, votes.jsonl, exclusions.jsonl, ratings.jsonl" in message
+    assert (
+        "battles.jsonl, votes.jsonl, vote_reasons.jsonl, exclusions.jsonl, ratings.jsonl" in message
+    )
     _error(api.get("/api/open-data/?arena=nowhere"), 404, "not_found")
     _error(api.get("/api/open-data/?arena=bad%20slug"), 400, "invalid_parameter")
     # a team's private arena is not open data

@@ -35,7 +35,7 @@ def test_an_exported_instruction_is_redacted_and_the_raw_one_never_leaves(tmp_pa
     published = row["instruction"]
     assert "<EMAIL_ADDRESS_1>" in published and "<PHONE_NUMBER_1>" in published
     assert published.endswith(" about the refund.")
-    assert manifest["data_card_version"] == "1.2"
+    assert manifest["data_card_version"] == "1.3"
     for path in out.rglob("*"):
         if path.is_file():
             assert b"jane.doe" not in path.read_bytes(), path

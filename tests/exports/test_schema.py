@@ -51,6 +51,7 @@ def test_every_row_matches_the_schema_and_both_formats_agree(exported):
     assert manifest["counts"] == {
         "battles": 3,
         "votes": 2,
+        "vote_reasons": 0,
         "exclusions": 1,
         "ratings": 3,
         "runs": 2,
