@@ -274,8 +274,6 @@ def operators_ready(*, agent_ids: list[int]) -> set[int]:
         ).values_list("agent_id", flat=True)
     )
     busy = set(
-        HumanLane.objects.filter(agent_id__in=ready, ended_at=None).values_list(
-            "agent_id", flat=True
-        )
+        HumanLane.objects.live().filter(agent_id__in=ready).values_list("agent_id", flat=True)
     )
     return ready - busy

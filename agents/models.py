@@ -1,8 +1,11 @@
 """The roster: arenas (the scope of a leaderboard) and the agents entered in them."""
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 PUBLIC_ARENA_SLUG = "public"
 # The demo board's arena (docs/leaderboard.md "The demo board").
@@ -264,6 +267,17 @@ class BaselineOperator(models.Model):
         return f"{self.user} operates {self.agent}"
 
 
+class HumanLaneQuerySet(models.QuerySet):
+    # A lane whose wall budget ran out this long ago without an end is a dead worker's
+    # (the battle janitor fails or re-queues its battle): it offers nothing any more.
+    STALE_AFTER_S = 120
+
+    def live(self) -> "HumanLaneQuerySet":
+        """Lanes not ended, whose wall budget has not long run out."""
+        since = timezone.now() - timedelta(seconds=self.STALE_AFTER_S)
+        return self.filter(ended_at=None, deadline_at__gte=since)
+
+
 class HumanLane(models.Model):
     """The lane a human entrant drives, as its policy (``agents.human.HumanPolicy``)
     shows it to the operator page: the current observation (the screen after the last
@@ -291,6 +305,8 @@ class HumanLane(models.Model):
     )
     taken_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
+
+    objects = HumanLaneQuerySet.as_manager()
 
     def __str__(self) -> str:
         return f"human lane of run {self.run_id}"

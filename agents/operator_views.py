@@ -49,9 +49,11 @@ def _lane_of(request: HttpRequest, operators: list[BaselineOperator]) -> HumanLa
     """The lane the person may drive now: one of their agents', not ended, untaken or
     taken by them (the oldest first)."""
     mine = [o.pk for o in operators]
-    lanes = HumanLane.objects.filter(
-        agent_id__in=[o.agent_id for o in operators], ended_at=None
-    ).order_by("started_at", "pk")
+    lanes = (
+        HumanLane.objects.live()
+        .filter(agent_id__in=[o.agent_id for o in operators])
+        .order_by("started_at", "pk")
+    )
     for lane in lanes:
         if lane.operator_id is None or lane.operator_id in mine:
             return lane

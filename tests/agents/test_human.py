@@ -289,3 +289,14 @@ def test_the_agents_api_filters_by_kind_human(alice, human):
     assert api.get("/api/agents/?kind=remote").json()["results"] == []
     refused = api.get("/api/agents/?kind=robot")
     assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_kind"
+
+
+def test_a_dead_workers_lane_neither_blocks_the_draw_nor_shows(client, alice, human, operator):
+    now = timezone.now()
+    BaselineOperator.objects.filter(pk=operator.pk).update(on_duty_since=now, seen_at=now)
+    policy = lane_policy(human, run_id=41)
+    # its wall budget ran out long ago, and nothing ended it (the worker died)
+    HumanLane.objects.filter(pk=policy.lane.pk).update(deadline_at=now - timedelta(minutes=5))
+    assert operators_ready(agent_ids=[human.pk]) == {human.pk}
+    client.force_login(alice)
+    assert 'data-run="41"' not in client.get("/operate/").content.decode()
