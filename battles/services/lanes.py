@@ -251,6 +251,8 @@ def _drive(run: Run, inputs: LaneInputs, sandbox: Sandbox) -> None:
         return _end_run(
             run, Run.EndReason.ERROR, error=f"agent error: {exc}"[:2000], agent_fault=True
         )
+    if hasattr(policy, "keepalive"):  # a human's policy beats while it waits (agents.human)
+        policy.keepalive = lambda: _heartbeat(run)  # type: ignore[attr-defined]
     try:
         return _drive_policy(run, inputs, sandbox, policy)
     finally:
