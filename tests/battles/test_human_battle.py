@@ -189,3 +189,37 @@ def test_an_untaken_lane_falls_back_to_a_fresh_pair(charlie, human):
     assert human.pk not in (rerun.agent_a_id, rerun.agent_b_id)
     assert rerun.status == Battle.Status.QUEUED and rerun.task_id == task.pk
     assert BaselineOperator.objects.get(agent=human).on_duty_since is None
+
+
+def test_a_lane_waiting_for_its_operator_keeps_its_battle_alive(charlie, human, monkeypatch):
+    monkeypatch.setattr("agents.human.KEEPALIVE_S", 0.3)
+    idle = Agent.objects.get(slug="idle")
+    battle = battle_create(task=_task(charlie), agent_a=human, agent_b=idle, redundancy_target=1)
+    run = battle.runs.get(side="A")
+    beats, errors = [], []
+
+    def slow_operator():
+        try:
+            while not HumanLane.objects.filter(run_id=run.pk, instruction=INSTRUCTION).exists():
+                time.sleep(0.1)
+            human_lane_take(user=charlie_operator, run_id=run.pk)
+            for _ in range(5):  # the operator thinks for 2.5 s; the battle's heartbeat moves
+                beats.append(Battle.objects.get(pk=battle.pk).heartbeat_at)
+                time.sleep(0.5)
+            human_action_submit(
+                user=charlie_operator, run_id=run.pk, tool="give_up", args={"message": "no"}
+            )
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    charlie_operator = BaselineOperator.objects.get(agent=human).user
+    thread = threading.Thread(target=slow_operator)
+    thread.start()
+    battle_run(battle_id=battle.pk)
+    thread.join(timeout=30)
+    assert not errors, errors
+    # beating while it waited (the other lane, Idle, ended after its first step)
+    assert len(set(beats[2:])) == 3 and beats == sorted(beats)
+    assert battle.runs.get(side="A").end_reason == Run.EndReason.GAVE_UP
