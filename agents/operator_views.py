@@ -76,6 +76,11 @@ def _context(request: HttpRequest) -> dict:
             take_left=max(0, int((lane.take_by - timezone.now()).total_seconds())),
             tools=[t for t in TOOL_FIELDS if t in lane.tools or t == GIVE_UP],
             result=lane.last_result or {},
+            # the live desktop widget (templates/battles/_live_desktop.html)
+            live_lanes=[{"pk": lane.run_id, "side": "yours"}],
+            live_socket=f"/ws/operate/lanes/{lane.run_id}/live/",
+            # (the widget also reads a battle's runs, whatever it is given: none here)
+            no_battle={"status": "", "task": {"kind": ""}, "runs": {"all": []}},
         )
     return context
 

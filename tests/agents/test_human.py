@@ -195,6 +195,8 @@ def test_the_operator_takes_the_lane_and_acts_through_the_page(client, alice, hu
     client.force_login(alice)
     page = client.get("/operate/").content.decode()
     assert "Do it" in page and 'id="take-lane"' in page
+    # the lane's screen live, on the operator's own socket (battles.operator_views)
+    assert 'data-live-socket="/ws/operate/lanes/41/live/"' in page
     assert client.post("/operate/lanes/41/take/").status_code == 302
     assert client.get("/operate/lanes/41/screen.png").content == b"png"
     # a click on the screen image sends the pixel clicked (at.x, at.y)

@@ -94,6 +94,9 @@ def test_an_operator_is_drawn_drives_the_contact_form_and_is_judged_blind(
     expect(operator.locator("#operate-actions")).to_be_visible()
     expect(operator.locator("#lane-instruction")).to_have_text(INSTRUCTION)
     expect(operator.locator("#screen")).to_be_visible()
+    # and the lane's desktop live beside it (several frames a second while it runs)
+    live = operator.locator("#live-desktops figure.live-lane")
+    expect(live).not_to_have_attribute("data-frames", "0", timeout=20_000)
     forms = operator.locator("#operate-actions form.tool-form")
     offered = {f.get_attribute("data-tool") for f in forms.all()}
     assert {"click", "type", "key", "scroll", "navigate", "shell", "deliver", "give_up"} <= offered
