@@ -26,7 +26,13 @@ from arena_site.asgi import application
 from battles.live_consumers import CLOSE_NOT_FOUND, CLOSE_RECEIVE_ONLY
 from battles.models import Step
 from battles.services import task_submit
-from battles.services.live_frames import live_desktop_stream, live_viewers
+from battles.services.live_frames import (
+    LINGER_S,
+    live_desktop_stream,
+    live_viewer_forget,
+    live_viewer_mark,
+    live_viewers,
+)
 from judging.models import Assignment
 from sandboxes.base import SandboxSpec
 from sandboxes.local_backend import LocalBackend
@@ -58,20 +64,20 @@ def communicator(battle_id: int, cookie: bytes | None = None) -> WebsocketCommun
 @pytest.fixture
 def streaming(alice, roster, sandbox_root):
     """A battle of alice's team whose two lanes each stream a real desktop, as
-    ``run_lane`` streams them; yields (battle, {run id: sandbox})."""
+    ``run_lane`` streams them; yields (battle, {run id: sandbox}, {run id: stream})."""
     battle = task_submit(user=alice, instruction="open the page", rng=random.Random(2))
     runs = list(battle.runs.order_by("side"))
     backend = LocalBackend(sandbox_root, uid_base=settings.ARENA.sandbox_uid_base)
     with ExitStack() as stack:
-        boxes = {}
+        boxes, streams = {}, {}
         for slot, run in enumerate(runs, start=8):
             box = backend.provision(
                 SandboxSpec(run_id=run.pk, start_url=PAGE, egress=False), slot=slot
             )
             stack.callback(box.destroy)
-            stack.enter_context(live_desktop_stream(run.pk, box, fps=5))
+            streams[run.pk] = stack.enter_context(live_desktop_stream(run.pk, box, fps=5))
             boxes[run.pk] = box
-        yield battle, boxes
+        yield battle, boxes, streams
 
 
 def frames_for(socket: WebsocketCommunicator, seconds: float):
@@ -88,7 +94,7 @@ def frames_for(socket: WebsocketCommunicator, seconds: float):
 
 
 def test_the_team_sees_both_lanes_live_while_it_watches(bob, streaming):
-    battle, boxes = streaming
+    battle, boxes, streams = streaming
     run_ids = sorted(boxes)
     cookie = session_cookie(bob)
 
@@ -96,32 +102,62 @@ def test_the_team_sees_both_lanes_live_while_it_watches(bob, streaming):
         socket = communicator(battle.pk, cookie)
         connected, _ = await socket.connect()
         assert connected
-        frames = await frames_for(socket, 4.0)
+        frames = await frames_for(socket, 6.0)
         watching = [await database_sync_to_async(live_viewers)(r) for r in run_ids]
         await socket.disconnect()
         return frames, watching
 
-    # Given nobody watched: no viewer
+    # Given nobody watched: no viewer, no grabber process
+    time.sleep(1.5)
     assert [live_viewers(r) for r in run_ids] == [0, 0]
+    assert [streams[r].started_children for r in run_ids] == [0, 0]
 
-    # When a team member opens the live socket for ~4 s
+    # When a team member opens the live socket for 6 s
     frames, watching = async_to_sync(scenario)()
 
-    # Then both lanes' frames arrive, several a second each, as JPEGs
+    # Then both lanes' frames arrive, several a second each (the grabbers start within
+    # ~2 s: a check, then the process), as JPEGs, from one grabber process each
     assert watching == [1, 1]
+    assert [streams[r].started_children for r in run_ids] == [1, 1]
     per_run = {r: [f for f in frames if f["run"] == r] for r in run_ids}
     for run_id, received in per_run.items():
-        assert len(received) >= 8, (run_id, len(received))  # ≥ 2/s over 4 s (5/s asked)
+        assert len(received) >= 10, (run_id, len(received))  # ≥ 2/s (5/s asked)
         seqs = [f["seq"] for f in received]
         assert seqs == sorted(seqs)
         assert received[0]["jpeg"].startswith("/9j/")  # base64 of a JPEG's FF D8 FF
-    # and once the socket closed, nobody watches
+    # and once the socket closed, nobody watches, and the grabbers end soon after
     assert [live_viewers(r) for r in run_ids] == [0, 0]
+    deadline = time.monotonic() + LINGER_S + 5
+    while any(s.child is not None for s in streams.values()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [s.child for s in streams.values()] == [None, None]
+
+
+def test_the_grabber_process_ends_with_the_lane(alice, roster, sandbox_root, bob):
+    battle = task_submit(user=alice, instruction="open the page", rng=random.Random(4))
+    run = battle.runs.get(side="A")
+    box = LocalBackend(sandbox_root, uid_base=settings.ARENA.sandbox_uid_base).provision(
+        SandboxSpec(run_id=run.pk, start_url=PAGE, egress=False), slot=10
+    )
+    try:
+        live_viewer_mark(run_ids=[run.pk], viewer="a-page")
+        with live_desktop_stream(run.pk, box) as stream:
+            deadline = time.monotonic() + 10
+            while stream.child is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+            child = stream.child
+            assert child is not None and child.poll() is None
+        # the lane ended (the block): the process is gone, though a viewer is still marked
+        assert child.poll() is not None
+        assert not stream.is_alive()
+    finally:
+        live_viewer_forget(run_ids=[run.pk], viewer="a-page")
+        box.destroy()
 
 
 @pytest.mark.parametrize("who", ["outsider", "anonymous", "judge"])
 def test_others_get_a_closed_socket_and_no_frame_is_grabbed(who, charlie, judge, streaming):
-    battle, boxes = streaming
+    battle, boxes, _ = streaming
     cookie = None
     if who == "outsider":
         cookie = session_cookie(charlie)
@@ -143,7 +179,7 @@ def test_others_get_a_closed_socket_and_no_frame_is_grabbed(who, charlie, judge,
 def test_another_teams_battle_number_gets_no_frame(alice, charlie, roster, streaming):
     # charlie's own battle is open to him; alice's stays closed whatever he asks
     own = task_submit(user=charlie, instruction="list the files", rng=random.Random(3))
-    battle, boxes = streaming
+    battle, boxes, _ = streaming
     cookie = session_cookie(charlie)
 
     async def scenario():
@@ -170,7 +206,7 @@ async def closed(socket: WebsocketCommunicator) -> dict:
 
 
 def test_the_socket_is_receive_only(bob, streaming):
-    battle, boxes = streaming
+    battle, boxes, _ = streaming
     steps_before = Step.objects.filter(run__battle=battle).count()
     attempts = [
         json.dumps({"tool": "click", "args": {"x": 640, "y": 400}}),
