@@ -184,7 +184,10 @@ def test_tallies_count_only_decided_battles_and_no_tally_moves_while_one_is_open
     voted = T0 + READ
     cast(judge, battle, "B", voted)
     with time_machine.travel(voted + dt.timedelta(seconds=5), tick=False):
-        put(api, judge, battle, {"A": {"tags": ["false_success"]}, "B": {"tags": ["completed"]}})
+        body = {"A": {"tags": ["false_success"]}, "B": {"tags": ["completed"]}}
+        answer = put(api, judge, battle, body).content.decode().lower()
+        names = [n for a in (battle.agent_a, battle.agent_b) for n in a.identity_strings()]
+        assert [n for n in names if n.lower() in answer] == []
         assert counts("rulebook") == counts("idle") == {"tagged": 0}
         assert arena_reason_counts(arena_id=battle.arena_id) == []
     # the window passes and the battle is decided: now they count, per side's agent
