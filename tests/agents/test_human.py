@@ -302,3 +302,29 @@ def test_a_dead_workers_lane_neither_blocks_the_draw_nor_shows(client, alice, hu
     assert operators_ready(agent_ids=[human.pk]) == {human.pk}
     client.force_login(alice)
     assert 'data-run="41"' not in client.get("/operate/").content.decode()
+
+
+# --- the admin marks operators ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("who", "agent_slug", "saved", "words"),
+    [
+        ("bob", "people", True, ""),  # a member of the entrant's team
+        ("charlie", "people", False, "member of the team that entered"),
+        ("bob", "idle", False, "Only a human entrant"),
+    ],
+)
+def test_the_admin_marks_only_team_members_of_a_human_entrant(
+    client, django_user_model, bob, charlie, human, roster, who, agent_slug, saved, words
+):
+    root = django_user_model.objects.create_superuser("root", password="pw-for-admin-42")
+    client.force_login(root)
+    person = {"bob": bob, "charlie": charlie}[who]
+    agent = Agent.objects.get(slug=agent_slug)
+    response = client.post(
+        "/admin/agents/baselineoperator/add/", {"agent": agent.pk, "user": person.pk}
+    )
+    assert BaselineOperator.objects.filter(user=person).exists() is saved
+    if not saved:
+        assert response.status_code == 200 and words in html.unescape(response.content.decode())
