@@ -143,3 +143,18 @@ def test_the_quality_page_tables_the_tags_per_agent(client, alice, judge, roster
         counts = [int(c) for c in cells[1:]]
         assert counts[VoteReason.Tag.values.index(code)] == 1 and sum(counts) == 1
     assert Agent.objects.get(slug="rulebook").display_name in table
+
+
+def test_the_agent_block_reads_in_a_fixed_number_of_queries(
+    client, alice, roster, django_assert_max_num_queries
+):
+    from tests.judging.battle_factories import people
+
+    for judge in people(5):
+        battle = ended_battle(alice)
+        judge_on(judge, battle, "A")
+        logged_in(client, judge).post(form_url(battle), {"tags_A": ["completed"]})
+    client.logout()
+    with django_assert_max_num_queries(4):  # arena, agent, probation, the tag sets
+        html = client.get("/agents/rulebook/reasons/").content.decode()
+    assert '<strong id="tagged-votes">5</strong>' in html
