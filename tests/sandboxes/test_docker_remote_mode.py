@@ -171,11 +171,19 @@ def test_a_desktop_on_the_remote_engine_over_the_channel_alone(
         assert f"size={spec.disk_bytes}" in box.volume.attrs["Options"]["o"]
 
         assert wait_for(lambda: (box.page_state() or {}).get("title") == "start")
-        shot = box.screenshot()
-        assert shot.ok, shot.error
-        image = Image.open(io.BytesIO(shot.image)).convert("RGB")
+        shots = []
+
+        def painted() -> bool:
+            # the title is the DOM's; the browser paints after it (under load, a
+            # screenshot right after the title can still show the blank page)
+            shot = box.screenshot()
+            assert shot.ok, shot.error
+            shots.append(Image.open(io.BytesIO(shot.image)).convert("RGB"))
+            return shots[-1].getpixel((1000, 700)) == (204, 0, 51)  # the page's own colour
+
+        assert wait_for(painted), shots[-1].getpixel((1000, 700))
+        image = shots[-1]
         assert image.size == (1280, 800)
-        assert image.getpixel((1000, 700)) == (204, 0, 51)  # the page's own colour
         assert image.getpixel((200, 150)) != (204, 0, 51)  # the button
 
         assert box.click(200, 150).ok
