@@ -223,3 +223,27 @@ def test_a_lane_waiting_for_its_operator_keeps_its_battle_alive(charlie, human, 
     # beating while it waited (the other lane, Idle, ended after its first step)
     assert len(set(beats[2:])) == 3 and beats == sorted(beats)
     assert battle.runs.get(side="A").end_reason == Run.EndReason.GAVE_UP
+
+
+@pytest.mark.parametrize(
+    ("message", "excluded"),
+    [("Sent as Grace Hopper: REF-123456.", False), ("Sent by alice: REF-123456.", True)],
+)
+def test_the_leak_scan_reads_a_humans_words_for_its_operators_name(
+    charlie, human, message, excluded
+):
+    from judging.services import battle_screen
+
+    idle = Agent.objects.get(slug="idle")
+    battle = battle_create(task=_task(charlie), agent_a=human, agent_b=idle, redundancy_target=1)
+    now = timezone.now()
+    for run, final in ((battle.runs.get(side="A"), message), (battle.runs.get(side="B"), "no")):
+        Run.objects.filter(pk=run.pk).update(
+            status=Run.Status.ENDED, end_reason=Run.EndReason.DELIVERED, final_message=final,
+            started_at=now, ended_at=now, input_digest="d",
+        )  # fmt: skip
+    Battle.objects.filter(pk=battle.pk).update(status=Battle.Status.SCREENING)
+
+    reason = battle_screen(battle_id=battle.pk)
+
+    assert reason == (Battle.ExclusionReason.NAMED_MODEL if excluded else "")
