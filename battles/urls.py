@@ -14,7 +14,7 @@ urlpatterns = [
     path("battles/<int:battle_id>/runs/<str:side>/", views.run_page, name="run"),
     path("battles/<int:battle_id>/end/<str:side>/", views.end_side, name="end-side"),
     # Conversations with both sides (docs/conversations.md): the page's box and forms,
-    # and the same commands in the API.
+    # and the same commands in the API (the "id" converter: arena_site/urls.py).
     path("battles/<int:battle_id>/conversation/", views.conversation_part, name="conversation"),
     path("battles/<int:battle_id>/follow-ups/", views.follow_up_post, name="follow-up"),
     path(
@@ -23,13 +23,13 @@ urlpatterns = [
         name="answer",
     ),
     path(
-        "api/battles/<int:pk>/conversation/",
+        "api/battles/<id:pk>/conversation/",
         api.BattleConversationApi.as_view(),
         name="api-conversation",
     ),
-    path("api/battles/<int:pk>/follow-ups/", api.FollowUpCreateApi.as_view(), name="api-follow-up"),
+    path("api/battles/<id:pk>/follow-ups/", api.FollowUpCreateApi.as_view(), name="api-follow-up"),
     path(
-        "api/battles/<int:pk>/questions/<int:question_id>/answer/",
+        "api/battles/<id:pk>/questions/<id:question_id>/answer/",
         api.QuestionAnswerApi.as_view(),
         name="api-answer",
     ),

@@ -3,6 +3,7 @@ two sides laid out as replays."""
 
 from typing import Any
 
+from battles.models import FollowUp, FollowUpReceipt
 from battles.presenters import battle_reveal
 from judging.services.voting import VoteStatus
 
@@ -56,8 +57,6 @@ def follow_ups_received(battle_id: int) -> list[dict[str, Any]]:
     """The submitter's follow-ups to a battle (docs/conversations.md), in order, each
     with the step (1-based, as the judge page counts) at which each side received it:
     the same words reached both sides, each at its next step."""
-    from battles.models import FollowUp, FollowUpReceipt
-
     seen: dict[int, dict[str, int]] = {}
     receipts = FollowUpReceipt.objects.filter(run__battle_id=battle_id)
     for follow_up, side, step in receipts.values_list("follow_up_id", "run__side", "step_index"):

@@ -35,6 +35,7 @@ from agents.policies import FollowUp as FollowUpMessage
 from arena_site.exceptions import ApplicationError
 from battles.models import Battle, FollowUp, FollowUpReceipt, Question, Run, Task
 from battles.parity import LaneInputs, conversation_digest
+from battles.presenters import Redactor
 from battles.selectors import team_ids_of
 from battles.services.lane_fence import fenced
 from battles.services.live import battle_publish
@@ -159,7 +160,7 @@ def question_answer(
     text = _clean_text(text, limit=ANSWER_MAX_CHARS, what="answer")
     battle = _team_battle(user, battle_id)
     question = (
-        Question.objects.select_for_update()
+        Question.objects.select_for_update(of=("self",))
         .select_related("run")
         .filter(pk=question_id, battle=battle)
         .first()
@@ -296,7 +297,8 @@ def lane_conversation(run: Run, inputs: LaneInputs) -> LaneConversation | None:
 
 def battle_conversation(battle: Battle) -> dict[str, Any]:
     """The battle's conversation as its team sees it: every follow-up with the step at
-    which each side received it, every question with its side, status and answer,
+    which each side received it, every question (redacted, as the blind live panel is)
+    with its side, status and answer,
     whether a follow-up can be sent now, and the parity of what the sides received."""
     runs = {run.side: run for run in battle.runs.all()}
     receipts: dict[int, dict[str, int]] = {}
@@ -314,6 +316,8 @@ def battle_conversation(battle: Battle) -> dict[str, Any]:
         for f in battle.follow_ups.order_by("seq")
     ]
     now = timezone.now()
+    # The question is the agent's text: blind as the live panel is (battles.presenters).
+    redactor = Redactor.for_roster()
     questions = []
     for q in Question.objects.filter(battle=battle).select_related("run").order_by("asked_at"):
         waiting = (
@@ -326,7 +330,7 @@ def battle_conversation(battle: Battle) -> dict[str, Any]:
                 "id": q.pk,
                 "side": q.run.side,
                 "step": q.step_index,
-                "question": q.text,
+                "question": redactor.text(q.text),
                 "status": "pending" if waiting else q.status,
                 "answer": q.answer,
                 "seconds_left": max(0, int((q.deadline_at - now).total_seconds()))

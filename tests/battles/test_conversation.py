@@ -2,6 +2,7 @@
 sandboxes, two scripted agents that ask the submitter before they deliver, the team's
 page and API in between, then the leak scan and the judge page."""
 
+import datetime as dt
 import random
 import threading
 import time
@@ -19,6 +20,7 @@ from battles.parity import conversation_digest
 from battles.services import battle_run, task_submit
 from battles.services.conversation import FOLLOW_UP_MAX_CHARS, LaneConversation
 from judging.services import battle_screen
+from judging.visible import judge_visible_texts
 from tests.conftest import api_client_for
 
 pytestmark = pytest.mark.django_db(transaction=True)  # lanes run in threads
@@ -155,6 +157,11 @@ def test_a_follow_up_reaches_both_lanes_and_an_answer_only_the_side_that_asked(
     assert a.conversation_digest == b.conversation_digest == expected
     assert a.input_digest == b.input_digest  # the task's inputs as ever
 
+    # the leak scan reads the question (the agent's text) and the answer, as every step's
+    texts = set(judge_visible_texts(battle.runs.prefetch_related("steps").order_by("side")))
+    assert ("side A step 0 (ask_user) arguments", "Which colour should it be?") in texts
+    assert ("side B step 0 (ask_user) stdout", "green") in texts
+
     # and the judge sees the exchange of each side, and the follow-up
     battle_screen(battle_id=battle.pk)
     battle.refresh_from_db()
@@ -207,3 +214,25 @@ def test_a_malformed_question_is_a_failed_step_not_a_wait(alice, roster):
     result = LaneConversation(run).ask(step=0, args={"q": 1}, seconds_left=60, beat=lambda: None)
     assert not result.ok and result.error == "ask_user has no argument q"
     assert not Question.objects.exists()
+
+
+def test_the_team_reads_questions_blind_and_nobody_else_reads_them(alice, charlie, judge, roster):
+    battle = battle_between(alice, "rulebook", "idle")
+    Battle.objects.filter(pk=battle.pk).update(status="running")
+    Run.objects.filter(battle=battle).update(status="running", started_at=timezone.now())
+    run = battle.runs.get(side="A")
+    Question.objects.create(
+        run=run, battle=battle, team=battle.team, step_index=0,
+        text="As Rulebook, I ask: which file?",
+        deadline_at=timezone.now() + dt.timedelta(seconds=60),
+    )  # fmt: skip
+    url = f"/api/battles/{battle.pk}/conversation/"
+
+    state = api_client_for(alice).get(url)
+
+    assert state.status_code == 200
+    [question] = state.json()["questions"]
+    assert (question["side"], question["status"]) == ("A", "pending")
+    assert question["question"] == "As [hidden], I ask: which file?"
+    assert api_client_for(charlie).get(url).status_code == 404
+    assert api_client_for(judge).get(url).status_code == 404
