@@ -14,7 +14,25 @@ a lane.
 
 A page with another audience (a human operator watching their own lane) subclasses
 ``LiveDesktopSocket``: ``live_run_ids(user)`` answers the runs that user may watch (an
-empty list: refused)."""
+empty list: refused; it runs in a thread, the ORM may be used), e.g.::
+
+    class OperatorLiveConsumer(LiveDesktopSocket):
+        def live_run_ids(self, user) -> list[int]:
+            run_id = self.scope["url_route"]["kwargs"]["run_id"]
+            return [run_id] if <user operates that run> else []
+
+    # arena_site/routing.py
+    path("ws/operate/<int:run_id>/live/", OperatorLiveConsumer.as_asgi()),
+
+and the page includes the widget with those runs and that socket::
+
+    {% include "battles/_live_desktop.html" with lanes=runs live_socket=socket_path %}
+
+(``lanes``: runs, each with ``.pk`` and ``.side``; ``socket_path`` such as
+"/ws/operate/7/live/"). Frames come from the runs' groups only (``live-run-<id>``): a
+socket for one run never carries another's screen. A lane streams whenever its sandbox
+has a capturable screen (``battles.services.lanes`` wraps every lane's sandbox in
+``live_desktop_stream``); no more is needed for a new page."""
 
 import asyncio
 import logging
@@ -49,6 +67,7 @@ class LiveDesktopSocket(TenantSocket):
         self.run_ids: list[int] = []
         self.viewer = secrets.token_hex(8)
         self._marker: asyncio.Future | None = None
+        self._forgotten = False
 
     def live_run_ids(self, user) -> list[int]:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -85,20 +104,31 @@ class LiveDesktopSocket(TenantSocket):
         if not self._closing:
             self._closing = True
             await self.groups_leave()
+            await self._forget()
             await self.close(code=CLOSE_RECEIVE_ONLY)
 
+    async def shut(self) -> None:
+        await super().shut()
+        await self._forget()  # at once, not when the page's disconnect comes
+
     async def disconnect(self, code: int) -> None:
+        await self._forget()
+        await super().disconnect(code)
+
+    async def _forget(self) -> None:
+        """This socket watches no more: its marks go (idempotent)."""
         marker, self._marker = self._marker, None
         if marker is not None:
             marker.cancel()
-        if self.run_ids and self.user_id is not None:
-            try:
-                await database_sync_to_async(live_viewer_forget)(
-                    run_ids=self.run_ids, viewer=self.viewer
-                )
-            except Exception:  # it lapses by itself (VIEWER_TTL_S)
-                logger.warning("forgetting a live viewer failed", exc_info=True)
-        await super().disconnect(code)
+        if not self.run_ids or self.user_id is None or self._forgotten:
+            return
+        self._forgotten = True
+        try:
+            await database_sync_to_async(live_viewer_forget)(
+                run_ids=self.run_ids, viewer=self.viewer
+            )
+        except Exception:  # it lapses by itself (VIEWER_TTL_S)
+            logger.warning("forgetting a live viewer failed", exc_info=True)
 
 
 class BattleLiveConsumer(LiveDesktopSocket):

@@ -114,12 +114,15 @@ class _LaneStream(threading.Thread):
 
     def run(self) -> None:
         last_watched: float | None = None
+        failing = False
         while True:
             try:
                 watched = live_viewers(self.run_id) > 0
+                failing = False
             except Exception:
-                logger.warning("asking who watches run %s failed", self.run_id, exc_info=True)
-                watched = False
+                if not failing:  # once per outage, not once a second
+                    logger.warning("asking who watches run %s failed", self.run_id, exc_info=True)
+                watched, failing = False, True
             now = time.monotonic()
             if watched:
                 last_watched = now

@@ -5,6 +5,7 @@ with a real bubblewrap desktop streaming as a lane's does (``live_desktop_stream
   viewer only then (the grabber idles before and after);
 - an outsider, an anonymous visitor and a judge served the battle get a closed socket,
   and count as no viewer (no frame is grabbed for them);
+- a member removed from the team loses the view at once (``TenantSocket``);
 - the socket is receive-only: a viewer who sends what looks like a click or keys is
   closed, and the desktop saw no input (its page turns red and says so on any event)."""
 
@@ -22,6 +23,8 @@ from django.conf import settings
 from django.test import Client
 from django.utils import timezone
 
+from accounts.models import Team
+from accounts.services import team_member_remove
 from arena_site.asgi import application
 from battles.live_consumers import CLOSE_NOT_FOUND, CLOSE_RECEIVE_ONLY
 from battles.models import Step
@@ -239,4 +242,27 @@ def test_the_socket_is_receive_only(bob, streaming):
     for box in boxes.values():
         assert box.page_state()["title"] == "untouched"
     assert Step.objects.filter(run__battle=battle).count() == steps_before
+    assert [live_viewers(r) for r in sorted(boxes)] == [0, 0]
+
+
+def test_a_member_removed_from_the_team_loses_the_live_view_at_once(alice, bob, streaming):
+    battle, boxes, _ = streaming
+    cookie = session_cookie(bob)
+    acme = Team.objects.get(name="Acme")
+
+    async def scenario():
+        socket = communicator(battle.pk, cookie)
+        assert (await socket.connect())[0]
+        assert (await frames_for(socket, 3.0)) != []  # watching
+        await database_sync_to_async(team_member_remove)(team=acme, member=bob, actor=alice)
+        close = await closed(socket)
+        again = communicator(battle.pk, cookie)
+        refused = await again.connect()
+        await again.disconnect()
+        return close, refused
+
+    close, refused = async_to_sync(scenario)()
+
+    assert close == {"type": "websocket.close", "code": CLOSE_NOT_FOUND}
+    assert refused == (False, CLOSE_NOT_FOUND)
     assert [live_viewers(r) for r in sorted(boxes)] == [0, 0]
