@@ -71,10 +71,7 @@ def battle_page(request: HttpRequest, battle_id: int) -> HttpResponse:
         "panel": render_battle_panel(battle.pk),
         # Who fought, for those who may know (the battle closed; see the selector).
         "reveal": battle_reveal(battle) if user_may_see_identities(request.user, battle) else None,
-        # The team's conversation with both sides of a desktop battle (docs/conversations.md).
-        "conversation": battle_conversation(battle)
-        if battle.team_id in team_ids_of(request.user) and battle.task.kind != "repo"
-        else None,
+        "conversation": _page_conversation(request, battle),
     }
     return render(request, "battles/detail.html", context)
 
@@ -160,6 +157,16 @@ def battle_panel(request: HttpRequest, battle_id: int) -> HttpResponse:
 
 
 # -- conversations with both sides (docs/conversations.md): the team's page part ---------
+
+
+def _page_conversation(request: HttpRequest, battle: Battle) -> dict | None:
+    """The box on the team's page of a desktop battle: while it may still run, or when
+    anything was said."""
+    if battle.team_id not in team_ids_of(request.user) or battle.task.kind == "repo":
+        return None
+    conversation = battle_conversation(battle)
+    live = battle.status in (Battle.Status.QUEUED, Battle.Status.RUNNING)
+    return conversation if live or conversation["follow_ups"] or conversation["questions"] else None
 
 
 def _conversation_fragment(

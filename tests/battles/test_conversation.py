@@ -236,3 +236,28 @@ def test_the_team_reads_questions_blind_and_nobody_else_reads_them(alice, charli
     assert question["question"] == "As [hidden], I ask: which file?"
     assert api_client_for(charlie).get(url).status_code == 404
     assert api_client_for(judge).get(url).status_code == 404
+
+
+def test_the_battle_page_offers_the_box_to_its_team_and_says_why_it_refuses(
+    alice, charlie, roster, client
+):
+    battle = battle_between(alice, "rulebook", "idle")
+    client.force_login(alice)
+
+    page = client.get(f"/battles/{battle.pk}/").content.decode()
+    assert 'id="follow-up-form"' in page
+    assert f'hx-get="/battles/{battle.pk}/conversation/"' in page  # polled while queued
+
+    refused = client.post(
+        f"/battles/{battle.pk}/follow-ups/", {"text": "hello"}, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert "The agents have not started yet: send the follow-up once both sides run." in refused
+    assert not battle.follow_ups.exists()
+
+    client.force_login(charlie)
+    assert client.get(f"/battles/{battle.pk}/conversation/").status_code == 404
+    assert client.post(f"/battles/{battle.pk}/follow-ups/", {"text": "x"}).status_code == 404
+
+    Battle.objects.filter(pk=battle.pk).update(status="decided")
+    client.force_login(alice)
+    assert 'id="conversation"' not in client.get(f"/battles/{battle.pk}/").content.decode()
