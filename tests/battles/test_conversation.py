@@ -261,3 +261,27 @@ def test_the_battle_page_offers_the_box_to_its_team_and_says_why_it_refuses(
     Battle.objects.filter(pk=battle.pk).update(status="decided")
     client.force_login(alice)
     assert 'id="conversation"' not in client.get(f"/battles/{battle.pk}/").content.decode()
+
+
+def chain(*messages: tuple[int, str]) -> str:
+    digest = ""
+    for seq, text in messages:
+        digest = conversation_digest(digest, seq, text)
+    return digest
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        pytest.param(((1, "a"),), id="one missing"),
+        pytest.param(((1, "a"), (2, "b"), (3, "c")), id="one extra"),
+        pytest.param(((2, "b"), (1, "a")), id="reordered"),
+        pytest.param(((1, "a"), (2, "B")), id="altered text"),
+        pytest.param(((1, "a"), (3, "b")), id="another number"),
+        pytest.param(((1, "ab"), (2, "")), id="text moved across messages"),
+    ],
+)
+def test_the_conversation_digest_tells_any_difference(other):
+    assert chain((1, "a"), (2, "b")) == chain((1, "a"), (2, "b"))
+    assert chain((1, "a"), (2, "b")) != chain(*other)
+    assert chain() == ""
