@@ -6,10 +6,11 @@ lane steps at once, as a battle's two lanes do: a step is a tool call (click, ty
 or scroll, in turn), the screenshot after it and the page state, as
 ``battles.services.lanes`` takes them; the agent's turn between steps (``--think-s``,
 not timed) lets the grabbers run between steps as well as during them. Each desktop
-runs inside ``live_desktop_stream`` as a lane's does, with its grabber thread. Rounds
-take turns between two conditions:
+runs inside ``live_desktop_stream`` as a lane's does: its thread asks once a second
+whether anyone watches and runs the grabber's process while someone does. Rounds take
+turns between two conditions:
 
-- ``none``: nobody watches; the grabbers idle (one Redis ZCOUNT a second);
+- ``none``: nobody watches; the grabbers' processes have ended (one ZCOUNT a second);
 - ``viewers``: two viewers per lane (two sockets' marks in the viewers' set), and two
   real receivers per lane on the channel layer (Redis), in a process of their own as
   the web's sockets are; the lanes' grabber processes grab, encode and publish at
@@ -19,10 +20,9 @@ The figure is the median step time per condition (each lane's steps, both lanes)
 their ratio (goal ≤ 1.10). The frames the receivers got per lane and second, and the
 grab's own cost, are reported beside it.
 
-Run (as root, Redis up; settings as the test suite's, e.g. from /work/briefs/pt.sh's
-variables): REDIS_URL=redis://127.0.0.1:6379/4 .venv/bin/python
-tests/bench/bench_live_desktops.py [--rounds 10] [--steps 15] [--think-s 0.2] (slots 90-91 of
-ARENA_SANDBOX_UID_BASE, default 61000)."""
+Run (as root, Redis up; ``make bench`` sets the environment): REDIS_URL=redis://...
+.venv/bin/python tests/bench/bench_live_desktops.py [--rounds 10] [--steps 15]
+[--think-s 0.2] (slots 90-91 of ARENA_SANDBOX_UID_BASE, default 61000; ~3.5 min)."""
 
 import argparse
 import asyncio
