@@ -144,7 +144,7 @@ class LiveGrabber(threading.Thread):
             return False
 
     def run(self) -> None:
-        watching, next_check = False, 0.0
+        watching, next_check, failing = False, 0.0, False
         while not self._stopping.is_set():
             started = time.monotonic()
             if started >= next_check:
@@ -160,8 +160,11 @@ class LiveGrabber(threading.Thread):
                 try:
                     self.publish(jpeg, changed)
                     self.frames += 1
+                    failing = False
                 except Exception:
-                    logger.warning("publishing a live frame failed", exc_info=True)
+                    if not failing:  # once per outage, not at every frame
+                        logger.warning("publishing a live frame failed", exc_info=True)
+                    failing = True
             self._stopping.wait(max(0.0, self.period - (time.monotonic() - started)))
 
 
