@@ -14,6 +14,7 @@ KINDS = {
     "scaffold": "scaffold model",
     "remote": "remote system",
     "cli": "CLI coding agent",
+    "human": "human baseline",
 }
 MAX_FILTER_CHARS = 100
 

@@ -24,6 +24,8 @@ KIND_TEXT = {
     Agent.Kind.BUILTIN: "built-in",
     Agent.Kind.SCAFFOLD: "scaffold model",
     Agent.Kind.REMOTE: "remote system",
+    Agent.Kind.CLI: "CLI coding agent",
+    Agent.Kind.HUMAN: "human baseline",
 }
 
 UNAVAILABLE_TEXT = {

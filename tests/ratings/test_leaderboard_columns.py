@@ -76,6 +76,7 @@ def test_the_page_shows_the_columns_with_a_legend(field):
         ({"organisation": "umbrella"}, {"umb-claude", "umb-remote"}),
         ({"organisation": "Arena", "kind": "remote"}, set()),
         ({"organisation": "Acme"}, set()),  # a submitter's team entered no agent
+        ({"kind": "human"}, set()),  # a kind of its own (issue 39): none entered here
         ({"kind": "", "provider": " "}, {"rulebook", "surveyor", "idle", "umb-claude",
                                          "umb-remote"}),  # blank means any
     ],
@@ -132,7 +133,7 @@ def test_the_filter_choices_are_the_boards_own(field):
     ("params", "needle"),
     [
         ({"category": "cooking"}, "There is no 'cooking' board"),
-        ({"kind": "human"}, "kind 'human' is unknown"),
+        ({"kind": "robot"}, "kind 'robot' is unknown"),
         ({"provider": "x" * 101}, "at most 100 characters"),
         ({"organisation": "a\nb"}, "one line"),
     ],
