@@ -283,7 +283,12 @@ STEPS = Table(
         C("index", "int64", "The step's position in the side's trajectory, from 0."),
         C("tool", "string", "The tool called."),
         C("args", "json", "Its arguments."),
-        C("result", "json", "Its result."),
+        C(
+            "result",
+            "json",
+            "Its result; an ask_user step's answer (the submitter's words) redacted as the "
+            "instructions are.",
+        ),
         C("duration_ms", "int64", "How long the step took."),
         C(
             "screenshot",

@@ -36,6 +36,7 @@ from judging.models import ExclusionLogEntry, Vote, VoteReason
 from judging.services.trust import probation_applies
 from ratings.models import RefitState
 from ratings.selectors import rated_battles
+from sandboxes.tools import ASK_USER
 
 Pseudonym = Callable[[int], str]
 # Each reason's rule number, in the order the rules apply; the retired no_trajectory keeps
@@ -450,7 +451,21 @@ def step_rows(battle_ids: QuerySet) -> Iterator[dict]:
             "index": s["index"],
             "tool": s["tool"],
             "args": s["args"],
-            "result": s["result"],
+            "result": _answer_redacted(s["result"]) if s["tool"] == ASK_USER else s["result"],
             "duration_ms": s["duration_ms"],
             "_screenshot_name": s["screenshot"],
         }
+
+
+def _answer_redacted(result: object) -> object:
+    """An ``ask_user`` step's result with the submitter's answer redacted as instructions
+    are (it is their own words, not the agent's): ``stdout`` and ``data.answer``."""
+    if not isinstance(result, dict):
+        return result
+    redacted = dict(result)
+    if isinstance(redacted.get("stdout"), str):
+        redacted["stdout"] = redact_text(redacted["stdout"]).text
+    data = redacted.get("data")
+    if isinstance(data, dict) and isinstance(data.get("answer"), str):
+        redacted["data"] = {**data, "answer": redact_text(data["answer"]).text}
+    return redacted

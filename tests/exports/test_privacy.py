@@ -79,3 +79,31 @@ def test_pseudonyms_are_stable_under_one_key_and_change_with_the_key(
     expected = {judge_pseudonym(j.pk, key) for j in crowd}
     assert set(by_battle(first).values()) == expected
     assert judge_pseudonym(crowd[0].pk, pseudonym_key("another")) not in expected
+
+
+def test_an_answer_to_an_agents_question_is_published_redacted(tmp_path, alice, agents, crowd):
+    # ask_user (issue 39): the answer is the submitter's own words, redacted as the
+    # instructions are; the agent's question is its output, published as it is
+    from battles.models import Step
+
+    battle = old_battle(alice, agents["rulebook"], agents["idle"], judge=crowd[0])
+    with_steps(battle, steps=1)
+    answer = "Send it to jane.doe@example.com, or call me on +44 20 7946 0958"
+    Step.objects.create(
+        run=battle.runs.get(side="A"),
+        index=1,
+        tool="ask_user",
+        args={"question": "Where should the report go?"},
+        result={"ok": True, "tool": "ask_user", "stdout": answer, "data": {"answer": answer}},
+        started_at=battle.ended_at,
+        duration_ms=900,
+    )
+    out, _ = export(tmp_path, with_steps=True)
+    data = (out / "steps.jsonl").read_bytes()
+    assert b"jane.doe@example.com" not in data and b"7946" not in data
+    asked = next(s for s in rows(out, "steps") if s["tool"] == "ask_user")
+    assert asked["args"] == {"question": "Where should the report go?"}
+    assert asked["result"]["stdout"] == asked["result"]["data"]["answer"]
+    assert asked["result"]["stdout"].startswith("Send it to ") and "<" in asked["result"]["stdout"]
+    shell = next(s for s in rows(out, "steps") if s["tool"] == "shell")
+    assert shell["result"] == {"ok": True, "stdout": "0"}  # other steps as they were
