@@ -50,14 +50,17 @@ class HumanPolicy:
     def __init__(self, *, agent: Agent, run_id: int, tools: tuple[str, ...], take_s: float):
         self.keepalive: Callable[[], None] | None = None
         self.take_s = take_s
-        now = timezone.now()
-        with transaction.atomic():
-            # A re-queued attempt starts the lane again: nothing of the last one waits.
-            HumanLane.objects.filter(run_id=run_id).delete()
-            self.lane = HumanLane.objects.create(
-                run_id=run_id, agent=agent, instruction="", tools=list(tools),
-                deadline_at=now, started_at=now, take_by=now + timedelta(seconds=take_s),
-            )  # fmt: skip
+        # A battle offered the lane before its lanes started (``human_lane_offer``): the
+        # operator may have taken it already. Otherwise the lane is offered now.
+        offered = HumanLane.objects.filter(run_id=run_id, agent=agent, ended_at=None).first()
+        if offered is not None:
+            HumanLane.objects.filter(pk=offered.pk).update(tools=list(tools))
+            offered.tools = list(tools)
+            self.lane = offered
+        else:
+            self.lane = human_lane_offer(
+                run_id=run_id, agent=agent, instruction="", tools=tools, take_s=take_s
+            )
 
     def next_action(self, observation: Observation) -> Action | GiveUp:
         now = timezone.now()
@@ -105,6 +108,49 @@ class HumanPolicy:
         action still waiting is never taken."""
         HumanLane.objects.filter(pk=self.lane.pk).update(ended_at=timezone.now())
         HumanAction.objects.filter(lane_id=self.lane.pk, consumed_at=None).delete()
+
+
+def take_s_of(agent: Agent) -> float:
+    """How long the entrant's operators have to take a lane: ``params["take_s"]``, or
+    ``TAKE_S`` when it is missing or not a positive number."""
+    take_s = (agent.params or {}).get("take_s", TAKE_S)
+    if isinstance(take_s, bool) or not isinstance(take_s, int | float) or take_s <= 0:
+        return TAKE_S
+    return float(take_s)
+
+
+@transaction.atomic
+def human_lane_offer(
+    *, run_id: int, agent: Agent, instruction: str, tools: tuple[str, ...], take_s: float
+) -> HumanLane:
+    """Offers a run's lane to the entrant's operators (the operator page lists it with
+    "Take the lane"), to be taken within ``take_s``. A re-queued attempt offers it
+    again: nothing of the last attempt's lane waits."""
+    HumanLane.objects.filter(run_id=run_id).delete()
+    now = timezone.now()
+    take_by = now + timedelta(seconds=take_s)
+    return HumanLane.objects.create(
+        run_id=run_id, agent=agent, instruction=instruction, tools=list(tools),
+        deadline_at=take_by, started_at=now, take_by=take_by,
+    )  # fmt: skip
+
+
+def human_lane_taken(*, lane_id: int) -> bool:
+    return HumanLane.objects.filter(pk=lane_id).exclude(taken_at=None).exists()
+
+
+@transaction.atomic
+def human_lane_withdraw(*, lane_id: int) -> bool:
+    """Nobody took the offered lane in time: it ends (the page stops offering it) and
+    the entrant's operators go off duty (not drawn again until back). False when an
+    operator took it meanwhile: it stays theirs."""
+    withdrawn = HumanLane.objects.filter(pk=lane_id, taken_at=None, ended_at=None).update(
+        ended_at=timezone.now()
+    )
+    if withdrawn:
+        agent_id = HumanLane.objects.get(pk=lane_id).agent_id
+        BaselineOperator.objects.filter(agent_id=agent_id).update(on_duty_since=None)
+    return bool(withdrawn)
 
 
 def _plain_result(result: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -248,12 +248,9 @@ def policy_for(
             raise AgentFailure(str(exc)) from exc
         return _Failing(remote, failures=(RemoteAgentError, ProtocolError))
     if agent.kind == Agent.Kind.HUMAN:  # a person at the operator page (agents.human)
-        from agents.human import TAKE_S, HumanPolicy
+        from agents.human import HumanPolicy, take_s_of
 
-        take_s = params.get("take_s", TAKE_S)
-        if not isinstance(take_s, int | float) or take_s <= 0:
-            take_s = TAKE_S
-        return HumanPolicy(agent=agent, run_id=run_id, tools=tools, take_s=float(take_s))
+        return HumanPolicy(agent=agent, run_id=run_id, tools=tools, take_s=take_s_of(agent))
     raise AgentFailure(f"agents of kind {agent.kind!r} cannot run")
 
 

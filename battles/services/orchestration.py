@@ -25,6 +25,7 @@ from battles.models import Battle, Run, Span, Step, Task
 from battles.parity import LaneInputs, lane_attachments, shared_tools
 from battles.services.coding import CodingBattleFailed, coding_battle_drive
 from battles.services.failures import battle_lanes_account
+from battles.services.human_sides import battle_human_sides_settle
 from battles.services.lanes import run_lane
 from battles.services.live import battle_publish
 from sandboxes.base import SandboxLost
@@ -319,6 +320,8 @@ def _battle_drive(battle_id: int) -> None:
     if battle.task.kind == Task.Kind.REPO:
         return _coding_battle_drive(battle_id, battle.attempt)
     runs = list(battle.runs.select_related("agent"))
+    # a human side is taken by its operator or drawn again before any lane starts
+    runs = battle_human_sides_settle(battle=battle, runs=runs)
     inputs = LaneInputs(
         instruction=battle.task.instruction,
         start_url=battle.task.start_url,

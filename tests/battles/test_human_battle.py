@@ -1,6 +1,7 @@
 """Human entrants in battles (docs/human-baseline.md): when the matchmaker draws one,
 a real lane driven through the operator's actions (bubblewrap sandbox, Chromium, the
-demo web), recorded like an agent's, and the fallback when nobody takes the lane."""
+demo web), recorded like an agent's, and the side drawn again when nobody takes the
+lane."""
 
 import random
 import threading
@@ -169,25 +170,71 @@ def _task(user):
     )
 
 
-def test_an_untaken_lane_falls_back_to_a_fresh_pair(charlie, human):
+def test_an_untaken_side_is_drawn_again_and_the_battle_goes_on(charlie, human):
+    # nobody takes the offered lane within take_s: before any lane starts, the side is
+    # drawn again (never a human, never the other side's agent) and the battle runs on
     Agent.objects.filter(pk=human.pk).update(params={"take_s": 2})
     human.refresh_from_db()
     on_duty(human)
     idle = Agent.objects.get(slug="idle")
     task = _task(charlie)
     battle = battle_create(task=task, agent_a=idle, agent_b=human, redundancy_target=1)
+    lane_offered = []
+
+    def watch() -> None:  # the operator page's view: the lane is offered with the task
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not lane_offered:
+            lane = HumanLane.objects.filter(agent=human).first()
+            if lane is not None:
+                lane_offered.append((lane.instruction, lane.taken_at, lane.ended_at))
+            time.sleep(0.05)
+        connection.close()
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    started = time.monotonic()
+    battle_run(battle_id=battle.pk)
+    watcher.join()
+
+    battle.refresh_from_db()
+    assert lane_offered and lane_offered[0] == (INSTRUCTION, None, None)
+    assert battle.status == Battle.Status.SCREENING  # not voided: judged as any battle
+    assert battle.agent_a_id == idle.pk and battle.agent_b_id not in (idle.pk, human.pk)
+    replacement = Agent.objects.get(pk=battle.agent_b_id)
+    assert replacement.kind != Agent.Kind.HUMAN
+    a, b = battle.runs.order_by("side")
+    assert b.agent_id == replacement.pk and b.end_reason != Run.EndReason.ERROR
+    assert a.input_digest and a.input_digest == b.input_digest
+    assert a.step_budget == b.step_budget and a.wall_budget_s == b.wall_budget_s
+    assert not Battle.objects.filter(rerun_of=battle).exists()
+    assert time.monotonic() - started >= 2  # it waited for the operator first
+    lane = HumanLane.objects.get(agent=human)
+    assert lane.taken_at is None and lane.ended_at is not None  # offered no more
+    assert BaselineOperator.objects.get(agent=human).on_duty_since is None
+
+
+def test_an_untaken_side_nobody_can_take_ends_as_the_entrants_failure(charlie, human):
+    # no other agent can take the side (only idle and the human are active): the lane
+    # starts untaken and ends as the entrant's failure at once (the failure path: with
+    # fewer than two agents left, no re-run can be drawn either)
+    Agent.objects.filter(pk=human.pk).update(params={"take_s": 2})
+    human.refresh_from_db()
+    on_duty(human)
+    only_idle_and(human)
+    idle = Agent.objects.get(slug="idle")
+    task = _task(charlie)
+    battle = battle_create(task=task, agent_a=idle, agent_b=human, redundancy_target=1)
+    started = time.monotonic()
 
     battle_run(battle_id=battle.pk)
 
+    assert time.monotonic() - started < 30  # one wait for the operator, not two
     battle.refresh_from_db()
     human_run = battle.runs.get(agent=human)
     assert human_run.end_reason == Run.EndReason.ERROR and human_run.agent_fault
     assert "no operator took the lane" in human_run.error
-    # the submitter's task is not lost: it runs again, with a fresh pair without the human
     assert battle.status == Battle.Status.FAILED
-    rerun = Battle.objects.get(rerun_of=battle)
-    assert human.pk not in (rerun.agent_a_id, rerun.agent_b_id)
-    assert rerun.status == Battle.Status.QUEUED and rerun.task_id == task.pk
+    assert not Battle.objects.filter(rerun_of=battle).exists()
     assert BaselineOperator.objects.get(agent=human).on_duty_since is None
 
 
