@@ -50,6 +50,7 @@ class HumanPolicy:
     def __init__(self, *, agent: Agent, run_id: int, tools: tuple[str, ...], take_s: float):
         self.keepalive: Callable[[], None] | None = None
         self.take_s = take_s
+        self.messages: list[dict[str, Any]] = []
         # A battle offered the lane before its lanes started (``human_lane_offer``): the
         # operator may have taken it already. Otherwise the lane is offered now.
         offered = HumanLane.objects.filter(run_id=run_id, agent=agent, ended_at=None).first()
@@ -65,7 +66,10 @@ class HumanPolicy:
     def next_action(self, observation: Observation) -> Action | GiveUp:
         now = timezone.now()
         wall_deadline = time.monotonic() + observation.seconds_left
+        if observation.messages:  # follow-ups reach the operator as they reach an agent
+            self.messages += [{"seq": m.seq, "text": m.text} for m in observation.messages]
         HumanLane.objects.filter(pk=self.lane.pk).update(
+            messages=self.messages,
             instruction=observation.instruction,
             step=observation.step,
             steps_left=observation.steps_left,

@@ -299,6 +299,9 @@ class HumanLane(models.Model):
     # The page's url, title and on-screen elements (name, role, x, y) when the entrant
     # observes the page as text (params observe: page_text): the page offers a click on each.
     page = models.JSONField(null=True, blank=True)
+    # The submitter's follow-ups this lane received ({seq, text}, in order): the
+    # operator reads them as an agent reads ``Observation.messages``.
+    messages = models.JSONField(default=list, blank=True)
     started_at = models.DateTimeField()
     take_by = models.DateTimeField(
         help_text="Untaken by then, the lane ends (the entrant's failure)."

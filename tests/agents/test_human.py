@@ -1,6 +1,7 @@
 """Human entrants (docs/human-baseline.md): the policy waits for the operator's action
 and consumes it once; the operator page's writes and who may make them."""
 
+import dataclasses
 import html
 import threading
 import time
@@ -209,6 +210,24 @@ def test_the_operator_takes_the_lane_and_acts_through_the_page(client, alice, hu
     assert policy.next_action(observation()) == Action("click", {"x": 12, "y": 34})
     assert client.post("/operate/lanes/41/act/", {"tool": "type", "text": "Ada"}).status_code == 302
     assert policy.next_action(observation(step=1)) == Action("type", {"text": "Ada"})
+
+
+def test_follow_ups_reach_the_operator_as_they_reach_an_agent(client, alice, human, operator):
+    # issue 39: a follow-up reaches both lanes; on a human's lane, the operator reads it
+    from agents.policies import FollowUp
+
+    policy = lane_policy(human, run_id=41)
+    HumanLane.objects.filter(pk=policy.lane.pk).update(operator=operator, taken_at=timezone.now())
+    HumanAction.objects.create(lane=policy.lane, operator=operator, step=0, tool="screenshot")
+    first = FollowUp(seq=1, text="Use the General topic, please")
+    policy.next_action(dataclasses.replace(observation(), messages=(first,)))
+    HumanAction.objects.create(lane=policy.lane, operator=operator, step=1, tool="screenshot")
+    policy.next_action(observation(step=1))  # nothing new: the earlier one stays shown
+    lane = HumanLane.objects.get(pk=policy.lane.pk)
+    assert lane.messages == [{"seq": 1, "text": "Use the General topic, please"}]
+    client.force_login(alice)
+    page = client.get("/operate/").content.decode()
+    assert 'id="lane-messages"' in page and "Use the General topic, please" in page
 
 
 @pytest.mark.parametrize(
