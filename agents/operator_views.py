@@ -35,6 +35,7 @@ TOOL_FIELDS = {
     "shell": ("command",),
     "deliver": ("message", "files"),
     "screenshot": (),
+    "ask_user": ("question",),
     GIVE_UP: ("message",),
 }
 INTEGER_FIELDS = {"x", "y", "x1", "y1", "x2", "y2", "dx", "dy", "count"}

@@ -230,6 +230,25 @@ def test_follow_ups_reach_the_operator_as_they_reach_an_agent(client, alice, hum
     assert 'id="lane-messages"' in page and "Use the General topic, please" in page
 
 
+def test_an_operator_may_ask_the_submitter_where_the_battle_offers_it(
+    client, alice, human, operator
+):
+    policy = HumanPolicy(agent=human, run_id=42, tools=(*TOOLS, "ask_user"), take_s=30.0)
+    HumanLane.objects.filter(pk=policy.lane.pk).update(screenshot=b"png", instruction="Do it")
+    client.force_login(alice)
+    assert client.post("/operate/lanes/42/take/").status_code == 302
+    assert 'id="act-ask_user"' in client.get("/operate/").content.decode()
+    asked = client.post("/operate/lanes/42/act/", {"tool": "ask_user", "question": "Which topic?"})
+    assert asked.status_code == 302
+    assert policy.next_action(observation()) == Action("ask_user", {"question": "Which topic?"})
+    # where the battle does not offer it (test drives, evaluations), it is refused
+    other = lane_policy(human, run_id=43)
+    HumanLane.objects.filter(pk=other.lane.pk).update(screenshot=b"png", instruction="Do it")
+    assert client.post("/operate/lanes/43/take/").status_code == 302
+    refused = client.post("/operate/lanes/43/act/", {"tool": "ask_user", "question": "?"})
+    assert refused.status_code == 400 and "not offered" in refused.content.decode()
+
+
 @pytest.mark.parametrize(
     ("form", "code", "words"),
     [
