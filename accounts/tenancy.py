@@ -35,6 +35,9 @@ UNSCOPED_API_VIEWS: dict[str, str] = {
     "judging.api.JudgeNextApi": "crowd judging: the next battle assigned to this judge",
     "judging.api.VoteCreateApi": "crowd judging: a vote on a battle served to this judge",
     "judging.api.VoteMineApi": "crowd judging: this judge's own vote on a battle",
+    "judging.api.VoteReasonsApi": "crowd judging: the reasons of this judge's own vote",
+    # Public: the reasons' fixed taxonomy (codes and definitions), no team data.
+    "judging.api.ReasonTagsApi": "the vote reasons' taxonomy: no team data",
     # Public: the machine judge's board and its agreement with people, over decided
     # battles of the public arena only (docs/evaluations.md, "Machine judges").
     "judging.machine_api.MachineBoardApi": "public: the machine-judged board",
@@ -52,6 +55,7 @@ UNSCOPED_API_VIEWS: dict[str, str] = {
     "exports.api.OpenDataVotesApi": "public: final votes, judges pseudonymised (open data)",
     "exports.api.OpenDataExclusionsApi": "public: excluded battles and their rules (open data)",
     "exports.api.OpenDataRatingsApi": "public: the published board (open data)",
+    "exports.api.OpenDataVote_ReasonsApi": "public: the exported votes' tags (open data)",
     "exports.api.OpenDataArchiveApi": "public: the open data as one archive",
     "exports.api.OpenDataUnknownApi": "public: a 404 naming the open-data files there are",
     # Public like the open data: validated environments whose source battle the open data

@@ -454,16 +454,15 @@ class ConversationStateOutput(serializers.Serializer):
     same_on_both_sides = serializers.BooleanField()
 
 
-class _TeamBattleConversation:
+class _TeamBattleConversation(TenantScopedApiMixin):
     """The battle's conversation, for its own team only (another team's, or one a judge
     was served: 404)."""
 
+    def scoped_queryset(self, team_ids: list[int]) -> QuerySet:
+        return Battle.objects.filter(team_id__in=team_ids).prefetch_related("runs")
+
     def conversation(self, request, pk: int) -> dict:
-        battle = (
-            Battle.objects.filter(pk=pk, team_id__in=team_ids_of(request.user))
-            .prefetch_related("runs")
-            .first()
-        )
+        battle = self.get_queryset().filter(pk=pk).first()
         if battle is None:
             raise ApplicationError("No such battle.", code="not_found", status=404)
         return battle_conversation(battle)
