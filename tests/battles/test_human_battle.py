@@ -247,9 +247,16 @@ def test_a_lane_waiting_for_its_operator_keeps_its_battle_alive(charlie, human, 
 
     def slow_operator():
         try:
+            deadline = time.monotonic() + 60
+            # the lane is offered (with the task) before the lanes start: taken, they do
             while not HumanLane.objects.filter(run_id=run.pk, instruction=INSTRUCTION).exists():
+                assert time.monotonic() < deadline, "the lane was never offered"
                 time.sleep(0.1)
             human_lane_take(user=charlie_operator, run_id=run.pk)
+            # its first screen: the policy waits for the operator's first action now
+            while not HumanLane.objects.filter(run_id=run.pk, screenshot__isnull=False).exists():
+                assert time.monotonic() < deadline, "the lane never showed its screen"
+                time.sleep(0.1)
             for _ in range(5):  # the operator thinks for 2.5 s; the battle's heartbeat moves
                 beats.append(Battle.objects.get(pk=battle.pk).heartbeat_at)
                 time.sleep(0.5)
