@@ -153,7 +153,9 @@ def test_an_operator_is_drawn_drives_the_contact_form_and_is_judged_blind(
     # and votes for the human's side: the reveal names it
     vote.click()
     expect(judge.locator("#reveal-card")).to_be_visible()
-    expect(judge.locator(f".reveal-{side.lower()}")).to_have_text("Acme person")
+    # (the names show once the battle is decided: after the vote's undo window, by the
+    # decider, which under load takes more than the default 5 s)
+    expect(judge.locator(f".reveal-{side.lower()}")).to_have_text("Acme person", timeout=30_000)
 
     # Then the board shows the human baseline as its own row, marked, with the vote
     judge.goto("/")
