@@ -27,6 +27,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = "/work"
 REPORT_MARK = "ARENA-GRADER-REPORT "
@@ -34,6 +35,7 @@ REPORT_MARK = "ARENA-GRADER-REPORT "
 PARSE_MAX_BYTES = 16 * 1024 * 1024
 DETAIL_MAX_CHARS = 300
 OUTPUT_TAIL_BYTES = 1000
+LEFTOVER_WAIT_S = 5.0
 SANDBOX_INITS = ("bwrap", "docker-init", "tini")
 MAGIC = {
     "png": (b"\x89PNG\r\n\x1a\n",),
@@ -173,18 +175,42 @@ def _own_namespace() -> bool:
         return False
 
 
+def _others(keep: set) -> list:
+    """The sandbox's processes outside ``keep``, but a zombie whose parent is kept: the
+    parent (an ancestor of this one) reaps it, or nobody does, and it runs nothing."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in keep:
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if fields[0] == "Z" and int(fields[1]) in keep - {1}:
+            continue
+        found.append(int(name))
+    return found
+
+
 def kill_leftovers() -> None:
     """Kills every process of the sandbox but this one and its ancestors (in the
-    sandbox's own PID namespace /proc lists only its processes); three passes catch
-    what a dying process spawned meanwhile."""
+    sandbox's own PID namespace /proc lists only its processes), again and again until
+    none is left: what a dying process spawned meanwhile is caught, and a killed
+    process stays listed (a zombie, its name still readable) until the sandbox's init
+    reaps it, so the next check starts only once it is gone (at most LEFTOVER_WAIT_S)."""
     if not _own_namespace():
         return
     keep = _ancestors()
-    for _ in range(3):
-        for name in os.listdir("/proc"):
-            if name.isdigit() and int(name) not in keep:
-                with contextlib.suppress(OSError):
-                    os.kill(int(name), signal.SIGKILL)
+    deadline = time.monotonic() + LEFTOVER_WAIT_S
+    while True:
+        left = _others(keep)
+        if not left or time.monotonic() > deadline:
+            return
+        for pid in left:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.01)
 
 
 def _command(check: dict) -> tuple[bool, str]:
