@@ -80,6 +80,15 @@ class Evaluation(models.Model):
         help_text="The model that judges (rubric and pairwise); never one of the candidates.",
     )
     pairwise = models.BooleanField(default=False, help_text="Judge every pair of replies.")
+    baseline = models.ForeignKey(
+        "agents.Agent",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="Baseline-anchored pairwise judging: every candidate against this agent, "
+        "5-level verdicts in both orders, the judge answering each task first.",
+    )
     tournament = models.CharField(
         max_length=20,
         blank=True,
@@ -213,7 +222,17 @@ class EvalRun(models.Model):
     duration_ms = models.PositiveIntegerField()
     attempts = models.PositiveIntegerField(default=1)
     replicate = models.PositiveSmallIntegerField(
-        default=0, help_text="Which run of a repo task (0..replicates-1); 0 otherwise."
+        default=0, help_text="Which epoch of the task (0..epochs-1): each task runs k times."
+    )
+    scores = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Each scorer's result by its name: value in [0, 1], answer, explanation.",
+    )
+    usage = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Tokens in/out/cache, cost and directness of the run, whatever its kind.",
     )
     lane = models.OneToOneField(
         "battles.Run",
@@ -253,13 +272,16 @@ class EvalRun(models.Model):
 
 
 class EvalSpan(TimedCall):
-    """One model call of an evaluation, for the waterfall: a candidate's or a rubric
-    judge's (``run`` set) or a pairwise judge's (``pair`` set)."""
+    """One model call of an evaluation, for the waterfall: a candidate's, a rubric
+    judge's or a model-graded scorer's (``run`` set), a pairwise judge's (``pair`` set)
+    or the baseline-anchored judge's own answer (``answer`` set)."""
 
     class Role(models.TextChoices):
         CANDIDATE = "candidate"
         RUBRIC = "rubric"
         PAIRWISE = "pairwise"
+        ANSWER = "answer"  # the baseline-anchored judge's own answer to a task
+        SCORER = "scorer"  # a model-graded scorer's call
 
     evaluation = models.ForeignKey(Evaluation, on_delete=models.CASCADE, related_name="spans")
     run = models.ForeignKey(
@@ -268,15 +290,19 @@ class EvalSpan(TimedCall):
     pair = models.ForeignKey(
         "PairJudgement", null=True, blank=True, on_delete=models.CASCADE, related_name="spans"
     )
+    answer = models.ForeignKey(
+        "JudgeAnswer", null=True, blank=True, on_delete=models.CASCADE, related_name="spans"
+    )
     role = models.CharField(max_length=10, choices=Role.choices)
 
     class Meta:
         ordering = ["started_at", "pk"]
         constraints = [
             models.CheckConstraint(
-                condition=Q(run__isnull=False, pair__isnull=True)
-                | Q(run__isnull=True, pair__isnull=False),
-                name="evalspan_of_a_run_or_a_pair",
+                condition=Q(run__isnull=False, pair__isnull=True, answer__isnull=True)
+                | Q(run__isnull=True, pair__isnull=False, answer__isnull=True)
+                | Q(run__isnull=True, pair__isnull=True, answer__isnull=False),
+                name="evalspan_of_a_run_a_pair_or_an_answer",
             )
         ]
 
@@ -336,7 +362,19 @@ class PairJudgement(models.Model):
     agent_a = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="+")
     agent_b = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="+")
     game = models.PositiveIntegerField(default=1, help_text="Its number in the pair's series.")
+    epoch = models.PositiveSmallIntegerField(
+        default=0, help_text="Which epoch's replies the game judges (EvalRun.replicate)."
+    )
     winner = models.CharField(max_length=3, choices=Winner.choices, blank=True)
+    ab_level = models.CharField(
+        max_length=4,
+        blank=True,
+        help_text="5-level verdict of the (A, B) order: A>>B, A>B, A=B, B>A, B>>A; "
+        "empty for a 3-level judge.",
+    )
+    ba_level = models.CharField(
+        max_length=4, blank=True, help_text="The (B, A) order's 5-level verdict, mapped back."
+    )
     agreement = models.BooleanField(null=True)
     ab_winner = models.CharField(max_length=3, blank=True)
     ba_winner = models.CharField(max_length=3, blank=True, help_text="Mapped back to (A, B).")
@@ -351,8 +389,8 @@ class PairJudgement(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["evaluation", "task_id", "agent_a", "agent_b", "game"],
-                name="pair_judgement_unique_game",
+                fields=["evaluation", "task_id", "agent_a", "agent_b", "epoch", "game"],
+                name="pair_judgement_unique_epoch_game",
             ),
             models.CheckConstraint(
                 condition=Q(winner="", failure__gt="") | (~Q(winner="") & Q(failure="")),
@@ -367,3 +405,30 @@ class PairJudgement(models.Model):
     def outcome(self) -> str:
         """As a tournament plays it: "A", "B", "tie", or "failed"."""
         return self.winner or "failed"
+
+
+class JudgeAnswer(models.Model):
+    """The judge's own answer to a task, asked before it judges the task's games in a
+    baseline-anchored evaluation (arena-hard-auto: the judge answers first, and its
+    answer is a reference in every judge prompt of the task)."""
+
+    evaluation = models.ForeignKey(
+        Evaluation, on_delete=models.CASCADE, related_name="judge_answers"
+    )
+    task_id = models.CharField(max_length=200)
+    output = models.TextField(blank=True)
+    error = models.TextField(blank=True, help_text="Why no answer; empty when answered.")
+    judge_model = models.CharField(max_length=200)
+    attempts = models.PositiveIntegerField(default=1)
+    duration_ms = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["evaluation", "task_id"], name="judge_answer_unique_task"
+            )
+        ]
+        ordering = ["pk"]
+
+    def __str__(self) -> str:
+        return f"Judge answer to task {self.task_id} of evaluation {self.evaluation_id}"
