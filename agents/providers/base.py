@@ -56,8 +56,14 @@ class ToolSpec:
 
 @dataclass(frozen=True)
 class Usage:
+    """One call's token counts. ``input_tokens`` counts every prompt token, cached or
+    not; ``cache_read_tokens`` of them were served from the provider's prompt cache and
+    ``cache_write_tokens`` were written to it (0 where the wire does not report them)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 @dataclass
@@ -74,6 +80,16 @@ class ModelReply:
     attempts: int = 1  # how many HTTP attempts the call took (retries included)
     request_id: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def cache_read_tokens(self) -> int:
+        """Prompt tokens the provider served from its cache (0 when not reported)."""
+        return self.usage.cache_read_tokens
+
+    @property
+    def cache_write_tokens(self) -> int:
+        """Prompt tokens the provider wrote to its cache (0 when not reported)."""
+        return self.usage.cache_write_tokens
 
 
 class ProviderError(Exception):
