@@ -51,6 +51,11 @@ class EvaluationCreateInput(serializers.Serializer):
         max_length=64, required=False, help_text="Slug of the judge (rubric and pairwise)."
     )
     pairwise = serializers.BooleanField(default=False, help_text="Judge every pair of replies.")
+    baseline = StrictCharField(
+        max_length=64, required=False,
+        help_text="Slug of a candidate every other one is judged against (5-level verdicts, "
+        "both orders, the judge answering each task first); needs a judge.",
+    )  # fmt: skip
     max_tokens = serializers.IntegerField(
         default=4096, min_value=1, max_value=200_000, help_text="Candidates' output budget."
     )
@@ -172,6 +177,7 @@ class EvaluationListCreateApi(TenantScopedApiMixin, generics.ListAPIView):
                 "missing_attachment, unknown_attachment, duplicate_attachment, "
                 "invalid_attachment, too_many_attachments, empty_attachment, "
                 "invalid_tournament, not_a_tournament, invalid_seed, rubric_in_tournament, "
+                "baseline_not_candidate, baseline_in_tournament, baseline_with_pairwise, "
                 "invalid_attachment_name, unsupported_attachment_type, "
                 "attachment_content_mismatch (each naming the task and the path)."
             ),
@@ -227,6 +233,7 @@ class EvaluationListCreateApi(TenantScopedApiMixin, generics.ListAPIView):
                 best_of=v.get("best_of", 1),
                 seed=v.get("seed", 0),
                 opening=v.get("opening"),
+                baseline_slug=v.get("baseline"),
             )
             services.evaluation_enqueue(evaluation.pk)
         return Response(

@@ -10,6 +10,7 @@ from agents.models import Agent
 from arena_site.exceptions import ApplicationError
 from battles.models import Step
 from evals import aggregates, provenance
+from evals.baseline_selectors import baseline_record_complete
 from evals.models import CriterionScore, EvalAttachment, EvalRun, Evaluation, PairJudgement
 
 RECORD_SCHEMA = "agent-arena/evaluation-record/1"
@@ -334,4 +335,6 @@ def evaluation_record(evaluation: Evaluation) -> dict[str, Any]:
             "orientation_disagreeing_pairs": len(judgments) - agreeing,
             "agreement_rate": agreeing / len(judgments) if judgments else 0.0,
         }
+    if evaluation.baseline_id:
+        baseline_record_complete(record, evaluation)
     return record

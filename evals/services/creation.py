@@ -24,6 +24,7 @@ from agents.policies import BUILTIN_POLICIES
 from arena_site.exceptions import ApplicationError
 from evals import calls, tournaments
 from evals.models import Candidate, Evaluation, Rubric, Suite
+from evals.services.baseline import baseline_choose
 from evals.services.files import eval_attachments_store
 from evals.services.repo import eval_repos_store
 
@@ -301,6 +302,7 @@ def evaluation_create(
     opening: Sequence[Sequence[str]] | None = None,
     repos: Mapping[str, bytes] | None = None,
     replicates: int = 1,
+    baseline_slug: str | None = None,
 ) -> Evaluation:
     """An evaluation of these agents (in this order) on the team's suite;
     ``selection_seed`` when they were drawn (``random_selection``), for the record.
@@ -358,10 +360,21 @@ def evaluation_create(
         opening=opening,
         rubric=rubric,
     )
+    baseline = (
+        baseline_choose(
+            agents=agents,
+            slug=baseline_slug,
+            has_judge=bool(judge_slug),
+            tournament=tournament,
+            pairwise=pairwise,
+        )
+        if baseline_slug
+        else None
+    )
     if tournament and judge_slug:
         pairwise = True  # a tournament's games are pairwise games
     judge = None
-    if rubric is not None or pairwise:
+    if rubric is not None or pairwise or baseline:
         if not judge_slug:
             raise ApplicationError("a rubric or pairwise judging needs --judge", code="no_judge")
         judge = _usable(team, judge_slug, role="judge")
@@ -381,6 +394,7 @@ def evaluation_create(
         rubric=rubric,
         judge=judge,
         pairwise=pairwise,
+        baseline=baseline,
         **schedule,
         settings={
             "candidate_max_tokens": max_tokens,

@@ -38,7 +38,7 @@ from agents.services import AgentFailure, model_client_for, sampling_params
 from evals import calls, scoring
 from evals.gates import gates
 from evals.models import CriterionScore, EvalRun, EvalSpan, Evaluation, PairJudgement
-from evals.services import desktop, repo
+from evals.services import baseline, desktop, repo
 from evals.tournament_selectors import replaying, schedule_of, stored_outcomes, task_tournaments
 from evals.tournaments import Play, Unplayed, run_task
 
@@ -248,6 +248,9 @@ def evaluation_execute(
             judging += _rubric_work(evaluation, judged, agents, runs, judge, clients, sleep)
         if evaluation.pairwise:
             judging += _pair_work(evaluation, judged, agents, runs, judge, clients, sleep)
+        if evaluation.baseline_id:  # the judge's answer first, then the task's games
+            for label, do in baseline.baseline_work(evaluation, judged, clients[judge.pk], sleep):
+                judging.append(Work(endpoint_of(judge), label, do))
     _run_all(judging, **run)
     Evaluation.objects.filter(pk=evaluation.pk, status=Evaluation.Status.RUNNING).update(
         status=Evaluation.Status.DONE, finished_at=timezone.now()

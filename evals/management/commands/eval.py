@@ -43,6 +43,10 @@ class Command(BaseCommand):
         run.add_argument("--rubric", help="rubric file (YAML or JSON)")
         run.add_argument("--judge", help="judge agent slug (rubric and pairwise judging)")
         run.add_argument("--pairwise", action="store_true", help="judge every pair of replies")
+        run.add_argument(
+            "--baseline", metavar="SLUG",
+            help="judge every other candidate against this one (a candidate; needs --judge)",
+        )  # fmt: skip
         run.add_argument("--max-tokens", type=int, default=4096, help="candidate output budget")
         run.add_argument("--output", help="where to write the record (stdout without it)")
         run.add_argument(
@@ -142,7 +146,7 @@ class Command(BaseCommand):
     def _run(
         self, *, team, suite, agent, rubric, judge, pairwise, max_tokens, output, resume,
         draw, selection_seed, plots, step_budget, wall_budget, success_timeout,
-        desktop_lanes, tournament, best_of, seed, opening, replicates, **_,
+        desktop_lanes, tournament, best_of, seed, opening, replicates, baseline, **_,
     ):  # fmt: skip
         owner = Team.objects.filter(name=team).first()
         if owner is None:
@@ -193,6 +197,7 @@ class Command(BaseCommand):
                 opening=None if opening is None else [self._pair(p) for p in opening],
                 repos=self._attachments(suite, stored_suite, repos=True),
                 replicates=replicates,
+                baseline_slug=baseline,
             )
         tasks = len(evaluation.suite.tasks)
         agents = evaluation.candidates.count()
@@ -206,6 +211,8 @@ class Command(BaseCommand):
             total += series * tasks * evaluation.best_of
         elif evaluation.pairwise:
             total += tasks * agents * (agents - 1) // 2
+        elif evaluation.baseline_id:  # the judge's answers, then its games
+            total += tasks
         with tqdm(
             total=total, desc=f"evaluation {evaluation.pk}", unit="call", file=sys.stderr,
             disable=not sys.stderr.isatty(),

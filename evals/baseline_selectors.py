@@ -1,0 +1,119 @@
+"""Reads of a baseline-anchored evaluation: the run record's ``baseline`` section (the
+judge's answers, every game with both orders' 5-level verdicts, the win rates against
+the baseline with their intervals, the separability and the agreement with the human
+board) and the human board's ratings of the evaluation's agents."""
+
+from typing import Any
+
+from agents.models import Arena
+from evals import baseline
+from evals.models import Evaluation, JudgeAnswer, PairJudgement
+from ratings.selectors import leaderboard_rows
+
+
+def human_board_ratings(agent_ids: list[int]) -> dict[int, float]:
+    """The published rating of each of these agents on the public arena's board (the
+    human votes' board), for those that have one."""
+    arena = Arena.objects.public()
+    return {
+        row["agent_id"]: row["rating"]
+        for row in leaderboard_rows(arena_id=arena.pk)
+        if row["agent_id"] in agent_ids and row["rating"] is not None
+    }
+
+
+def baseline_section(evaluation: Evaluation) -> dict[str, Any]:
+    """The record's ``baseline`` section (docs/evaluations.md, "Baseline-anchored
+    judging"). The baseline itself is listed with a win rate of 0.5, by definition, for
+    the board agreement only; separability is over the other candidates."""
+    candidates = [c.agent for c in evaluation.candidates.select_related("agent")]
+    anchor = evaluation.baseline
+    others = [a for a in candidates if a.pk != anchor.pk]
+    slug = {a.pk: a.slug for a in candidates}
+    order = {t["id"]: k for k, t in enumerate(evaluation.suite.tasks)}
+    stored = PairJudgement.objects.filter(evaluation=evaluation, agent_b=anchor)
+    rows = sorted(stored, key=lambda p: (order.get(p.task_id, 0), p.epoch, p.agent_a_id))
+    games, resolved = [], []
+    for p in rows:
+        game = {
+            "task_id": p.task_id,
+            "epoch": p.epoch,
+            "candidate": slug[p.agent_a_id],
+            "ab_level": p.ab_level,
+            "ba_level": p.ba_level,
+            "winner": p.winner or None,
+            "agreement": p.agreement,
+            "failure": p.failure,
+            "ab_raw": p.ab_raw,
+            "ba_raw": p.ba_raw,
+            "judge_model": p.judge_model,
+            "duration_ms": p.duration_ms,
+        }
+        games.append(game)
+        if p.winner:
+            resolved.append(
+                baseline.BaselineGame(p.task_id, game["candidate"], p.ab_level, p.ba_level)
+            )
+    rates = baseline.win_rates(resolved, [a.slug for a in others], seed=evaluation.seed)
+    ours = {r["agent"]: r["win_rate"] for r in rates if r["win_rate"] is not None}
+    ours[anchor.slug] = 0.5
+    board = human_board_ratings([a.pk for a in candidates])
+    answers = JudgeAnswer.objects.filter(evaluation=evaluation)
+    return {
+        "baseline": anchor.slug,
+        "levels": list(baseline.LEVELS),
+        "weights": baseline.WEIGHTS,
+        "interval": {
+            "method": baseline.METHOD,
+            "description": baseline.METHOD_SENTENCE,
+            "level": baseline.LEVEL,
+            "replicates": baseline.REPLICATES,
+            "seed": evaluation.seed,
+        },
+        "judge_answers": [
+            {
+                "task_id": a.task_id,
+                "output": a.output,
+                "error": a.error,
+                "attempts": a.attempts,
+                "duration_ms": a.duration_ms,
+                "judge_model": a.judge_model,
+            }
+            for a in sorted(answers, key=lambda a: order.get(a.task_id, 0))
+        ],
+        "games": games,
+        "resolved_games": len(resolved),
+        "failed_games": len(games) - len(resolved),
+        "win_rates": rates,
+        "separability": baseline.separability(rates),
+        "human_agreement": baseline.board_agreement(
+            ours, {slug[pk]: rating for pk, rating in board.items()}
+        ),
+    }
+
+
+def baseline_record_complete(record: dict[str, Any], evaluation: Evaluation) -> None:
+    """Adds the ``baseline`` section to an evaluation's record, and counts its games as
+    the record's pair judgements: expected, one per candidate other than the baseline,
+    judged task and epoch where both have a done run (``complete`` then needs them all)."""
+    section = baseline_section(evaluation)
+    done = {
+        (r["task_id"], r["agent"], r.get("replicate", 0))
+        for r in record["results"]
+        if r["status"] == "done" and r.get("kind") != "repo"
+    }
+    expected = sum(
+        1
+        for task_id, agent, epoch in done
+        if agent != section["baseline"] and (task_id, section["baseline"], epoch) in done
+    )
+    run = record["run"]
+    run["expected_pairs"] = expected
+    run["complete"] = (
+        run["failed_runs"] == 0
+        and run["failed_criterion_scores"] == 0
+        and run["missing_criterion_scores"] == 0
+        and run["failed_pair_judgements"] == 0
+        and run["resolved_pairs"] == expected
+    )
+    record["baseline"] = section
