@@ -7,48 +7,28 @@ SDK's models, which (outside their private strict mode) accept any shape without
 complaint: a reply we cannot use is "malformed" and retried.
 """
 
-import time
 from typing import Any
 
 import anthropic
 
-from agents.providers.base import (
-    Image,
-    ModelReply,
-    Text,
-    ToolResult,
-    ToolSpec,
-    ToolUse,
-    Turn,
-    Usage,
-)
+from agents.gateway_usage import MESSAGES
+from agents.providers.adapter import ModelCall, Sdk, SdkAdapter
+from agents.providers.base import Image, Text, ToolResult, ToolSpec, ToolUse, Turn
 from agents.providers.common import (
     CloseOnCollect,
     ParsedReply,
-    ProviderClient,
     SdkErrors,
-    failure_from_sdk_error,
-    model_reply,
+    json_objects,
     optional_str,
     png_base64,
-    read_json_object,
-    refusal_error,
-    shared_tls_context,
-    token_count,
+    reported_usage,
 )
-from agents.providers.retry import RetryableFailure, call_with_retries
-from agents.providers.transport import OutboundRefused, checked_http_client
+from agents.providers.retry import RetryableFailure
 
 
 class _HttpClient(CloseOnCollect, anthropic.DefaultHttpxClient):
     """The SDK's default HTTP client, on the process's shared TLS context."""
 
-
-_SDK_ERRORS = SdkErrors(
-    status=anthropic.APIStatusError,
-    timeout=anthropic.APITimeoutError,
-    connection=anthropic.APIConnectionError,
-)
 
 # Per-call params passed through to the API; anything else in an agent's params
 # (base_url, api_key_env, …) is configuration, not a sampling knob.
@@ -134,9 +114,7 @@ def parse_message(body: dict[str, Any]) -> ParsedReply:
         raise RetryableFailure("malformed reply: no content list")
     texts: list[str] = []
     tool_uses: list[ToolUse] = []
-    for block in content:
-        if not isinstance(block, dict):
-            raise RetryableFailure("malformed reply: a content block is not an object")
+    for block in json_objects(content, what="a content block"):
         kind = block.get("type")
         if kind == "text":
             text = block.get("text")
@@ -153,22 +131,17 @@ def parse_message(body: dict[str, Any]) -> ParsedReply:
                     "not an object"
                 )
             tool_uses.append(ToolUse(id=use_id, name=name, arguments=arguments))
-    usage = body.get("usage")
-    usage = usage if isinstance(usage, dict) else {}
     return ParsedReply(
         text="\n".join(t for t in texts if t),
         tool_uses=tool_uses,
-        usage=Usage(
-            input_tokens=token_count(usage.get("input_tokens")),
-            output_tokens=token_count(usage.get("output_tokens")),
-        ),
+        usage=reported_usage(MESSAGES, body),
         stop_reason=optional_str(body.get("stop_reason")),
         model=optional_str(body.get("model")),
         response_id=optional_str(body.get("id")),
     )
 
 
-class AnthropicClient(ProviderClient):
+class AnthropicClient(SdkAdapter):
     """A :class:`~agents.providers.base.ModelClient` on the Messages API.
 
     ``price`` is (USD per million input tokens, USD per million output tokens); None
@@ -177,84 +150,35 @@ class AnthropicClient(ProviderClient):
     inside the SDK client; it is registered for log redaction on construction.
     ``outbound`` is the address policy every connection of the SDK is checked against
     (:mod:`agents.providers.transport`; default: public addresses only, the host's DNS);
-    a refused base URL is a ``ProviderError`` at once, never retried."""
+    a refused base URL is a ``ProviderError`` at once, never retried. Cache reads and
+    writes are priced as Anthropic prices them (``CACHE_PRICE_FACTORS``)."""
 
     provider = "anthropic"
+    cache_pricing = "anthropic"
+    sdk = Sdk(anthropic.Anthropic, _HttpClient, SdkErrors.of(anthropic), "request-id")
 
-    def __init__(self, model: str, api_key: str, base_url: str | None = None, **options) -> None:
-        super().__init__(model, api_key, base_url, **options)
-        self._sdk = anthropic.Anthropic(
-            api_key=api_key,
-            base_url=base_url,
-            timeout=self.timeout_s,
-            max_retries=0,
-            http_client=checked_http_client(
-                _HttpClient, self.outbound, verify=shared_tls_context()
-            ),
-        )
-
-    def close(self) -> None:
-        """Release the SDK client's connection pool (not part of ``ModelClient``;
-        garbage collection does it too, later)."""
-        self._sdk.close()
-
-    def complete(
-        self,
-        *,
-        system: str,
-        turns: list[Turn],
-        tools: list[ToolSpec],
-        max_tokens: int,
-        params: dict[str, Any] | None = None,
-    ) -> ModelReply:
-        """One Messages API call, retried per :mod:`agents.providers.retry`.
-
-        Preconditions: ``turns`` is non-empty, starts with a user turn, and each
-        ``ToolResult`` answers a ``ToolUse`` of the turn before (the API checks; a
-        violation is a 400, raised at once as ``ProviderError``). Keys of ``params``
-        outside :data:`SAMPLING_PARAMS` are ignored."""
+    def _request(self, call: ModelCall) -> dict[str, Any]:
+        """The Messages API request. Preconditions: ``turns`` is non-empty, starts with
+        a user turn, and each ``ToolResult`` answers a ``ToolUse`` of the turn before
+        (the API checks; a violation is a 400, raised at once as ``ProviderError``).
+        Keys of ``params`` outside :data:`SAMPLING_PARAMS` are ignored."""
         request: dict[str, Any] = {
             "model": self.model,
-            "max_tokens": max_tokens,
-            "messages": messages_for(turns),
+            "max_tokens": call.max_tokens,
+            "messages": messages_for(call.turns),
         }
-        if system:
-            request["system"] = system
-        if tools:
-            request["tools"] = tools_for(tools)
-        sampling = {k: v for k, v in (params or {}).items() if k in SAMPLING_PARAMS}
+        if call.system:
+            request["system"] = call.system
+        if call.tools:
+            request["tools"] = tools_for(call.tools)
+        sampling = call.sampling(SAMPLING_PARAMS)
         if sampling:
             # Through extra_body, not keywords: SDK releases drop keywords the API still
             # takes for some models (2.x has no ``temperature``), and this is the JSON
             # the API reads either way.
             request["extra_body"] = sampling
+        return request
 
-        def attempt() -> tuple[ParsedReply, str]:
-            try:
-                raw = self._sdk.messages.with_raw_response.create(**request)
-            except (anthropic.APIStatusError, anthropic.APIConnectionError) as error:
-                raise failure_from_sdk_error(
-                    error, errors=_SDK_ERRORS, secrets=self._secrets
-                ) from None
-            except OutboundRefused as refused:  # an SDK that does not wrap it
-                raise refusal_error(refused, secrets=self._secrets) from None
-            body = read_json_object(raw.http_response, secrets=self._secrets)
-            return parse_message(body), raw.http_response.headers.get("request-id", "")
-
-        started = time.monotonic()
-        (parsed, request_id), attempts = call_with_retries(
-            attempt,
-            what=f"anthropic {self.model}",
-            max_retries=self.max_retries,
-            backoff=self.backoff,
-            sleep=self._sleep,
-            rng=self._rng,
-        )
-        return model_reply(
-            parsed,
-            default_model=self.model,
-            price=self.price,
-            attempts=attempts,
-            request_id=request_id,
-            started=started,
-        )
+    def _send(self, request: dict[str, Any], call: ModelCall) -> tuple[ParsedReply, str]:
+        body, request_id = self._read(self._sdk.messages.with_raw_response.create(**request))
+        return parse_message(body), request_id

@@ -42,37 +42,19 @@ delivers it as the final message; ``give_up``: it ends the run as given up).
 """
 
 import json
-import time
 from dataclasses import dataclass
 from typing import Any
 
-import anthropic
-
+from agents.providers.adapter import ModelCall
 from agents.providers.anthropic_client import (
-    _SDK_ERRORS,
     SAMPLING_PARAMS,
     AnthropicClient,
     _content_blocks,
     parse_message,
     tools_for,
 )
-from agents.providers.base import (
-    Image,
-    ModelReply,
-    ProviderError,
-    Text,
-    ToolResult,
-    ToolSpec,
-    ToolUse,
-    Turn,
-)
-from agents.providers.common import (
-    ParsedReply,
-    failure_from_sdk_error,
-    model_reply,
-    read_json_object,
-    refusal_error,
-)
+from agents.providers.base import Image, ProviderError, Text, ToolResult, ToolSpec, ToolUse, Turn
+from agents.providers.common import ParsedReply, result_error
 from agents.providers.computer_actions import (
     DEFAULT_SCREEN,
     POINTER_TOOLS,
@@ -87,8 +69,6 @@ from agents.providers.computer_actions import (
     text_arg,
     xdotool_combo,
 )
-from agents.providers.retry import RetryableFailure, call_with_retries
-from agents.providers.transport import OutboundRefused
 
 TOOL_NAME = "computer"
 TOOL_BETAS = {
@@ -366,72 +346,32 @@ class AnthropicComputerUseClient(AnthropicClient):
 
     # -- the call
 
-    def complete(
-        self,
-        *,
-        system: str,
-        turns: list[Turn],
-        tools: list[ToolSpec],
-        max_tokens: int,
-        params: dict[str, Any] | None = None,
-    ) -> ModelReply:
-        """One Messages API call with the computer tool, retried like every client's.
-        ``params`` (the scaffold's per-call sampling keys) are merged over the agent's."""
-        self._update_geometry(turns)
+    def _request(self, call: ModelCall) -> dict[str, Any]:
+        """A Messages API request with the computer tool. ``params`` (the scaffold's
+        per-call sampling keys) are merged over the agent's."""
+        self._update_geometry(call.turns)
         request: dict[str, Any] = {
             "model": self.model,
-            "max_tokens": max_tokens,
-            "messages": self._messages(turns),
-            "system": self._system(system),
+            "max_tokens": call.max_tokens,
+            "messages": self._messages(call.turns),
+            "system": self._system(call.system),
             "betas": self.betas,
         }
-        wire_tools = self._tools(tools)
+        wire_tools = self._tools(call.tools)
         if wire_tools:
             request["tools"] = wire_tools
-        body_extra = {
-            **self.sampling,
-            **{k: v for k, v in (params or {}).items() if k in SAMPLING_PARAMS},
-        }
+        body_extra = {**self.sampling, **call.sampling(SAMPLING_PARAMS)}
         if self.thinking is not None:
             body_extra["thinking"] = self.thinking
         if body_extra:
             request["extra_body"] = body_extra
+        return request
 
-        def attempt() -> tuple[ParsedReply, list[Any], str]:
-            try:
-                raw = self._sdk.beta.messages.with_raw_response.create(**request)
-            except (anthropic.APIStatusError, anthropic.APIConnectionError) as error:
-                raise failure_from_sdk_error(
-                    error, errors=_SDK_ERRORS, secrets=self._secrets
-                ) from None
-            except OutboundRefused as refused:
-                raise refusal_error(refused, secrets=self._secrets) from None
-            body = read_json_object(raw.http_response, secrets=self._secrets)
-            # A computer action the arena cannot map is not retried here: the model
-            # said it, and reads the error on its next turn.
-            parsed = parse_message(body)
-            content = body.get("content")
-            if not isinstance(content, list):  # parse_message has checked; for the type checker
-                raise RetryableFailure("malformed reply: no content list")
-            return parsed, content, raw.http_response.headers.get("request-id", "")
-
-        started = time.monotonic()
-        (parsed, content, request_id), attempts = call_with_retries(
-            attempt,
-            what=f"{self.provider} {self.model}",
-            max_retries=self.max_retries,
-            backoff=self.backoff,
-            sleep=self._sleep,
-            rng=self._rng,
-        )
-        return model_reply(
-            self._reply(parsed, content, tools),
-            default_model=self.model,
-            price=self.price,
-            attempts=attempts,
-            request_id=request_id,
-            started=started,
-        )
+    def _send(self, request: dict[str, Any], call: ModelCall) -> tuple[ParsedReply, str]:
+        body, request_id = self._read(self._sdk.beta.messages.with_raw_response.create(**request))
+        # A computer action the arena cannot map is not retried: the model said it, and
+        # reads the error on its next turn. parse_message has checked the content list.
+        return self._reply(parse_message(body), body["content"], call.tools), request_id
 
 
 # Where an unmappable action is recorded: the tool it would have been, so the step says
@@ -449,15 +389,11 @@ _FALLBACK_TOOL = {
 
 def _error_text(texts: list[str]) -> str:
     """The dispatcher's error from the scaffold's JSON result text."""
-    for text in texts:
-        try:
-            result = json.loads(text)
-        except ValueError:
-            return text
-        if isinstance(result, dict) and result.get("error"):
-            return f"Error: {result['error']}"
-        return text
-    return "Error."
+    said = result_error(texts)
+    if said is None:
+        return "Error."
+    text, is_error = said
+    return f"Error: {text}" if is_error else text
 
 
 def _is_json(text: str) -> bool:

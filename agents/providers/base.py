@@ -11,6 +11,8 @@ A conversation is a list of ``Turn``s. Blocks:
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from agents.gateway_usage import CallUsage
+
 
 @dataclass(frozen=True)
 class Text:
@@ -54,16 +56,11 @@ class ToolSpec:
     parameters: dict[str, Any]  # JSON Schema of the arguments object
 
 
-@dataclass(frozen=True)
-class Usage:
-    """One call's token counts. ``input_tokens`` counts every prompt token, cached or
-    not; ``cache_read_tokens`` of them were served from the provider's prompt cache and
-    ``cache_write_tokens`` were written to it (0 where the wire does not report them)."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
+# One call's token counts, the same type the model gateway records:
+# ``input_tokens`` counts every prompt token, cached or not; ``cache_read_tokens`` of
+# them were served from the provider's prompt cache, ``cache_write_tokens`` written to
+# it (0 where the wire does not report them).
+Usage = CallUsage
 
 
 @dataclass

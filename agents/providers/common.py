@@ -21,7 +21,8 @@ from typing import Any
 
 import httpx2
 
-from agents.providers.base import ModelReply, ProviderError, ToolUse, Usage
+from agents.gateway_usage import body_usage
+from agents.providers.base import Image, ProviderError, Text, ToolResult, ToolUse, Usage
 from agents.providers.redaction import redact, register_secret
 from agents.providers.retry import (
     Backoff,
@@ -116,6 +117,11 @@ class SdkErrors:
     timeout: type[Exception]
     connection: type[Exception]
 
+    @classmethod
+    def of(cls, sdk: Any) -> "SdkErrors":
+        """The classes of a Stainless-generated SDK module (``anthropic``, ``openai``)."""
+        return cls(sdk.APIStatusError, sdk.APITimeoutError, sdk.APIConnectionError)
+
 
 @dataclass(frozen=True)
 class ParsedReply:
@@ -130,45 +136,52 @@ class ParsedReply:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def model_reply(
-    parsed: ParsedReply,
-    *,
-    default_model: str,
-    price: Price | None,
-    attempts: int,
-    request_id: str,
-    started: float,
-) -> ModelReply:
-    """The :class:`ModelReply` for ``parsed``; ``started`` is the ``time.monotonic()``
-    before the first attempt (latency counts the retries and their waits)."""
-    return ModelReply(
-        text=parsed.text,
-        tool_uses=parsed.tool_uses,
-        usage=parsed.usage,
-        cost_usd=cost_usd(parsed.usage, price),
-        stop_reason=parsed.stop_reason,
-        model=parsed.model or default_model,
-        attempts=attempts,
-        request_id=request_id,
-        extra={
-            "price_known": price is not None,
-            "response_id": parsed.response_id,
-            "latency_ms": round((time.monotonic() - started) * 1000),
-            **parsed.extra,
-        },
-    )
+def reported_usage(api: str, body: dict[str, Any]) -> Usage:
+    """The usage an Anthropic Messages (``api`` ``MESSAGES``) or OpenAI Chat Completions
+    / Responses body reports, read as the gateway reads it
+    (:func:`agents.gateway_usage.body_usage`, cache tokens included); zeros when the
+    body has none."""
+    return body_usage(api, body) or Usage()
 
 
 def png_base64(png: bytes) -> str:
     return base64.b64encode(png).decode("ascii")
 
 
-def cost_usd(usage: Usage, price: Price | None) -> float:
-    """The call's cost from its token counts; 0.0 when the price is unknown."""
-    if price is None:
-        return 0.0
-    per_mtok_in, per_mtok_out = price
-    return (usage.input_tokens * per_mtok_in + usage.output_tokens * per_mtok_out) / 1_000_000
+def data_url(png: bytes) -> str:
+    """A PNG as the ``data:`` URL OpenAI's APIs take for an image."""
+    return f"data:image/png;base64,{png_base64(png)}"
+
+
+def result_text(result: ToolResult, *, follow: tuple[str, str], mark_error: bool = False) -> str:
+    """A tool result's texts for a wire that carries text only in its tool messages,
+    with a note saying that its images follow: ``follow`` is how to say so for one
+    image and for several (``{n}`` the count), e.g. ``("1 image follows in this
+    message", "{n} images follow in this message")``. ``mark_error``: a failed
+    result's text starts ``Error:`` (is ``Error.`` without text)."""
+    text = "\n".join(b.text for b in result.content if isinstance(b, Text) and b.text)
+    if mark_error and result.is_error:
+        text = f"Error: {text}" if text else "Error."
+    images = sum(1 for b in result.content if isinstance(b, Image))
+    if not images:
+        return text
+    one, several = follow
+    note = f"[{one if images == 1 else several.format(n=images)}]"
+    return f"{text}\n{note}" if text else note
+
+
+def result_error(texts: list[str]) -> tuple[str, bool] | None:
+    """What a failed tool's result says: the ``error`` of the scaffold's JSON result
+    (``True``) or its first text as it is (``False``); None without any text."""
+    if not texts:
+        return None
+    try:
+        result = json.loads(texts[0])
+    except ValueError:
+        return texts[0], False
+    if isinstance(result, dict) and result.get("error"):
+        return str(result["error"]), True
+    return texts[0], False
 
 
 def _error_detail(body: object) -> str:
@@ -195,7 +208,10 @@ def failure_from_sdk_error(
     Precondition: ``error`` is an instance of one of ``errors``' classes. The returned
     exception's message is redacted of ``secrets``; the SDK exception is not chained to
     it by the callers (``raise … from None``), because its text and attributes hold the
-    raw response, which a server may have filled with anything."""
+    raw response, which a server may have filled with anything. An
+    :class:`OutboundRefused` the SDK did not wrap is the address policy's refusal."""
+    if isinstance(error, OutboundRefused):
+        return refusal_error(error, secrets=secrets)
     if isinstance(error, errors.timeout):
         return RetryableFailure("request timed out")
     if isinstance(error, errors.status):
@@ -226,17 +242,27 @@ def refusal_error(refused: OutboundRefused, *, secrets: Sequence[str]) -> Provid
     return ProviderError(redact(f"base URL refused: {refused}", secrets))
 
 
-def read_json_object(http_response: Any, *, secrets: Sequence[str]) -> dict[str, Any]:
+def read_json_object(content: str | bytes | None, *, secrets: Sequence[str]) -> dict[str, Any]:
     """The reply body as a JSON object, or :class:`RetryableFailure` ("malformed
-    reply") when it is not one. ``http_response`` is the SDK's ``httpx2.Response``."""
+    reply") when it is not one."""
+    content = content or ""
     try:
-        body = http_response.json()
-    except (ValueError, UnicodeDecodeError) as error:
-        snippet = redact(http_response.text[:80], secrets)
+        body = json.loads(content)
+    except ValueError as error:  # UnicodeDecodeError included
+        text = content if isinstance(content, str) else content[:400].decode(errors="replace")
+        snippet = redact(text[:80], secrets)
         raise RetryableFailure(f"malformed reply: not JSON ({error}): {snippet!r}") from None
     if not isinstance(body, dict):
         raise RetryableFailure(f"malformed reply: a JSON {type(body).__name__}, not an object")
     return body
+
+
+def json_objects(items: list[Any], *, what: str) -> list[dict[str, Any]]:
+    """``items`` of a reply body, each a JSON object, else :class:`RetryableFailure`
+    ("malformed reply: ``what`` is not an object")."""
+    if not all(isinstance(item, dict) for item in items):
+        raise RetryableFailure(f"malformed reply: {what} is not an object")
+    return items
 
 
 def optional_str(value: object) -> str:

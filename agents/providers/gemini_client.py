@@ -31,7 +31,6 @@ import binascii
 import itertools
 import json
 import re
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -41,34 +40,22 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
-from agents.providers.base import (
-    Image,
-    ModelReply,
-    ProviderError,
-    Text,
-    ToolResult,
-    ToolSpec,
-    ToolUse,
-    Turn,
-    Usage,
-)
+from agents.gateway_usage import CallUsage
+from agents.providers.adapter import ModelCall, ProviderAdapter
+from agents.providers.base import Image, ProviderError, Text, ToolResult, ToolSpec, ToolUse, Turn
 from agents.providers.common import (
     CloseOnCollect,
     ParsedReply,
-    ProviderClient,
-    model_reply,
+    json_objects,
     optional_str,
+    read_json_object,
     refusal_error,
+    result_text,
     shared_tls_context,
     token_count,
 )
 from agents.providers.redaction import redact
-from agents.providers.retry import (
-    RetryableFailure,
-    call_with_retries,
-    is_retryable_status,
-    retry_after_seconds,
-)
+from agents.providers.retry import RetryableFailure, is_retryable_status, retry_after_seconds
 from agents.providers.transport import OutboundRefused, checked_http_client
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/"
@@ -108,13 +95,11 @@ def _image(png: bytes) -> types.Part:
     return types.Part(inline_data=types.Blob(mime_type="image/png", data=png))
 
 
+_IMAGES_FOLLOW = ("1 image follows in this message", "{n} images follow in this message")
+
+
 def _function_response(result: ToolResult, name: str) -> types.Part:
-    text = "\n".join(b.text for b in result.content if isinstance(b, Text) and b.text)
-    images = sum(1 for b in result.content if isinstance(b, Image))
-    if images:
-        which = "1 image follows" if images == 1 else f"{images} images follow"
-        note = f"[{which} in this message]"
-        text = f"{text}\n{note}" if text else note
+    text = result_text(result, follow=_IMAGES_FOLLOW)
     key = "error" if result.is_error else "output"
     response = types.FunctionResponse(
         name=name,
@@ -230,9 +215,7 @@ def parse_response(
         )
     texts: list[str] = []
     calls: list[tuple[str | None, str, dict[str, Any], bytes | None]] = []
-    for part in parts:
-        if not isinstance(part, dict):
-            raise RetryableFailure("malformed reply: a part is not an object")
+    for part in json_objects(parts, what="a part"):
         if part.get("thought") is True:
             continue
         if "text" in part:
@@ -270,10 +253,12 @@ def parse_response(
     parsed = ParsedReply(
         text="".join(texts),
         tool_uses=tool_uses,
-        # Thinking tokens are billed as output: they count in the cost.
-        usage=Usage(
+        # Thinking tokens are billed as output: they count in the cost. The prompt
+        # count includes the cached content's tokens, as the other providers' do.
+        usage=CallUsage(
             input_tokens=token_count(usage.get("promptTokenCount")),
             output_tokens=token_count(usage.get("candidatesTokenCount")) + thoughts,
+            cache_read_tokens=token_count(usage.get("cachedContentTokenCount")),
         ),
         stop_reason=stop,
         model=optional_str(body.get("modelVersion")),
@@ -333,35 +318,26 @@ def failure_from_error(error: Exception, *, secrets: Sequence[str]) -> Exception
     return error
 
 
-def _read_body(raw: str | None, *, secrets: Sequence[str]) -> dict[str, Any]:
-    try:
-        body = json.loads(raw or "")
-    except ValueError as error:
-        snippet = redact((raw or "")[:80], secrets)
-        raise RetryableFailure(f"malformed reply: not JSON ({error}): {snippet!r}") from None
-    if not isinstance(body, dict):
-        raise RetryableFailure(f"malformed reply: a JSON {type(body).__name__}, not an object")
-    return body
-
-
-class GeminiClient(ProviderClient):
+class GeminiClient(ProviderAdapter):
     """A :class:`~agents.providers.base.ModelClient` on the Gemini API.
 
     ``price`` is (USD per million input tokens, USD per million output tokens; output
     includes thinking tokens); None means unknown: costs are 0 and
-    ``extra["price_known"]`` is False. ``sleep`` and ``rng`` exist for tests.
+    ``extra["price_known"]`` is False. Cached prompt tokens are priced as OpenAI's
+    (half the input price at most: Gemini's discount is larger; its explicit caches'
+    storage is billed apart from any call). ``sleep`` and ``rng`` exist for tests.
     ``timeout_s`` bounds each attempt. The key lives only inside the SDK client and
     is registered for log redaction on construction. ``outbound`` is the address
     policy every connection is checked against (default: public addresses only, the
     host's DNS); a refused base URL is a ``ProviderError`` at once, never retried."""
 
     provider = "gemini"
+    answer_errors = (genai_errors.APIError, httpx2.TransportError, OutboundRefused)
 
     def __init__(self, model: str, api_key: str, base_url: str | None = None, **options) -> None:
         super().__init__(model, api_key, base_url, **options)
         self._ids = itertools.count(1)
         self._signatures: dict[str, bytes] = {}
-        self._closed = False
         self._http = checked_http_client(_HttpClient, self.outbound, verify=shared_tls_context())
         self._sdk = genai.Client(
             # Explicit, so GOOGLE_GENAI_USE_VERTEXAI and friends cannot switch backends.
@@ -381,87 +357,52 @@ class GeminiClient(ProviderClient):
             ),
         )
 
-    def close(self) -> None:
-        """Release the connection pool (the SDK leaves a client it was given open).
-        Later calls raise ``ProviderError``; closing twice is harmless."""
-        self._closed = True
+    def _release(self) -> None:
+        # The SDK leaves a client it was given open.
         self._sdk.close()
         self._http.close()
+
+    def _failure(self, error: Exception) -> Exception:
+        return failure_from_error(error, secrets=self._secrets)
 
     def _new_id(self) -> str:
         return f"call_{next(self._ids)}"
 
-    def _call[T](self, attempt: Callable[[], T], what: str) -> tuple[T, int]:
-        if self._closed:
-            raise ProviderError(f"gemini {self.model}: the client is closed")
-
-        def checked() -> T:
-            try:
-                return attempt()
-            except (genai_errors.APIError, httpx2.TransportError, OutboundRefused) as error:
-                raise failure_from_error(error, secrets=self._secrets) from None
-
-        return call_with_retries(
-            checked,
-            what=f"gemini {self.model}{what}",
-            max_retries=self.max_retries,
-            backoff=self.backoff,
-            sleep=self._sleep,
-            rng=self._rng,
-        )
-
-    def complete(
-        self,
-        *,
-        system: str,
-        turns: list[Turn],
-        tools: list[ToolSpec],
-        max_tokens: int,
-        params: dict[str, Any] | None = None,
-    ) -> ModelReply:
-        """One ``generateContent`` call, retried per :mod:`agents.providers.retry`.
-
-        Preconditions: each ``ToolResult`` answers a ``ToolUse`` of an earlier turn
-        (else ``ProviderError`` before any request). Keys of ``params`` outside
-        :data:`SAMPLING_PARAMS` are ignored; a sampling value the SDK refuses is a
-        ``ProviderError`` at once."""
-        contents = contents_for(turns, signatures=self._signatures)
-        sampling = {k: v for k, v in (params or {}).items() if k in SAMPLING_PARAMS}
+    def _request(self, call: ModelCall) -> tuple[list[types.Content], types.GenerateContentConfig]:
+        """The ``generateContent`` contents and config. Preconditions: each
+        ``ToolResult`` answers a ``ToolUse`` of an earlier turn (else ``ProviderError``
+        before any request). Keys of ``params`` outside :data:`SAMPLING_PARAMS` are
+        ignored; a sampling value the SDK refuses is a ``ProviderError`` at once."""
+        contents = contents_for(call.turns, signatures=self._signatures)
         try:
             config = types.GenerateContentConfig(
-                system_instruction=system or None,
-                max_output_tokens=max_tokens,
-                tools=tools_for(tools) or None,
+                system_instruction=call.system or None,
+                max_output_tokens=call.max_tokens,
+                tools=tools_for(call.tools) or None,
                 should_return_http_response=True,
                 automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
                 automatic_continuation=False,
-                **sampling,
+                **call.sampling(SAMPLING_PARAMS),
             )
         except pydantic.ValidationError as error:
             fields = ", ".join(str(e["loc"][0]) for e in error.errors() if e["loc"])
             raise ProviderError(f"gemini: invalid sampling params ({fields})") from None
+        return contents, config
 
-        def attempt() -> tuple[ParsedReply, dict[str, bytes]]:
-            response = self._sdk.models.generate_content(
-                model=self.model, contents=contents, config=config
-            )
-            raw = response.sdk_http_response.body if response.sdk_http_response else None
-            body = _read_body(raw, secrets=self._secrets)
-            return parse_response(body, new_id=self._new_id)
-
-        started = time.monotonic()
-        (parsed, signatures), attempts = self._call(attempt, "")
+    def _send(
+        self, request: tuple[list[types.Content], types.GenerateContentConfig], call: ModelCall
+    ) -> tuple[ParsedReply, str]:
+        contents, config = request
+        response = self._sdk.models.generate_content(
+            model=self.model, contents=contents, config=config
+        )
+        raw = response.sdk_http_response.body if response.sdk_http_response else None
+        body = read_json_object(raw, secrets=self._secrets)
+        parsed, signatures = parse_response(body, new_id=self._new_id)
         self._signatures.update(signatures)
         while len(self._signatures) > _MAX_SIGNATURES:
             del self._signatures[next(iter(self._signatures))]
-        return model_reply(
-            parsed,
-            default_model=self.model,
-            price=self.price,
-            attempts=attempts,
-            request_id=parsed.response_id,
-            started=started,
-        )
+        return parsed, parsed.response_id
 
     def list_models(self) -> list[str]:
         """The ids of the models the key can use (``models/`` dropped), in the API's
@@ -484,7 +425,7 @@ class GeminiClient(ProviderClient):
                 names = [m.name for m in pager.page if m.name]
                 return names, pager.config.get("page_token") or None
 
-            (names, token), _ = self._call(attempt, " list models")
+            (names, token), _ = self._retried(attempt, what=f"gemini {self.model} list models")
             ids.extend(name.removeprefix("models/") for name in names)
             if not token:
                 return ids

@@ -26,49 +26,28 @@ retried.
 """
 
 import json
-import time
 from typing import Any
 
 import openai
 
-from agents.providers.base import (
-    Image,
-    ModelReply,
-    ProviderError,
-    Text,
-    ToolResult,
-    ToolSpec,
-    ToolUse,
-    Turn,
-    Usage,
-)
+from agents.gateway_usage import CHAT
+from agents.providers.adapter import ModelCall, Sdk, SdkAdapter
+from agents.providers.base import Image, ProviderError, Text, ToolResult, ToolSpec, ToolUse, Turn
 from agents.providers.common import (
     CloseOnCollect,
     ParsedReply,
-    ProviderClient,
     SdkErrors,
-    failure_from_sdk_error,
-    model_reply,
+    data_url,
     optional_str,
-    png_base64,
-    read_json_object,
-    refusal_error,
-    shared_tls_context,
-    token_count,
+    reported_usage,
+    result_text,
 )
-from agents.providers.retry import RetryableFailure, call_with_retries
-from agents.providers.transport import OutboundRefused, checked_http_client
+from agents.providers.retry import RetryableFailure
 
 
 class _HttpClient(CloseOnCollect, openai.DefaultHttpxClient):
     """The SDK's default HTTP client, on the process's shared TLS context."""
 
-
-_SDK_ERRORS = SdkErrors(
-    status=openai.APIStatusError,
-    timeout=openai.APITimeoutError,
-    connection=openai.APIConnectionError,
-)
 
 # Per-call params passed through; the rest of an agent's params is configuration.
 # ``extra_body`` carries server-specific fields (vLLM's ``top_k``, Ollama's options).
@@ -99,12 +78,8 @@ STOP_REASONS = {
 NO_KEY = "not-needed"
 
 
-def _data_url(png: bytes) -> str:
-    return f"data:image/png;base64,{png_base64(png)}"
-
-
 def _image_part(png: bytes) -> dict[str, Any]:
-    return {"type": "image_url", "image_url": {"url": _data_url(png)}}
+    return {"type": "image_url", "image_url": {"url": data_url(png)}}
 
 
 def _user_message(parts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -115,19 +90,14 @@ def _user_message(parts: list[dict[str, Any]]) -> dict[str, Any]:
     return {"role": "user", "content": parts}
 
 
+_IMAGES_FOLLOW = (
+    "1 image from this call follows in the next user message",
+    "{n} images from this call follow in the next user message",
+)
+
+
 def _tool_message(result: ToolResult) -> dict[str, Any]:
-    text = "\n".join(b.text for b in result.content if isinstance(b, Text) and b.text)
-    images = sum(1 for b in result.content if isinstance(b, Image))
-    if result.is_error:
-        text = f"Error: {text}" if text else "Error."
-    if images:
-        which = (
-            "1 image from this call follows"
-            if images == 1
-            else f"{images} images from this call follow"
-        )
-        note = f"[{which} in the next user message]"
-        text = f"{text}\n{note}" if text else note
+    text = result_text(result, follow=_IMAGES_FOLLOW, mark_error=True)
     return {"role": "tool", "tool_call_id": result.tool_use_id, "content": text or "(no output)"}
 
 
@@ -254,25 +224,22 @@ def parse_completion(body: dict[str, Any]) -> ParsedReply:
                 raw=raw,
             )
         )
-    usage = body.get("usage")
-    usage_reported = isinstance(usage, dict)
-    usage = usage if isinstance(usage, dict) else {}
     finish_reason = optional_str(choice.get("finish_reason"))
     return ParsedReply(
         text=_text_of(message.get("content")),
         tool_uses=tool_uses,
-        usage=Usage(
-            input_tokens=token_count(usage.get("prompt_tokens")),
-            output_tokens=token_count(usage.get("completion_tokens")),
-        ),
+        usage=reported_usage(CHAT, body),
         stop_reason=STOP_REASONS.get(finish_reason, finish_reason),
         model=optional_str(body.get("model")),
         response_id=optional_str(body.get("id")),
-        extra={"provider_stop_reason": finish_reason, "usage_reported": usage_reported},
+        extra={
+            "provider_stop_reason": finish_reason,
+            "usage_reported": isinstance(body.get("usage"), dict),
+        },
     )
 
 
-class OpenAIClient(ProviderClient):
+class OpenAIClient(SdkAdapter):
     """A :class:`~agents.providers.base.ModelClient` on OpenAI Chat Completions.
 
     ``base_url`` includes the version path (``https://api.openai.com/v1``); None lets
@@ -283,101 +250,43 @@ class OpenAIClient(ProviderClient):
     provider = "openai"
     # OpenAI's current models refuse ``max_tokens``; compatible servers know only it.
     max_tokens_field = "max_completion_tokens"
-
-    def __init__(self, model: str, api_key: str, base_url: str | None = None, **options) -> None:
-        super().__init__(model, api_key, base_url, **options)
-        self._sdk = openai.OpenAI(
-            api_key=api_key,
-            base_url=base_url,
-            timeout=self.timeout_s,
-            max_retries=0,
-            http_client=checked_http_client(
-                _HttpClient, self.outbound, verify=shared_tls_context()
-            ),
-        )
+    sdk = Sdk(openai.OpenAI, _HttpClient, SdkErrors.of(openai), "x-request-id")
 
     def _secrets_of(self, api_key: str) -> tuple[str, ...]:
         # The placeholder is no secret (and redacting it would only blank the word).
         return () if api_key == NO_KEY else (api_key,)
 
-    def close(self) -> None:
-        """Release the SDK client's connection pool (not part of ``ModelClient``;
-        garbage collection does it too, later)."""
-        self._sdk.close()
-
-    def complete(
-        self,
-        *,
-        system: str,
-        turns: list[Turn],
-        tools: list[ToolSpec],
-        max_tokens: int,
-        params: dict[str, Any] | None = None,
-    ) -> ModelReply:
-        """One Chat Completions call, retried per :mod:`agents.providers.retry`.
-
-        Preconditions: each ``ToolResult`` answers a ``ToolUse`` of the assistant turn
-        before it (the API checks; a violation is a 400, raised at once as
-        ``ProviderError``). Keys of ``params`` outside :data:`SAMPLING_PARAMS` are
-        ignored."""
+    def _request(self, call: ModelCall) -> dict[str, Any]:
+        """The Chat Completions request. Preconditions: each ``ToolResult`` answers a
+        ``ToolUse`` of the assistant turn before it (the API checks; a violation is a
+        400, raised at once as ``ProviderError``). Keys of ``params`` outside
+        :data:`SAMPLING_PARAMS` are ignored."""
         request: dict[str, Any] = {
             "model": self.model,
-            "messages": messages_for(system, turns),
-            self.max_tokens_field: max_tokens,
+            "messages": messages_for(call.system, call.turns),
+            self.max_tokens_field: call.max_tokens,
         }
-        if tools:
-            request["tools"] = tools_for(tools)
-        sampling = {k: v for k, v in (params or {}).items() if k in SAMPLING_PARAMS}
+        if call.tools:
+            request["tools"] = tools_for(call.tools)
+        sampling = call.sampling(SAMPLING_PARAMS)
         extra_body = sampling.pop("extra_body", None) or {}
         if sampling or extra_body:
             # Through extra_body, not keywords: SDK releases add and drop keywords, and
             # compatible servers take fields OpenAI's SDK has no keyword for.
             request["extra_body"] = {**sampling, **extra_body}
+        return request
 
-        def attempt() -> tuple[ParsedReply, str]:
-            try:
-                raw = self._sdk.chat.completions.with_raw_response.create(**request)
-            except (openai.APIStatusError, openai.APIConnectionError) as error:
-                raise failure_from_sdk_error(
-                    error, errors=_SDK_ERRORS, secrets=self._secrets
-                ) from None
-            except OutboundRefused as refused:  # an SDK that does not wrap it
-                raise refusal_error(refused, secrets=self._secrets) from None
-            body = read_json_object(raw.http_response, secrets=self._secrets)
-            return parse_completion(body), raw.http_response.headers.get("x-request-id", "")
-
-        started = time.monotonic()
-        (parsed, request_id), attempts = call_with_retries(
-            attempt,
-            what=f"{self.provider} {self.model}",
-            max_retries=self.max_retries,
-            backoff=self.backoff,
-            sleep=self._sleep,
-            rng=self._rng,
-        )
-        return model_reply(
-            parsed,
-            default_model=self.model,
-            price=self.price,
-            attempts=attempts,
-            request_id=request_id,
-            started=started,
-        )
+    def _send(self, request: dict[str, Any], call: ModelCall) -> tuple[ParsedReply, str]:
+        raw = self._sdk.chat.completions.with_raw_response.create(**request)
+        body, request_id = self._read(raw)
+        return parse_completion(body), request_id
 
     def list_models(self) -> list[str]:
         """The model ids the server offers (``GET /models``), retried like ``complete``:
         what an evaluation's random selection draws from (003's ``--random``)."""
 
         def attempt() -> list[str]:
-            try:
-                raw = self._sdk.models.with_raw_response.list()
-            except (openai.APIStatusError, openai.APIConnectionError) as error:
-                raise failure_from_sdk_error(
-                    error, errors=_SDK_ERRORS, secrets=self._secrets
-                ) from None
-            except OutboundRefused as refused:
-                raise refusal_error(refused, secrets=self._secrets) from None
-            body = read_json_object(raw.http_response, secrets=self._secrets)
+            body, _ = self._read(self._sdk.models.with_raw_response.list())
             data = body.get("data")
             if not isinstance(data, list) or not all(
                 isinstance(m, dict) and isinstance(m.get("id"), str) for m in data
@@ -385,14 +294,7 @@ class OpenAIClient(ProviderClient):
                 raise RetryableFailure("the model list is not a list of {id} objects")
             return sorted({m["id"] for m in data})
 
-        models, _ = call_with_retries(
-            attempt,
-            what=f"{self.provider} model list",
-            max_retries=self.max_retries,
-            backoff=self.backoff,
-            sleep=self._sleep,
-            rng=self._rng,
-        )
+        models, _ = self._retried(attempt, what=f"{self.provider} model list")
         return models
 
 

@@ -40,31 +40,18 @@ only delivers it as the final message; ``give_up``: it ends the run as given up)
 """
 
 import json
-import time
 from typing import Any
 
-import openai
-
-from agents.providers.base import (
-    Image,
-    ModelReply,
-    ProviderError,
-    Text,
-    ToolResult,
-    ToolSpec,
-    ToolUse,
-    Turn,
-    Usage,
-)
+from agents.gateway_usage import RESPONSES
+from agents.providers.adapter import ModelCall
+from agents.providers.base import Image, ProviderError, Text, ToolResult, ToolSpec, ToolUse, Turn
 from agents.providers.common import (
     ParsedReply,
-    failure_from_sdk_error,
-    model_reply,
+    data_url,
+    json_objects,
     optional_str,
-    png_base64,
-    read_json_object,
-    refusal_error,
-    token_count,
+    reported_usage,
+    result_error,
 )
 from agents.providers.computer_actions import (
     DEFAULT_SCREEN,
@@ -78,19 +65,14 @@ from agents.providers.computer_actions import (
     scaled_png,
     text_arg,
 )
-from agents.providers.openai_client import _SDK_ERRORS, OpenAIClient
-from agents.providers.retry import RetryableFailure, call_with_retries
-from agents.providers.transport import OutboundRefused
+from agents.providers.openai_client import OpenAIClient
+from agents.providers.retry import RetryableFailure
 
 TOOL_TYPE = "computer_use_preview"
 ENVIRONMENTS = ("linux", "ubuntu", "browser", "windows", "mac")
 SAMPLING_PARAMS = frozenset({"temperature", "top_p"})
 _BUTTONS = {"left": "left", "right": "right", "wheel": "middle", "middle": "middle"}
 _HISTORY_KEYS = {"back": "alt+Left", "forward": "alt+Right"}
-
-
-def _data_url(png: bytes) -> str:
-    return f"data:image/png;base64,{png_base64(png)}"
 
 
 class OpenAIComputerUseClient(OpenAIClient):
@@ -170,7 +152,7 @@ class OpenAIComputerUseClient(OpenAIClient):
         return wire
 
     def _image(self, png: bytes) -> dict[str, Any]:
-        return {"type": "input_image", "image_url": _data_url(scaled_png(png, self.geometry.model))}
+        return {"type": "input_image", "image_url": data_url(scaled_png(png, self.geometry.model))}
 
     def _input(self, turn: Turn) -> list[dict[str, Any]]:
         """The input items for one user turn (see the module docstring)."""
@@ -328,9 +310,7 @@ class OpenAIComputerUseClient(OpenAIClient):
         texts: list[str] = []
         thoughts: list[str] = []
         uses: list[ToolUse] = []
-        for item in output:
-            if not isinstance(item, dict):
-                raise RetryableFailure("malformed reply: an output item is not an object")
+        for item in json_objects(output, what="an output item"):
             kind = item.get("type")
             if kind == "message":
                 for part in item.get("content") or []:
@@ -352,15 +332,11 @@ class OpenAIComputerUseClient(OpenAIClient):
             final_id = f"arena_final_{self._finals}"
             self._calls[final_id] = {"kind": "final"}
             uses = [ToolUse(id=final_id, name="deliver", arguments={"message": text})]
-        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
         status = optional_str(body.get("status"))
         return ParsedReply(
             text=text,
             tool_uses=uses,
-            usage=Usage(
-                input_tokens=token_count(usage.get("input_tokens")),
-                output_tokens=token_count(usage.get("output_tokens")),
-            ),
+            usage=reported_usage(RESPONSES, body),
             stop_reason="tool_use"
             if uses
             else ("max_tokens" if status == "incomplete" else "end_turn"),
@@ -371,17 +347,10 @@ class OpenAIComputerUseClient(OpenAIClient):
 
     # -- the call
 
-    def complete(
-        self,
-        *,
-        system: str,
-        turns: list[Turn],
-        tools: list[ToolSpec],
-        max_tokens: int,
-        params: dict[str, Any] | None = None,
-    ) -> ModelReply:
-        """One Responses API call. Precondition: ``turns`` ends with a user turn (the
+    def _request(self, call: ModelCall) -> dict[str, Any]:
+        """A Responses API request. Precondition: ``turns`` ends with a user turn (the
         first, or the one answering the previous reply's calls)."""
+        turns = call.turns
         if not turns or turns[-1].role != "user":
             raise ProviderError(f"{self.provider}: the conversation must end with a user turn")
         self._update_geometry(turns)
@@ -389,58 +358,31 @@ class OpenAIComputerUseClient(OpenAIClient):
             "model": self.model,
             "input": self._input(turns[-1]),
             "truncation": "auto",
-            "max_output_tokens": max_tokens,
+            "max_output_tokens": call.max_tokens,
         }
         if self.previous_response_id:
             request["previous_response_id"] = self.previous_response_id
-        if system:
+        if call.system:
             width, height = self.geometry.model
             request["instructions"] = (
-                f"{system}\n\nThe screen is {width}×{height} pixels; coordinates refer to it."
+                f"{call.system}\n\nThe screen is {width}×{height} pixels; coordinates refer to it."
             )
-        wire_tools = self._tools(tools)
+        wire_tools = self._tools(call.tools)
         if wire_tools:
             request["tools"] = wire_tools
         if self.reasoning:
             request["reasoning"] = self.reasoning
-        sampling = {
-            **self.sampling,
-            **{k: v for k, v in (params or {}).items() if k in SAMPLING_PARAMS},
-        }
+        sampling = {**self.sampling, **call.sampling(SAMPLING_PARAMS)}
         if sampling:
             request["extra_body"] = sampling
+        return request
 
-        def attempt() -> tuple[ParsedReply, str]:
-            try:
-                raw = self._sdk.responses.with_raw_response.create(**request)
-            except (openai.APIStatusError, openai.APIConnectionError) as error:
-                raise failure_from_sdk_error(
-                    error, errors=_SDK_ERRORS, secrets=self._secrets
-                ) from None
-            except OutboundRefused as refused:
-                raise refusal_error(refused, secrets=self._secrets) from None
-            body = read_json_object(raw.http_response, secrets=self._secrets)
-            return self._parse(body, tools), raw.http_response.headers.get("x-request-id", "")
-
-        started = time.monotonic()
-        (parsed, request_id), attempts = call_with_retries(
-            attempt,
-            what=f"{self.provider} {self.model}",
-            max_retries=self.max_retries,
-            backoff=self.backoff,
-            sleep=self._sleep,
-            rng=self._rng,
-        )
+    def _send(self, request: dict[str, Any], call: ModelCall) -> tuple[ParsedReply, str]:
+        body, request_id = self._read(self._sdk.responses.with_raw_response.create(**request))
+        parsed = self._parse(body, call.tools)
         if parsed.response_id:
             self.previous_response_id = parsed.response_id
-        return model_reply(
-            parsed,
-            default_model=self.model,
-            price=self.price,
-            attempts=attempts,
-            request_id=request_id,
-            started=started,
-        )
+        return parsed, request_id
 
 
 _FALLBACK_TOOL = {
@@ -473,12 +415,5 @@ def _function_call(item: dict[str, Any]) -> ToolUse:
 
 
 def _error(texts: list[str]) -> str:
-    for text in texts:
-        try:
-            result = json.loads(text)
-        except ValueError:
-            return text
-        if isinstance(result, dict) and result.get("error"):
-            return str(result["error"])
-        return text
-    return "the action failed"
+    said = result_error(texts)
+    return "the action failed" if said is None else said[0]

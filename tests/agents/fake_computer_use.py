@@ -110,6 +110,7 @@ class Output:
     items: tuple[dict[str, Any], ...]
     usage: tuple[int, int] = (900, 40)
     status: str = "completed"
+    cached: int = 0  # of the input tokens, those read from the prompt cache
 
 
 def computer_call(
@@ -229,7 +230,9 @@ class FakeOpenAIResponses(_FakeServer):
             "tools": payload.get("tools", []),
             "usage": {
                 "input_tokens": entry.usage[0],
+                "input_tokens_details": {"cached_tokens": entry.cached},
                 "output_tokens": entry.usage[1],
+                "output_tokens_details": {"reasoning_tokens": 0},
                 "total_tokens": sum(entry.usage),
             },
         }

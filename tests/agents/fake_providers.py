@@ -73,6 +73,10 @@ class Reply:
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     usage: tuple[int, int] = (100, 20)
+    # Of usage's prompt tokens, (read from the prompt cache, written to it), in each
+    # provider's fields: Anthropic's input_tokens counts only the rest; OpenAI and
+    # Gemini report the reads (they have no cache writes to report).
+    cache: tuple[int, int] = (0, 0)
     # The wire value; None derives it (tool_use/tool_calls when calling, else
     # end_turn/stop).
     stop_reason: str | None = None
@@ -459,10 +463,10 @@ class FakeAnthropic(_FakeServer):
             "stop_reason": stop,
             "stop_sequence": None,
             "usage": {
-                "input_tokens": reply.usage[0],
+                "input_tokens": reply.usage[0] - sum(reply.cache),
                 "output_tokens": reply.usage[1],
-                "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
+                "cache_creation_input_tokens": reply.cache[1],
+                "cache_read_input_tokens": reply.cache[0],
             },
         }
         return body, {}
@@ -682,6 +686,7 @@ class FakeOpenAI(_FakeServer):
                 "prompt_tokens": prompt,
                 "completion_tokens": completion,
                 "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": reply.cache[0], "audio_tokens": 0},
             },
             "system_fingerprint": f"fp_{_hex(5)}",
         }
@@ -1072,6 +1077,8 @@ class FakeGemini(_FakeServer):
                 "promptTokenCount": prompt,
                 "candidatesTokenCount": completion,
                 "totalTokenCount": prompt + completion,
+                # Sent only when a cached content served part of the prompt.
+                **({"cachedContentTokenCount": reply.cache[0]} if reply.cache[0] else {}),
             },
             "modelVersion": reply.model or request.get("model"),
             "responseId": _hex(11),
