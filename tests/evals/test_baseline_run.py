@@ -6,7 +6,6 @@ are the ones the scripts imply; the options are refused when misused."""
 
 import json
 import re
-from contextlib import ExitStack
 from html import unescape
 from pathlib import Path
 
@@ -19,13 +18,12 @@ from arena_site.exceptions import ApplicationError
 from evals import baseline, selectors, services
 from evals.models import EvalRun, EvalSpan, JudgeAnswer, PairJudgement
 from ratings.models import RatingPoint, RatingSnapshot, RefitState
-from tests.agents.fake_providers import FakeAnthropic, FakeOpenAI, text
+from tests.agents.fake_providers import FakeOpenAI, text
 from tests.evals.scripted import (
     FAILING_TASK,
     KEY,
     N_TASKS,
     beta_says,
-    candidate_policy,
     correct,
     first_user_text,
     n_of,
@@ -85,27 +83,16 @@ def judge_policy(seen: list):
 
 
 @pytest.fixture
-def four(monkeypatch, alice):
-    """alpha, gamma and delta on fake OpenAI servers, beta and the judge on Anthropic."""
-    monkeypatch.setenv("EVAL_TEST_API_KEY", KEY)
-    arena = Arena.objects.public()
+def four(arena_agents):
+    """conftest's alpha, beta, gamma and judge, the judge scripted here, and delta on a
+    fake OpenAI server of its own; yields the judge prompts the judge was shown."""
     seen: list[str] = []
-    with ExitStack() as stack:
-        fakes = {
-            "alpha": FakeOpenAI(api_key=KEY, policy=candidate_policy("alpha")),
-            "beta": FakeAnthropic(api_key=KEY, policy=candidate_policy("beta")),
-            "gamma": FakeOpenAI(api_key=KEY, policy=candidate_policy("gamma")),
-            "delta": FakeOpenAI(api_key=KEY, policy=delta_policy),
-            "judge": FakeAnthropic(api_key=KEY, policy=judge_policy(seen)),
-        }
-        for slug, fake in fakes.items():
-            stack.enter_context(fake)
-            Agent.objects.create(
-                arena=arena, slug=slug, display_name=slug.title(), kind="scaffold",
-                provider="openai" if isinstance(fake, FakeOpenAI) else "anthropic",
-                model_id=f"{slug}-model",
-                params={"base_url": fake.base_url, "api_key_env": "EVAL_TEST_API_KEY"},
-            )  # fmt: skip
+    arena_agents["judge"].policy = judge_policy(seen)
+    with FakeOpenAI(api_key=KEY, policy=delta_policy) as fake:
+        delta = Agent.objects.get(slug="alpha")
+        delta.pk, delta.slug, delta.display_name = None, "delta", "Delta"
+        delta.model_id, delta.params = "delta-model", {**delta.params, "base_url": fake.base_url}
+        delta.save()
         yield seen
 
 
