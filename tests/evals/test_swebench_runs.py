@@ -1,0 +1,150 @@
+"""The bundled SWE-bench sample instance, imported (evals.importers.swebench), run for
+real: as a suite task of an offline evaluation and as a coding battle. Scaffold agents
+on the real Anthropic SDK against a fake Messages API (tests.agents.fake_providers)
+work in real bubblewrap sandboxes; the judge sandbox runs the real pytest on the
+instance's test lists. The gold patch scores functional 1 and regression 1; no patch,
+functional 0. The agents never see the instance's test patch (its hidden tests)."""
+
+import base64
+import json
+import random
+from pathlib import Path
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import call_command
+
+from agents.models import Agent, Arena
+from battles.coding_models import CodingOutcome
+from battles.models import Battle, Run, Step
+from battles.services import battle_run, task_submit
+from battles.services.repo_admission import RepoRequest
+from evals import suites
+from tests.agents.fake_providers import FakeAnthropic, tool_call
+
+pytestmark = pytest.mark.django_db(transaction=True)  # each lane has its own connection
+
+KEY = "sk-ant-test-swebench-0123456789abcdef0123"
+SAMPLES = Path(__file__).resolve().parents[2] / "examples" / "swebench"
+INSTANCE = "arena-samples__textkit-1"
+GOLD = next(
+    json.loads(line)
+    for line in (SAMPLES / "instances.jsonl").read_text().splitlines()
+    if json.loads(line)["instance_id"] == INSTANCE
+)["patch"]
+APPLY_GOLD = (
+    f"cd /work/repo && printf %s {base64.b64encode(GOLD.encode()).decode()} | base64 -d | git apply"
+)
+# What the agent can see of the tests and of the history: never the hidden test.
+LOOK = "cd /work/repo && cat tests/test_slug.py && git log --all --oneline | wc -l"
+
+
+@pytest.fixture(autouse=True)
+def _loopback(settings):
+    from tests.agents.conftest import LOOPBACK
+
+    settings.ARENA = settings.ARENA.replace(internal_allowlist=LOOPBACK)
+
+
+def one_command(command: str):
+    """A model that runs one shell command in its lane, then delivers."""
+
+    def policy(request: dict):
+        if not any(m["role"] == "assistant" for m in request["messages"]):
+            return tool_call("shell", {"command": command})
+        return tool_call("deliver", {"message": "done"})
+
+    return policy
+
+
+def scaffold(slug: str, base_url: str) -> Agent:
+    return Agent.objects.create(
+        arena=Arena.objects.public(), slug=slug, display_name=slug.title(), kind="scaffold",
+        provider="anthropic", model_id=f"{slug}-model", tool_set=["shell", "deliver"],
+        params={"base_url": base_url, "api_key_env": "SWEBENCH_TEST_API_KEY", "max_tokens": 512},
+    )  # fmt: skip
+
+
+def imported_suite(tmp_path: Path) -> Path:
+    suite = tmp_path / "imported" / "suite.yaml"
+    call_command(
+        "eval_import", "swebench", str(SAMPLES / "instances.jsonl"), "--repos",
+        str(SAMPLES / "repos"), "--instance", INSTANCE, "--time-limit", "120",
+        "--output", str(suite),
+    )  # fmt: skip
+    return suite
+
+
+def looked(run: Run) -> str:
+    return "".join(step.result.get("stdout", "") for step in Step.objects.filter(run=run))
+
+
+def test_the_sample_instance_runs_as_a_suite_task_graded_by_its_test_lists(
+    alice, monkeypatch, tmp_path
+):
+    monkeypatch.setenv("SWEBENCH_TEST_API_KEY", KEY)
+    suite = imported_suite(tmp_path)
+    out = tmp_path / "record.json"
+    with (
+        FakeAnthropic(api_key=KEY, policy=one_command(APPLY_GOLD)) as gold,
+        FakeAnthropic(api_key=KEY, policy=one_command(LOOK)) as idle,
+    ):
+        scaffold("gold", gold.base_url)
+        scaffold("idle", idle.base_url)
+        call_command(
+            "eval", "run", "--team", "Acme", "--suite", str(suite), "--agent", "gold",
+            "--agent", "idle", "--desktop-lanes", "1", "--step-budget", "4",
+            "--output", str(out),
+        )  # fmt: skip
+
+    record = json.loads(out.read_text())
+    assert record["run"]["complete"] is True, record["run"]
+    (task,) = record["tasks"]
+    assert (task["id"], task["ref"], task["judge_ref"]) == (INSTANCE, "task", "judge")
+    scores = {
+        r["agent"]: (r["coding"]["functional"], r["coding"]["regression"], r["coding"]["applied"])
+        for r in record["results"]
+    }
+    assert scores == {"gold": (1.0, 1.0, "apply"), "idle": (0.0, 1.0, "empty")}
+    # The idle agent's lane saw the base tree only: no hidden test, one commit.
+    idle_run = Run.objects.get(eval_run__agent__slug="idle")
+    seen = looked(idle_run)
+    assert "def test_lowercase" in seen and "test_collapses_spaces" not in seen
+    assert seen.rstrip().endswith("1")
+    # The judge ran exactly the FAIL_TO_PASS test as the gate.
+    outcome = CodingOutcome.objects.get(run__eval_run__agent__slug="gold")
+    assert outcome.checks["success"]["verdict"] == "passed"
+
+
+def test_the_sample_instance_runs_as_a_coding_battle(alice, monkeypatch, tmp_path):
+    """A battle task made from the imported instance: its bundle, refs and commands as
+    the API's fields (docs/evaluations.md, "Importing task sets")."""
+    monkeypatch.setenv("SWEBENCH_TEST_API_KEY", KEY)
+    suite = imported_suite(tmp_path)
+    (task,) = suites.load_suite(suite).tasks
+    request = RepoRequest(
+        upload=SimpleUploadedFile("instance.bundle", (suite.parent / task.repo).read_bytes()),
+        ref=task.ref, judge_ref=task.judge_ref, success_cmd=task.success_cmd,
+        test_cmd=task.test_cmd, time_limit_s=task.time_limit_s,
+    )  # fmt: skip
+    with (
+        FakeAnthropic(api_key=KEY, policy=one_command(APPLY_GOLD)) as gold,
+        FakeAnthropic(api_key=KEY, policy=one_command(LOOK)) as idle,
+    ):
+        a, b = scaffold("gold", gold.base_url), scaffold("idle", idle.base_url)
+        battle = task_submit(
+            user=alice, instruction=task.prompt, repo=request, rng=random.Random(0)
+        )
+        Battle.objects.filter(pk=battle.pk).update(agent_a=a, agent_b=b)
+        Run.objects.filter(battle=battle, side="A").update(agent=a)
+        Run.objects.filter(battle=battle, side="B").update(agent=b)
+        battle_run(battle_id=battle.pk)
+
+    battle.refresh_from_db()
+    assert battle.status == "screening", battle.failure_reason
+    run_a, run_b = battle.runs.order_by("side")
+    ca, cb = CodingOutcome.objects.get(run=run_a), CodingOutcome.objects.get(run=run_b)
+    assert (ca.functional, ca.regression, ca.applied) == (1.0, 1.0, "apply")
+    assert (cb.functional, cb.regression, cb.applied) == (0.0, 1.0, "empty")
+    assert "test_collapses_spaces" not in looked(run_b)
+    assert battle.task.instruction.startswith("slugify keeps runs of spaces")
