@@ -11,12 +11,13 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from django.core.management import call_command
 
 from accounts.models import Team
 from agents.models import Agent, Arena
 from arena_site.exceptions import ApplicationError
 from evals import baseline, selectors, services
-from evals.models import EvalRun, EvalSpan, JudgeAnswer, PairJudgement
+from evals.models import EvalRun, EvalSpan, Evaluation, JudgeAnswer, PairJudgement
 from ratings.models import RatingPoint, RatingSnapshot, RefitState
 from tests.agents.fake_providers import FakeOpenAI, text
 from tests.evals.scripted import (
@@ -254,3 +255,38 @@ def test_misused_options_are_refused_with_the_reason(four, options, code, words)
     with pytest.raises(ApplicationError, match=words) as refused:
         create(team, **options)
     assert refused.value.code == code
+
+
+def test_the_command_runs_a_baseline_evaluation_and_writes_its_section(four, tmp_path):
+    (tmp_path / "suite.yaml").write_bytes(suite_bytes())
+    out = tmp_path / "run.json"
+    call_command(
+        "eval", "run", "--team", "Acme", "--suite", str(tmp_path / "suite.yaml"),
+        "--agent", "alpha", "--agent", "beta", "--judge", "judge", "--baseline", "beta",
+        "--output", str(out),
+    )  # fmt: skip
+    record = json.loads(out.read_text())
+    jsonschema.validate(record, SCHEMA)
+    section = record["baseline"]
+    assert section["baseline"] == "beta" and len(section["games"]) == N_TASKS
+    assert [r["agent"] for r in section["win_rates"]] == ["alpha"]
+    assert section["win_rates"][0]["win_rate"] == pytest.approx(70 / 80)
+    assert record["run"]["complete"] is True
+
+
+def test_the_api_takes_a_baseline_and_refuses_a_wrong_one(four, alice, api):
+    body = {
+        "suite": {"name": "arith.yaml", "content": suite_bytes().decode()},
+        "agents": ["alpha", "beta", "delta"],
+        "judge": "judge",
+    }
+    created = api(alice).post("/api/evaluations/", {**body, "baseline": "beta"}, format="json")
+    assert created.status_code == 201, created.content
+    assert Evaluation.objects.get(pk=created.json()["id"]).baseline.slug == "beta"
+    refused = api(alice).post("/api/evaluations/", {**body, "baseline": "gamma"}, format="json")
+    assert refused.status_code == 400
+    assert refused.json()["error"]["code"] == "baseline_not_candidate"
+    assert (
+        "'gamma' must be one of the evaluation's candidates" in refused.json()["error"]["message"]
+    )
+    assert Evaluation.objects.count() == 1
