@@ -59,9 +59,9 @@ from agents.providers.computer_actions import (
     DEFAULT_SCREEN,
     POINTER_TOOLS,
     ActionError,
+    ComputerParams,
     Geometry,
     anthropic_display,
-    display_param,
     notches,
     png_size,
     point,
@@ -126,19 +126,18 @@ class AnthropicComputerUseClient(AnthropicClient):
             raise ProviderError(f"{self.provider}: betas must be a list of beta flag names")
         self.betas = [TOOL_BETAS[version], *[b for b in extra_betas if b != TOOL_BETAS[version]]]
         try:
-            self.display = display_param(params, "display_width_px", "display_height_px")
+            self.computer = ComputerParams.read(
+                params,
+                display_keys=("display_width_px", "display_height_px"),
+                sampling=SAMPLING_PARAMS,
+            )
         except ActionError as error:
             raise ProviderError(f"{self.provider}: {error}") from None
         thinking = params.get("thinking")
         if thinking is not None and not isinstance(thinking, dict):
             raise ProviderError(f"{self.provider}: thinking must be the API's thinking object")
         self.thinking = thinking
-        final_text = params.get("final_text", "deliver")
-        if final_text not in ("deliver", "give_up"):
-            raise ProviderError(f"{self.provider}: final_text must be deliver or give_up")
-        self.final_text = final_text
-        self.sampling = {k: v for k, v in params.items() if k in SAMPLING_PARAMS}
-        self.geometry = Geometry(DEFAULT_SCREEN, self.display or DEFAULT_SCREEN)
+        self.geometry = Geometry(DEFAULT_SCREEN, self.computer.display or DEFAULT_SCREEN)
         self.pointer: tuple[int, int] | None = None  # real coordinates
         self._calls: dict[str, _Call] = {}
         self._native: dict[str, list[dict[str, Any]]] = {}  # first tool_use id → content
@@ -153,7 +152,7 @@ class AnthropicComputerUseClient(AnthropicClient):
                 images = block.content if isinstance(block, ToolResult) else [block]
                 for item in reversed(images):
                     if isinstance(item, Image) and (size := png_size(item.png)):
-                        model = self.display or anthropic_display(size)
+                        model = self.computer.display or anthropic_display(size)
                         self.geometry = Geometry(size, model)
                         return
 
@@ -330,7 +329,7 @@ class AnthropicComputerUseClient(AnthropicClient):
         uses = [self._translate(u) if u.name == TOOL_NAME else u for u in parsed.tool_uses]
         if uses:
             self._native[uses[0].id] = content
-        elif self.final_text == "deliver" and parsed.text.strip() and _offers(tools, "deliver"):
+        elif self.computer.delivers(parsed.text, (t.name for t in tools)):
             # A text-only answer is the model's final message (the Claude loop ends so).
             final_id = f"toolu_arena_final_{len(self._native)}"
             uses = [ToolUse(id=final_id, name="deliver", arguments={"message": parsed.text})]
@@ -360,7 +359,7 @@ class AnthropicComputerUseClient(AnthropicClient):
         wire_tools = self._tools(call.tools)
         if wire_tools:
             request["tools"] = wire_tools
-        body_extra = {**self.sampling, **call.sampling(SAMPLING_PARAMS)}
+        body_extra = {**self.computer.sampling, **call.sampling(SAMPLING_PARAMS)}
         if self.thinking is not None:
             body_extra["thinking"] = self.thinking
         if body_extra:
@@ -402,7 +401,3 @@ def _is_json(text: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _offers(tools: list[ToolSpec], name: str) -> bool:
-    return any(t.name == name for t in tools)

@@ -18,7 +18,9 @@ one of the screen's aspect ratio; :func:`anthropic_display` picks it (the arena'
 import io
 import re
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from PIL import Image as PILImage
 
@@ -98,6 +100,37 @@ def display_param(params: dict, width_key: str, height_key: str) -> tuple[int, i
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _DISPLAY_MAX:
             raise ActionError(f"params {name} must be a whole number of pixels 1-{_DISPLAY_MAX}")
     return int(width), int(height)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class ComputerParams:
+    """The agent params both computer-use adapters read: the screen size the model is
+    told about (None: the real screen's, or Anthropic's recommendation for it), what a
+    reply in text only means (``final_text``: ``deliver``, the default, delivers it as
+    the final message; ``give_up`` ends the run as given up), and the sampling keys the
+    adapter passes on."""
+
+    display: tuple[int, int] | None
+    final_text: str
+    sampling: dict[str, Any]
+
+    @classmethod
+    def read(
+        cls, params: dict[str, Any], *, display_keys: tuple[str, str], sampling: frozenset[str]
+    ) -> "ComputerParams":
+        """Raises :class:`ActionError` (reported at client construction) for a bad
+        value."""
+        display = display_param(params, *display_keys)
+        final_text = params.get("final_text", "deliver")
+        if final_text not in ("deliver", "give_up"):
+            raise ActionError("final_text must be deliver or give_up")
+        return cls(display, final_text, {k: v for k, v in params.items() if k in sampling})
+
+    def delivers(self, text: str, tool_names: Iterable[str]) -> bool:
+        """Whether a reply of ``text`` only, with no action, is the model's final
+        message (the vendors' own computer-use loops end so): ``final_text`` says
+        deliver, the text says something, and the ``deliver`` tool is offered."""
+        return self.final_text == "deliver" and bool(text.strip()) and "deliver" in tool_names
 
 
 def anthropic_display(real: tuple[int, int]) -> tuple[int, int]:

@@ -58,8 +58,8 @@ from agents.providers.computer_actions import (
     POINTER_TOOLS,
     SCROLL_NOTCHES_MAX,
     ActionError,
+    ComputerParams,
     Geometry,
-    display_param,
     key_combo,
     png_size,
     scaled_png,
@@ -87,7 +87,9 @@ class OpenAIComputerUseClient(OpenAIClient):
         params = dict(kwargs.pop("params", None) or {})
         super().__init__(model, api_key, base_url, **kwargs)
         try:
-            self.display = display_param(params, "display_width", "display_height")
+            self.computer = ComputerParams.read(
+                params, display_keys=("display_width", "display_height"), sampling=SAMPLING_PARAMS
+            )
         except ActionError as error:
             raise ProviderError(f"{self.provider}: {error}") from None
         self.environment = params.get("environment", "linux")
@@ -100,17 +102,13 @@ class OpenAIComputerUseClient(OpenAIClient):
         if isinstance(per_notch, bool) or not isinstance(per_notch, int) or per_notch < 1:
             raise ProviderError(f"{self.provider}: scroll_pixels_per_notch must be ≥ 1")
         self.pixels_per_notch = per_notch
-        self.final_text = params.get("final_text", "deliver")
-        if self.final_text not in ("deliver", "give_up"):
-            raise ProviderError(f"{self.provider}: final_text must be deliver or give_up")
         reasoning: dict[str, Any] = {}
         if "reasoning_effort" in params:
             reasoning["effort"] = params["reasoning_effort"]
         if "reasoning_summary" in params:
             reasoning["summary"] = params["reasoning_summary"]
         self.reasoning = reasoning
-        self.sampling = {k: v for k, v in params.items() if k in SAMPLING_PARAMS}
-        self.geometry = Geometry(DEFAULT_SCREEN, self.display or DEFAULT_SCREEN)
+        self.geometry = Geometry(DEFAULT_SCREEN, self.computer.display or DEFAULT_SCREEN)
         self.previous_response_id: str | None = None
         self._last_png: bytes | None = None
         self._calls: dict[str, dict[str, Any]] = {}  # call_id → {kind, error, checks}
@@ -123,7 +121,7 @@ class OpenAIComputerUseClient(OpenAIClient):
             images = block.content if isinstance(block, ToolResult) else [block]
             for item in reversed(images):
                 if isinstance(item, Image) and (size := png_size(item.png)):
-                    self.geometry = Geometry(size, self.display or size)
+                    self.geometry = Geometry(size, self.computer.display or size)
                     self._last_png = item.png
                     return
 
@@ -325,8 +323,7 @@ class OpenAIComputerUseClient(OpenAIClient):
             elif kind == "function_call":
                 uses.append(_function_call(item))
         text = "\n".join(t for t in texts if t)
-        offers_deliver = any(t.name == "deliver" for t in tools)
-        if not uses and self.final_text == "deliver" and text.strip() and offers_deliver:
+        if not uses and self.computer.delivers(text, (t.name for t in tools)):
             # A text-only answer is the model's final message (the CUA loop ends so).
             self._finals += 1
             final_id = f"arena_final_{self._finals}"
@@ -372,7 +369,7 @@ class OpenAIComputerUseClient(OpenAIClient):
             request["tools"] = wire_tools
         if self.reasoning:
             request["reasoning"] = self.reasoning
-        sampling = {**self.sampling, **call.sampling(SAMPLING_PARAMS)}
+        sampling = {**self.computer.sampling, **call.sampling(SAMPLING_PARAMS)}
         if sampling:
             request["extra_body"] = sampling
         return request

@@ -17,7 +17,7 @@ from PIL import Image as PILImage
 
 from agents.policies import Action, GiveUp, Observation
 from agents.providers.anthropic_computer import AnthropicComputerUseClient
-from agents.providers.base import ProviderError
+from agents.providers.base import ProviderError, Text, Turn
 from agents.providers.computer_actions import (
     ActionError,
     Geometry,
@@ -740,3 +740,31 @@ def test_a_final_text_the_arena_could_not_deliver_goes_back_as_a_message():
         "Your final message: deliver: message is longer" in t
         for t in FakeOpenAIResponses.texts(request)
     )
+
+
+def test_openai_bad_params_are_refused_when_the_client_is_built():
+    for params, refusal in [
+        ({"display_width": 5000, "display_height": 600}, "params display_width must be"),
+        ({"display_width": 800}, "params display_height must be"),
+        ({"final_text": "shout"}, "final_text must be deliver or give_up"),
+        ({"environment": "amiga"}, "environment must be one of"),
+        ({"safety_checks": "ignore"}, "safety_checks must be acknowledge or refuse"),
+        ({"scroll_pixels_per_notch": 0}, "scroll_pixels_per_notch must be"),
+    ]:
+        with pytest.raises(ProviderError, match=f"^openai-computer-use: {refusal}"):
+            OpenAIComputerUseClient("m", OPENAI_KEY, "http://127.0.0.1:9", params=params)
+
+
+def test_a_text_only_reply_ends_the_run_as_given_up_when_deliver_is_not_offered():
+    # given an agent whose final text is delivered, asked without the deliver tool
+    with FakeOpenAIResponses(api_key=OPENAI_KEY) as fake:
+        fake.push(Output((message("   "),)), Output((message("All done."),)))
+        client = OpenAIComputerUseClient(
+            "computer-use-preview", OPENAI_KEY, fake.base_url, outbound=loopback_outbound()
+        )
+        turns = [Turn("user", [Text("Search for owls.")])]
+        blank = client.complete(system="", turns=turns, tools=[], max_tokens=64)
+        said = client.complete(system="", turns=turns, tools=[], max_tokens=64)
+    # then neither a blank text nor a text without deliver on offer becomes a delivery
+    assert blank.tool_uses == [] and said.tool_uses == []
+    assert said.text == "All done." and said.stop_reason == "end_turn"
