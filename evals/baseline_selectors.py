@@ -7,7 +7,7 @@ from typing import Any
 
 from agents.models import Arena
 from evals import baseline
-from evals.models import Evaluation, JudgeAnswer, PairJudgement
+from evals.models import EvalRun, Evaluation, JudgeAnswer, PairJudgement
 from ratings.selectors import leaderboard_rows
 
 
@@ -95,17 +95,18 @@ def baseline_section(evaluation: Evaluation) -> dict[str, Any]:
 def baseline_record_complete(record: dict[str, Any], evaluation: Evaluation) -> None:
     """Adds the ``baseline`` section to an evaluation's record, and counts its games as
     the record's pair judgements: expected, one per candidate other than the baseline,
-    judged task and epoch where both have a done run (``complete`` then needs them all)."""
+    judged task and epoch (every epoch, not only the first the results list) where both
+    have a done run; ``complete`` then needs them all."""
     section = baseline_section(evaluation)
-    done = {
-        (r["task_id"], r["agent"], r.get("replicate", 0))
-        for r in record["results"]
-        if r["status"] == "done" and r.get("kind") != "repo"
-    }
+    judged = [t["id"] for t in evaluation.suite.tasks if t["kind"] != "repo"]
+    done = set(
+        EvalRun.objects.filter(
+            evaluation=evaluation, task_id__in=judged, status=EvalRun.Status.DONE
+        ).values_list("task_id", "agent_id", "replicate")
+    )
+    anchor = evaluation.baseline_id
     expected = sum(
-        1
-        for task_id, agent, epoch in done
-        if agent != section["baseline"] and (task_id, section["baseline"], epoch) in done
+        1 for task_id, agent, epoch in done if agent != anchor and (task_id, anchor, epoch) in done
     )
     run = record["run"]
     run["expected_pairs"] = expected

@@ -237,6 +237,9 @@ def test_four_agents_against_a_baseline(four):
         "alpha", "t01", "A>>B", "A>>B",
     )  # fmt: skip
     assert len(four) == calls_before + 2  # its two orders; the judge's answer is reused
+    after = selectors.evaluation_record(evaluation)
+    assert after["run"]["expected_pairs"] == after["run"]["resolved_pairs"] == 3 * N_TASKS
+    assert [g["epoch"] for g in after["baseline"]["games"][:4]] == [0, 0, 0, 1]
 
 
 @pytest.mark.parametrize(
