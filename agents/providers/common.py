@@ -1,6 +1,7 @@
-"""What the provider clients share: their construction (``ProviderClient``), turning
-SDK exceptions into retry decisions, reading reply bodies, pricing, and one TLS context
-for all their HTTP clients.
+"""What the provider clients share besides the call path (:mod:`agents.providers.adapter`):
+their construction (``ProviderClient``), turning SDK exceptions into retry decisions,
+reading reply bodies and their usage, the message mapping the wires have in common, and
+one TLS context for all their HTTP clients.
 
 Both SDKs (Stainless-generated) raise the same family of exceptions: ``APIStatusError``
 with ``status_code``/``response``/``body``, ``APITimeoutError`` and its parent
