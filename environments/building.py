@@ -194,7 +194,7 @@ def _grader(env: Environment, state: dict, book: _Book) -> dict | None:
         return derive.tests_grader(source.success_cmd, min(source.time_limit_s, 900))
     delivered, message = _delivered(reference, book) if reference is not None else ([], "")
     if mode in (Environment.FailureMode.GAVE_UP, Environment.FailureMode.BUDGET):
-        return derive.artifact_grader(state["instruction"], delivered)
+        return derive.artifact_grader(state["instruction"], delivered, message)
     if reference is None:
         return None
     return derive.result_grader(state["instruction"], delivered, message)

@@ -22,6 +22,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -60,6 +61,12 @@ def normalised_text_sha256(data: bytes) -> str:
     return hashlib.sha256(normalised_text(data)).hexdigest()
 
 
+def contains_form(text: str) -> str:
+    """What ``text_contains`` and ``message_contains`` compare: case folded, every run of
+    whitespace one space, none at the ends."""
+    return " ".join(text.casefold().split())
+
+
 def canonical_json_sha256(data: bytes) -> str | None:
     """The SHA-256 of the JSON document's canonical form (keys sorted, no spaces, not
     ASCII-escaped), or None when ``data`` is not JSON."""
@@ -75,7 +82,7 @@ class Refused(Exception):
     """The file cannot be checked (missing, a link, not a regular file, too large)."""
 
 
-def _open(path: str) -> int:
+def _open(path: str, flags: int = os.O_RDONLY) -> int:
     parts = path.split("/")
     if path.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\0" in path:
         raise Refused("not a plain path under /work")
@@ -85,7 +92,7 @@ def _open(path: str) -> int:
             inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
             os.close(fd)
             fd = inner
-        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+        flags |= os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
         found = os.open(parts[-1], flags, dir_fd=fd)
     except FileNotFoundError:
         raise Refused("no such file") from None
@@ -151,6 +158,27 @@ def _csv_shape(data: bytes, header: list, rows: int) -> tuple[bool, str]:
         return False, f"header is {json.dumps(found[:50])[:200]}"
     ok = len(table) - 1 == rows
     return ok, f"{len(table) - 1} rows after the header (expected {rows})"
+
+
+def _text_lines(data: bytes, lines: int) -> tuple[bool, str]:
+    text = _utf8(data)
+    if text is None:
+        return False, "not UTF-8 text without NUL bytes"
+    found = sum(1 for line in text.splitlines() if line.strip())
+    return found == lines, f"{found} non-blank lines (expected {lines})"
+
+
+def _json_keys(data: bytes, keys: list) -> tuple[bool, str]:
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):
+        return False, "does not parse as JSON"
+    if not isinstance(value, dict):
+        return False, "not a JSON object"
+    missing = [k for k in keys if k not in value]
+    if missing:
+        return False, f"lacks the keys {json.dumps(missing[:20])[:200]}"
+    return True, "has every key"
 
 
 def _ancestors() -> set:
@@ -270,11 +298,90 @@ def run_check(check: dict) -> tuple[bool, str]:
         return found == check["sha256"], f"canonical JSON sha256 {found}"
     if kind == "csv_shape":
         return _csv_shape(data, check["header"], check["rows"])
+    if kind == "text_contains":
+        text = _utf8(data)
+        if text is None:
+            return False, "not UTF-8 text without NUL bytes"
+        ok = contains_form(check["text"]) in contains_form(text)
+        return ok, "the text says it" if ok else "the text does not say it"
+    if kind == "text_lines":
+        return _text_lines(data, check["lines"])
+    if kind == "json_keys":
+        return _json_keys(data, check["keys"])
     return False, f"unknown check type {kind!r}"
+
+
+# --- mutation: a wrong copy of the reference's artifact (environments.validation) --------
+
+_WORD = re.compile(r"[^\W\d_]+")
+_DIGIT_SHIFT = str.maketrans("0123456789", "1234567890")
+
+
+def mutated_text(text: str, words: set) -> str:
+    """``text`` made wrong: every digit shifted (0→1 … 9→0), every word in ``words``
+    (case folded) taken out, and its last non-blank line dropped when it has two."""
+    out = _WORD.sub(lambda m: "" if m.group(0).casefold() in words else m.group(0), text)
+    lines = out.translate(_DIGIT_SHIFT).split("\n")
+    filled = [i for i, line in enumerate(lines) if line.strip()]
+    if len(filled) >= 2:
+        del lines[filled[-1]]
+    return "\n".join(lines)
+
+
+def _mutated_json(value, words: set):
+    if isinstance(value, dict):
+        return {key: _mutated_json(item, words) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_mutated_json(item, words) for item in value[:-1]]
+    if isinstance(value, str):
+        return mutated_text(value, words)
+    if isinstance(value, bool) or value is None:
+        return not value
+    return value + 1
+
+
+def mutated(path: str, data: bytes, words: set) -> bytes:
+    """A deterministic wrong copy of a file: text and JSON by ``mutated_text`` (JSON
+    stays JSON: strings mutated, numbers plus one, each list's last item dropped), and
+    emptied when that changes nothing; anything else has its last byte inverted."""
+    text = _utf8(data)
+    if text is None or any(data.startswith(m) for magics in MAGIC.values() for m in magics):
+        return data[:-1] + bytes([data[-1] ^ 0xFF]) if data else b"\0"
+    out = None
+    if path.lower().endswith(".json"):
+        with contextlib.suppress(ValueError, RecursionError):
+            out = json.dumps(_mutated_json(json.loads(text), words), ensure_ascii=False)
+    if out is None:
+        out = mutated_text(text, words)
+    if contains_form(out) == contains_form(text):
+        out = ""
+    return out.encode("utf-8", "surrogatepass")
+
+
+def mutate_files(paths: list, words: set) -> list:
+    """Rewrites each regular file at ``paths`` (under /work, never through a link) with
+    its ``mutated`` copy; one ``{"path", "mutated", "detail"}`` per path."""
+    done = []
+    for path in paths:
+        try:
+            data = _read(path)
+            fd = _open(path, os.O_WRONLY | os.O_TRUNC)
+        except Refused as exc:
+            done.append({"path": path, "mutated": False, "detail": str(exc)})
+            continue
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(mutated(path, data, words))
+        done.append({"path": path, "mutated": True, "detail": f"{len(data)} bytes rewritten"})
+    return done
 
 
 def main(argv: list) -> int:
     kill_leftovers()  # nothing the trajectory left running touches what is checked
+    if argv[1] == "mutate":
+        order = json.loads(base64.b64decode(argv[2]))
+        done = mutate_files(order["paths"], {w.casefold() for w in order["words"]})
+        sys.stdout.write("\n" + REPORT_MARK + json.dumps({"mutated": done}) + "\n")
+        return 0
     checks = json.loads(base64.b64decode(argv[1]))
     results = []
     for check in checks:

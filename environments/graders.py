@@ -15,6 +15,10 @@ Check types (paths relative to /work):
 - ``{"type": "csv_shape", "path": P, "header": [...], "rows": N}``: N rows after the
   header (blank rows not counted, cells compared stripped);
 - ``{"type": "json_equals", "path": P, "sha256": H}``: H from ``canonical_json_sha256``;
+- ``{"type": "text_contains", "path": P, "text": T}``: the file's text contains T (case
+  and runs of whitespace ignored, as ``message_contains``);
+- ``{"type": "text_lines", "path": P, "lines": N}``: the text has N non-blank lines;
+- ``{"type": "json_keys", "path": P, "keys": [...]}``: a JSON object with those keys;
 - ``{"type": "message_contains", "text": T}``: the final message contains T (case and
   runs of whitespace ignored);
 - ``{"type": "command", "run": CMD, "cwd": "repo" | "", "timeout_s": N,
@@ -32,6 +36,7 @@ from pathlib import Path
 from environments.grader_script import (
     REPORT_MARK,
     canonical_json_sha256,
+    contains_form,
     normalised_text_sha256,
 )
 from sandboxes.base import Sandbox, ToolError
@@ -73,6 +78,9 @@ _FIELDS = {
     "text_equals": {"path", "sha256"},
     "csv_shape": {"path", "header", "rows"},
     "json_equals": {"path", "sha256"},
+    "text_contains": {"path", "text"},
+    "text_lines": {"path", "lines"},
+    "json_keys": {"path", "keys"},
     "message_contains": {"text"},
     "command": {"run", "cwd", "timeout_s", "expect_exit"},
 }
@@ -156,11 +164,18 @@ def _check(raw, index: int) -> dict:
             )
         check["header"] = [_string(h, f"{where}: a header name", empty=True) for h in header]
         check["rows"] = _int(raw.get("rows"), f"{where}: rows", 0, ROWS_MAX)
-    elif kind == "message_contains":
+    elif kind in ("message_contains", "text_contains"):
         text = _string(raw.get("text"), f"{where}: text")
-        if not _message_form(text):
+        if not contains_form(text):
             raise GraderInvalid(f"{where}: text is only whitespace")
         check["text"] = text
+    elif kind == "text_lines":
+        check["lines"] = _int(raw.get("lines"), f"{where}: lines", 0, ROWS_MAX)
+    elif kind == "json_keys":
+        keys = raw.get("keys")
+        if not isinstance(keys, list) or not 0 < len(keys) <= HEADER_MAX_COLUMNS:
+            raise GraderInvalid(f"{where}: keys must be a list of 1 to {HEADER_MAX_COLUMNS} names")
+        check["keys"] = [_string(k, f"{where}: a key", empty=True) for k in keys]
     elif kind == "command":
         run = _string(raw.get("run"), f"{where}: run", limit=COMMAND_MAX_CHARS)
         if "\0" in run:
@@ -209,15 +224,32 @@ def _script_b64() -> str:
 _SCRIPT_B64 = _script_b64()
 
 
+def _interpreter_command(*args) -> str:
+    """The fixed interpreter with ``args``, each packed as base64 of compact JSON
+    (a plain word stays as it is)."""
+    packed = [
+        a if isinstance(a, str) else
+        base64.b64encode(json.dumps(a, separators=(",", ":"), ensure_ascii=True).encode()).decode()
+        for a in args
+    ]  # fmt: skip
+    loader = f'import base64,zlib;exec(zlib.decompress(base64.b64decode("{_SCRIPT_B64}")))'
+    return f"python3 -I -S -c {shlex.quote(loader)} {' '.join(packed)}"
+
+
 def grader_command(grader: dict) -> str:
     """One shell command that runs the grader's in-sandbox checks with the fixed
     interpreter and prints its report line; exits 0 iff they all pass (also with no
     such check). Validates the grader first (``GraderInvalid``)."""
-    checks = _sandbox_checks(grader_validate(grader))
-    payload = json.dumps(checks, separators=(",", ":"), ensure_ascii=True)
-    arg = base64.b64encode(payload.encode()).decode()
-    loader = f'import base64,zlib;exec(zlib.decompress(base64.b64decode("{_SCRIPT_B64}")))'
-    return f"python3 -I -S -c {shlex.quote(loader)} {arg}"
+    return _interpreter_command(_sandbox_checks(grader_validate(grader)))
+
+
+def mutation_command(paths: list[str], words: list[str]) -> str:
+    """The fixed interpreter's other mode: rewrites each file at ``paths`` (checked as a
+    grader's paths are) with a wrong copy (``grader_script.mutated``), dropping
+    ``words``; prints one report line ``{"mutated": [{"path", "mutated", "detail"}]}``."""
+    for index, path in enumerate(paths):
+        _path(path, f"mutated file {index + 1}")
+    return _interpreter_command("mutate", {"paths": paths, "words": words})
 
 
 def grader_timeout_s(grader: dict) -> int:
@@ -236,12 +268,8 @@ class GraderResult:
     error: str = ""
 
 
-def _message_form(text: str) -> str:
-    return " ".join(text.casefold().split())
-
-
 def message_contains(message: str, text: str) -> bool:
-    return _message_form(text) in _message_form(message)
+    return contains_form(text) in contains_form(message)
 
 
 def _detail(value) -> str:

@@ -40,6 +40,7 @@ from environments.graders import (
     grader_validate,
 )
 from environments.models import BLOB_PREFIX
+from environments.mutation import mutations_run
 from sandboxes.base import Sandbox, SandboxSpec
 from sandboxes.services import egress_refusals_take, lane_sandbox_spec, sandbox_session
 from sandboxes.tools import tool_call
@@ -66,7 +67,9 @@ class ReplayResult:
     trajectory, a changed simulated web) and replaying again changes nothing.
     ``applied`` is the patch's fallback step for a repo trajectory; ``failed_actions``
     the replayed calls the sandbox refused (``{"index", "tool", "error"}``, the first
-    ``FAILED_KEPT``), as the lane's own steps may have been refused."""
+    ``FAILED_KEPT``), as the lane's own steps may have been refused. ``mutations``:
+    the grader on the wrong copies of this replay's result (``mutations_run``), when
+    asked for and the grader passed."""
 
     label: str
     passed: bool
@@ -78,6 +81,7 @@ class ReplayResult:
     applied: str = ""
     failed_actions: list[dict] = field(default_factory=list)
     retryable: bool = False
+    mutations: list[dict] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         """The replay as ``Environment.replays`` keeps it (JSON)."""
@@ -229,18 +233,21 @@ def replay(
     grader: dict,
     label: str,
     run_id: int | None = None,
+    mutate: bool = False,
 ) -> ReplayResult:
     """Provisions a fresh sandbox from ``state`` (files read from the environment's
     blobs), plays ``actions``, runs ``grader`` and destroys the sandbox.
 
     ``run_id``: the run whose trajectory this is; it names the sandbox's lease and its
     egress identity (so two replays of one run must not overlap). Without it the
-    sandbox has no egress at all."""
+    sandbox has no egress at all. ``mutate``: once the grader passed, grade the
+    result's wrong copies too (``environments.mutation``), in the same sandbox."""
     started = time.monotonic()
     played, message, applied = 0, "", ""
     checked: GraderResult | None = None
     error = ""
     failed: list[dict] = []
+    mutations: list[dict] = []
     retryable = False
     try:
         grader = grader_validate(grader)
@@ -278,6 +285,11 @@ def replay(
             checked = grader_run(sandbox, grader, final_message=message)
             if checked.error:
                 error, retryable = f"the grader did not run: {checked.error}", True
+            elif mutate and checked.passed:
+                mutations = mutations_run(
+                    sandbox, grader, instruction=state.get("instruction") or "", actions=steps,
+                    message=message,
+                )  # fmt: skip
     except GraderInvalid as exc:
         error = f"the grader is invalid: {exc}"
     except ReplayFailed as exc:
@@ -299,4 +311,5 @@ def replay(
         applied=applied,
         failed_actions=failed,
         retryable=retryable,
+        mutations=mutations,
     )

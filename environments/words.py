@@ -10,8 +10,11 @@ STATUS_WORDS = {
         "needs a grader",
         "No grader could be derived from the failure: an operator must write one.",
     ),
-    "graded": ("validating", "Graded; its two replays are checking the grader."),
-    "validated": ("ready", "Validated: both replays agreed with the grader."),
+    "graded": ("validating", "Graded; its replays are checking the grader."),
+    "validated": (
+        "ready",
+        "Validated: both replays agreed with the grader, and it refused the reference made wrong.",
+    ),
     "invalid": ("refused", "Refused: a replay contradicted the grader."),
     "rejected": ("rejected", "Rejected by an operator."),
 }
@@ -23,6 +26,9 @@ CHECK_WORDS = {
     "text_equals": "the file's text is right",
     "csv_shape": "the table has the right columns and rows",
     "json_equals": "the JSON file's content is right",
+    "text_contains": "the file's text says",
+    "text_lines": "the file has the right number of lines",
+    "json_keys": "the JSON object has the keys",
     "message_contains": "the final message says",
     "command": "a command succeeds",
 }
@@ -33,6 +39,8 @@ FIELD_WORDS = {
     "sha256": "fingerprint",
     "header": "columns",
     "rows": "rows",
+    "lines": "lines",
+    "keys": "keys",
     "text": "text",
     "run": "command",
     "cwd": "in",

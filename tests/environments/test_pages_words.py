@@ -92,7 +92,10 @@ def test_statuses_and_checks_are_words_on_the_pages_and_codes_in_the_api(alice, 
     assert ">needs_grader<" not in listing and ">validated<" not in listing
     page = Client().get(f"/environments/{env.pk}/").content.decode()
     assert 'id="environment-status" data-status="validated">ready<' in page
-    assert "Validated: both replays agreed with the grader." in page
+    assert (
+        "Validated: both replays agreed with the grader, and it refused the reference made "
+        "wrong." in page
+    )
     assert (
         '<li data-check="csv_shape"><strong>The table has the right columns and rows</strong>'
         in page

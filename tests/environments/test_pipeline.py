@@ -86,10 +86,14 @@ def unpack(env: Environment) -> dict[str, bytes]:
         return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
 
 
-def assert_replays(env: Environment) -> None:
-    failing, reference = env.replays
+def assert_replays(env: Environment, *mutations: str) -> None:
+    failing, reference, *mutated = env.replays
     assert (failing["role"], failing["passed"], failing["error"]) == ("failing", False, "")
     assert (reference["role"], reference["passed"], reference["error"]) == ("reference", True, "")
+    # The reference made wrong (its answer taken out, its files mutated) was refused.
+    assert [(m["role"], m["mutation"], m["passed"]) for m in mutated] == [
+        ("mutated", mutation, False) for mutation in mutations
+    ]
     assert env.conversion_s is not None and env.conversion_s > 0
     assert env.validated_at is not None
 
@@ -114,7 +118,8 @@ def test_a_run_that_gave_up_becomes_an_artifact_checked_environment(alice, roste
     checks = env.grader["checks"]
     assert {"type": "file_exists", "path": "notes.txt"} in checks
     assert {"type": "file_kind", "path": "notes.txt", "kind": "text"} in checks
-    assert_replays(env)
+    assert {"type": "text_contains", "path": "notes.txt", "text": "hello arena"} in checks
+    assert_replays(env, "artifact")
     files = unpack(env)
     task = json.loads(files["task.json"])
     assert task["instruction"] == env.state["instruction"]
@@ -159,7 +164,10 @@ def test_a_run_that_exhausted_its_budget_becomes_an_environment(alice, roster, m
     assert env.failure_mode == "budget" and env.reference_run_id == a.pk
     assert [x["tool"] for x in env.failing_actions] == ["shell"] * 4
     assert {"type": "file_exists", "path": "notes.txt"} in env.grader["checks"]
-    assert_replays(env)
+    assert {"type": "text_contains", "path": "notes.txt", "text": "hello arena"} in env.grader[
+        "checks"
+    ]
+    assert_replays(env, "artifact")
     files = unpack(env)
     assert json.loads(files["trajectories/failing.json"]) == env.failing_actions
     assert json.loads(files["trajectories/reference.json"]) == env.reference_actions
@@ -201,7 +209,7 @@ def test_a_wrong_result_judged_worse_than_a_correct_opponent(alice, roster, term
     assert env.failure_mode == "judged_worse" and env.reference_run_id == a.pk
     assert env.failed_at == battle.decided_at
     assert {"type": "message_contains", "text": "42"} in env.grader["checks"]
-    assert_replays(env)
+    assert_replays(env, "message")
     files = unpack(env)
     assert json.loads(files["grader.json"]) == env.grader
     # The winner is no candidate: nothing else of the battle is picked, now or later.
