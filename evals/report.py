@@ -18,6 +18,7 @@ import jsonschema
 from django.template.loader import render_to_string
 
 from evals.tournament_record import SCHEMA
+from evals.usage import TOKENS
 
 TEMPLATE = "reports/audit.html"
 SECTIONS = (
@@ -25,6 +26,7 @@ SECTIONS = (
     ("tournament", "Tournament"),
     ("judgments", "Pairwise judgements"),
     ("replies", "Candidate replies"),
+    ("usage", "Tokens and cost"),
     ("raw", "Raw judge completions"),
     ("ratings", "Ratings and statistics"),
     ("comparisons", "Exact-match comparisons"),
@@ -121,6 +123,7 @@ def _replies(record: dict) -> list[dict]:
                 "exact_score": _number(r.get("exact_score")),
                 "duration": _number(r.get("duration_ms")),
                 "attempts": _number(r.get("attempts")),
+                "usage": _run_usage(r.get("usage")),
             }
         )
     return [
@@ -128,6 +131,60 @@ def _replies(record: dict) -> list[dict]:
          "results": by_task.get(t.get("id"), [])}
         for t in record.get("tasks", [])
     ]  # fmt: skip
+
+
+def _usd(value: Any) -> str:
+    return "—" if value is None else f"${value:.6f}"
+
+
+def _figures(u: dict) -> dict:
+    return {
+        **{f: _number(u.get(f)) for f in TOKENS},
+        "cost": _usd(u.get("cost_usd")),
+    }
+
+
+def _run_usage(u: dict | None) -> dict | None:
+    """One reply's tokens, cost and directness as the record states them."""
+    if u is None:
+        return None
+    directness = u.get("directness")
+    return {
+        **_figures(u),
+        "directness": _number(directness.get("score"), 2) if directness else "—",
+        "directness_reason": u.get("directness_reason", ""),
+        "derived": bool(u.get("derived")),
+    }
+
+
+def _usage(record: dict) -> dict | None:
+    """The record's totals: per candidate, and the judge's calls (all, then by role)."""
+    usage = record.get("usage")
+    if usage is None:
+        return None
+    judge = usage.get("judge")
+    return {
+        "candidates": [
+            {
+                "model": model,
+                "runs": _number(t.get("runs")),
+                **_figures(t),
+                "unknown": _number(t.get("unknown_runs")),
+                "directness": _number(t.get("directness_mean"), 2),
+                "directness_runs": _number(t.get("directness_runs")),
+            }
+            for model, t in usage.get("candidates", {}).items()
+        ],
+        "judge": None
+        if judge is None
+        else [
+            {"role": "all", "calls": _number(judge.get("calls")), **_figures(judge)},
+            *(
+                {"role": role, "calls": _number(r.get("calls")), **_figures(r)}
+                for role, r in judge.get("by_role", {}).items()
+            ),
+        ],
+    }
 
 
 def _rating(r: dict) -> dict:
@@ -200,6 +257,7 @@ def report_view(record: dict) -> dict:
         "tournament_status": tournament.get("status", ""),
         "task_tournaments": [_task_tournament(t) for t in tournament.get("tasks", [])],
         "replies": _replies(record),
+        "usage": _usage(record),
         "comparisons": record.get("comparisons", []),
         "config": [(k, _number(run.get(k))) for k in CONFIG_FIELDS if k in run],
     }

@@ -8,10 +8,18 @@ from django.db.models import Count
 from accounts.models import Team
 from agents.models import Agent
 from arena_site.exceptions import ApplicationError
-from battles.models import Step
-from evals import aggregates, provenance
+from battles.coding_models import CodingOutcome
+from battles.models import Run, Span, Step
+from evals import aggregates, provenance, usage
 from evals.baseline_selectors import baseline_record_complete
-from evals.models import CriterionScore, EvalAttachment, EvalRun, Evaluation, PairJudgement
+from evals.models import (
+    CriterionScore,
+    EvalAttachment,
+    EvalRun,
+    EvalSpan,
+    Evaluation,
+    PairJudgement,
+)
 
 RECORD_SCHEMA = "agent-arena/evaluation-record/1"
 
@@ -72,6 +80,66 @@ def coding_scores(run: EvalRun) -> dict[str, Any] | None:
         "diff_bytes": coding.diff_bytes,
         "cost_usd": (coding.usage or {}).get("cost_usd"),
         "judge_error": coding.judge_error,
+    }
+
+
+def lane_usage(lane: Run | None, *, kind: str) -> dict[str, Any]:
+    """A desktop or repo run's usage from its lane: a coding CLI's own report (the
+    figures the battle page shows) with the lane's directness, else the lane's model
+    spans (the scaffold's calls, or the gateway's for a CLI that reported nothing)."""
+    if lane is None:
+        return usage.unknown(usage.NO_LANE)
+    spans = Span.objects.filter(run=lane, kind=Span.Kind.MODEL)
+    if kind != "repo":
+        return usage.of_calls(
+            spans, source=usage.LANE_SPANS, directness_reason=usage.DESKTOP_NO_DIRECTNESS
+        )
+    coding = CodingOutcome.objects.filter(run=lane).only("usage", "directness").first()
+    reported = (coding.usage if coding else None) or {}
+    directness = (coding.directness if coding else None) or None
+    if reported and reported.get("source") != "spans":
+        return usage.cli_usage(reported, directness)
+    return usage.of_calls(
+        spans,
+        source=usage.LANE_SPANS,
+        directness=directness,
+        directness_reason="" if directness else usage.NOT_MEASURED,
+    )
+
+
+def run_usage(run: EvalRun, kind: str) -> dict[str, Any]:
+    """The run's usage as the record carries it: what was stored with the run, else
+    (a run stored before issue 40) derived now from its stored calls or lane
+    (``derived``)."""
+    if run.usage:
+        return usage.copied(run.usage)
+    if kind == "chat":
+        derived = usage.chat_usage(EvalSpan.objects.filter(run=run, role=EvalSpan.Role.CANDIDATE))
+    else:
+        derived = lane_usage(run.lane, kind=kind)
+    return usage.copied({**derived, "derived": True})
+
+
+def judge_usage(evaluation: Evaluation) -> dict[str, Any] | None:
+    """The judge's calls (rubric, pairwise, its own answers, model-graded scorers: every
+    attempt) added up from the evaluation's spans, and by role; None without a judge."""
+    if evaluation.judge_id is None:
+        return None
+    calls = EvalSpan.objects.filter(evaluation=evaluation).exclude(role=EvalSpan.Role.CANDIDATE)
+    return usage.calls_totals((c.role, c) for c in calls)
+
+
+def usage_section(evaluation: Evaluation, results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The record's ``usage``: each candidate's runs added up (every epoch, failed runs
+    too: they were paid), and the judge's calls (``judge_usage``)."""
+    per_agent: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        if "usage" in r:
+            per_agent.setdefault(r["agent"], []).append(r["usage"])
+    slugs = [c.agent.slug for c in evaluation.candidates.select_related("agent")]
+    return {
+        "candidates": {slug: usage.totals(per_agent.get(slug, [])) for slug in slugs},
+        "judge": judge_usage(evaluation),
     }
 
 
@@ -209,6 +277,7 @@ def evaluation_record(evaluation: Evaluation) -> dict[str, Any]:
                 ],
                 "lane": _lane(run, steps),
                 "success": _success(run),
+                "usage": run_usage(run, kinds[task["id"]]),
                 **repo_row,
                 **({"coding": coding_scores(run)} if repo_row else {}),
             }
@@ -325,6 +394,7 @@ def evaluation_record(evaluation: Evaluation) -> dict[str, Any]:
             "pass_at_k": _pass_at_k(evaluation, tasks, candidates, all_runs),
         },
     }
+    record["usage"] = usage_section(evaluation, results)
     if evaluation.pairwise:
         agreeing = sum(1 for j in judgments if j["agreement"])
         record["judgments"] = judgments

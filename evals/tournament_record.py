@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evals import games as judged
+from evals import usage as used
 from evals.games import GameResult
 from evals.tournaments import FORMATS, TaskTournament
 
@@ -121,6 +122,8 @@ def _results(results: list[dict], task_ids: list[str], candidates: list[str]) ->
                 row = {**head, **_pick(r, RESULT_FIELDS, f"result {t!r}/{c!r}")}
                 if r.get("coding") is not None:  # a repo task's scores, by name
                     row["coding"] = {k: r["coding"][k] for k in CODING_FIELDS}
+                if r.get("usage") is not None:  # tokens, cost, directness (evals.usage)
+                    row["usage"] = used.copied(r["usage"])
                 rows.append(row)
     return rows
 
@@ -223,6 +226,7 @@ def tournament_record(
     best_of: int,
     opening: list | None,
     composite_tasks: list[str] | None = None,
+    judge_usage: dict | None = None,
 ) -> dict:
     """The record. ``run`` holds the provenance of ``RUN_FIELDS`` (plus
     ``judge_decoding`` with a judge): ``suite`` is the suite's name, hash and task
@@ -231,7 +235,10 @@ def tournament_record(
     what the judge played (both empty/None without a judge). ``seed`` seeds the
     bootstrap (the tournaments' fallback already used it). ``composite_tasks`` are the
     repo tasks whose games the composite scores decided (no judge asked): given, the
-    run has games even without a judge."""
+    run has games even without a judge. A result's ``usage`` (``evals.usage``) is
+    copied by name; with any, or with ``judge_usage`` (``usage.calls_totals`` of the
+    judge's calls), the record's ``usage`` adds them up per candidate and names the
+    judge's."""
     if format not in FORMATS:
         raise RecordError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
     if "tie" in candidates:
@@ -309,4 +316,22 @@ def tournament_record(
         record["statistics"] = judged.statistics(games, candidates)
         record["ratings"] = ratings
     record["tournament"] = tournament
+    if judge_usage is not None or any("usage" in r for r in rows):
+        record["usage"] = _usage(rows, list(candidates), judge_usage)
     return record
+
+
+def _usage(rows: list[dict], candidates: list[str], judge_usage: dict | None) -> dict:
+    """Each candidate's results' usage added up (a result without one is left out and
+    not counted), and the judge's calls as given, copied by name."""
+    per = {c: [r["usage"] for r in rows if r["model"] == c and "usage" in r] for c in candidates}
+    judge = None
+    if judge_usage is not None:
+        judge = {
+            **_pick(judge_usage, ("calls", *used.FIGURES), "judge usage"),
+            "by_role": {
+                role: _pick(figures, ("calls", *used.FIGURES), f"judge usage of {role!r}")
+                for role, figures in (judge_usage.get("by_role") or {}).items()
+            },
+        }
+    return {"candidates": {c: used.totals(per[c]) for c in candidates}, "judge": judge}

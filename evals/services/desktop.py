@@ -26,6 +26,7 @@ from battles.parity import LaneAttachment, LaneInputs, shared_tools
 from battles.services.lanes import run_lane
 from evals import scoring
 from evals.models import EvalAttachment, EvalRun, Evaluation
+from evals.selectors import lane_usage
 from sandboxes.base import Sandbox, ToolError
 from sandboxes.untrusted import storable_text
 
@@ -137,11 +138,14 @@ def desktop_lane(*, evaluation: Evaluation, task: dict, agent: Agent) -> LaneOut
     return LaneOutcome(lane=lane, success=checked[0] if checked else None)
 
 
-def desktop_run(*, evaluation: Evaluation, task: dict, agent: Agent) -> EvalRun | None:
+def desktop_run(
+    *, evaluation: Evaluation, task: dict, agent: Agent, replicate: int = 0
+) -> EvalRun | None:
     """The agent's run of the desktop task: its lane and success command
     (``desktop_lane``), stored as the (task, agent)'s ``EvalRun`` with the agent's final
-    message as the output the judges read; an error when the lane ended in error (the
-    command's result is kept all the same). None when a concurrent executor stored
+    message as the output the judges read and what the lane's model calls used
+    (``lane_usage``); an error when the lane ended in error (the command's result is
+    kept all the same). None when a concurrent executor stored
     the run first."""
     started, t0 = timezone.now(), time.monotonic()
     outcome = desktop_lane(evaluation=evaluation, task=task, agent=agent)
@@ -154,6 +158,7 @@ def desktop_run(*, evaluation: Evaluation, task: dict, agent: Agent) -> EvalRun 
                 evaluation=evaluation,
                 task_id=task["id"],
                 agent=agent,
+                replicate=replicate,
                 status=EvalRun.Status.DONE if ok else EvalRun.Status.ERROR,
                 output=lane.final_message,
                 error=lane.error,
@@ -169,6 +174,7 @@ def desktop_run(*, evaluation: Evaluation, task: dict, agent: Agent) -> EvalRun 
                 success_timed_out=success.timed_out if success else None,
                 success_duration_ms=success.duration_ms if success else None,
                 success_score=success.score if success else None,
+                usage=lane_usage(lane, kind="desktop"),
             )
     except IntegrityError:
         return None

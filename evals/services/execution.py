@@ -35,7 +35,7 @@ from django.utils import timezone
 
 from agents.models import Agent
 from agents.services import AgentFailure, model_client_for, sampling_params
-from evals import calls, scoring
+from evals import calls, scoring, usage
 from evals.gates import gates
 from evals.models import CriterionScore, EvalRun, EvalSpan, Evaluation, PairJudgement
 from evals.services import baseline, desktop, repo
@@ -304,6 +304,7 @@ def _candidate_work(evaluation, tasks, agents, clients, sleep) -> list[Work]:
                         started_at=started,
                         duration_ms=int((time.monotonic() - t0) * 1000),
                         attempts=max(outcome.attempts, 1),
+                        usage=usage.chat_usage(outcome.spans),
                     )
                     _spans(outcome.spans, evaluation=evaluation, role="candidate", run=run)
 

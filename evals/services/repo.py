@@ -34,6 +34,7 @@ from battles.services.coding_judge import coding_judge
 from battles.services.repo_admission import RepoRequest, repo_check, repo_store
 from battles.services.repo_source import SourceUnavailable, lane_repo, repo_source_prepare
 from evals.models import EvalRepo, EvalRun, Evaluation
+from evals.selectors import lane_usage
 
 logger = logging.getLogger(__name__)
 
@@ -129,9 +130,10 @@ def _source(evaluation: Evaluation, task_id: str) -> RepoSource:
 def repo_run(*, evaluation: Evaluation, task: dict, agent: Agent, replicate: int) -> EvalRun | None:
     """One replicate of the agent on the repo task: the coding lane, then (its sandbox
     destroyed) the judge sandbox; stored as the (task, agent, replicate)'s ``EvalRun``
-    with the agent's final message as its output. An error when the source could not
-    be prepared, the lane ended in error, or the judge failed. None when a concurrent
-    executor stored the run first."""
+    with the agent's final message as its output and its tokens, cost and directness
+    (``lane_usage``: the CLI's report or the lane's model spans). An error when the
+    source could not be prepared, the lane ended in error, or the judge failed. None
+    when a concurrent executor stored the run first."""
     started, t0 = timezone.now(), time.monotonic()
     chosen = evaluation.settings["repo"]
     source = _source(evaluation, task["id"])
@@ -190,6 +192,7 @@ def repo_run(*, evaluation: Evaluation, task: dict, agent: Agent, replicate: int
                 started_at=started,
                 duration_ms=int((time.monotonic() - t0) * 1000),
                 lane=lane,
+                usage=lane_usage(lane, kind="repo"),
             )
     except IntegrityError:
         return None

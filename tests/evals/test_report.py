@@ -25,7 +25,7 @@ from tests.evals.test_tournament_record import (
 
 HOSTILE = '</details></pre><script>alert(1)</script><img src="https://evil.test/x.png">'
 SECTIONS = [
-    "header", "coverage", "tournament", "judgments", "replies", "raw", "ratings",
+    "header", "coverage", "tournament", "judgments", "replies", "usage", "raw", "ratings",
     "comparisons", "bootstrap", "configuration",
 ]  # fmt: skip
 

@@ -82,7 +82,7 @@ class Judge:
 
 
 def build(candidates, tasks, results, judge, *, format, best_of=1, seed=0, opening=None,
-          replicates=40, drop_games=0):  # fmt: skip
+          replicates=40, drop_games=0, judge_usage=None):  # fmt: skip
     tournaments = [
         run_task(t["id"], candidates, format=format, best_of=best_of, seed=seed, play=judge,
                  opening=opening)
@@ -101,6 +101,7 @@ def build(candidates, tasks, results, judge, *, format, best_of=1, seed=0, openi
         format=format,
         best_of=best_of,
         opening=opening,
+        judge_usage=judge_usage,
     )
 
 
