@@ -86,6 +86,8 @@ api = [
     path("evaluations/", EvaluationListCreateApi.as_view(), name="evaluations"),
     path("evaluations/<id:pk>/", EvaluationDetailApi.as_view(), name="evaluation"),
     path("evaluations/<id:pk>/cancel/", EvaluationCancelApi.as_view(), name="evaluation-cancel"),
+    path("", include("evals.api_report")),  # issue 40 item 7: progress, audit report
+    path("", include("evals.api_run")),  # issue 40 item 7: one prompt on one agent
     # issue 20 point 6: open data (docs/open-data.md)
     path("open-data/", OpenDataIndexApi.as_view(), name="open-data"),
     path("open-data/archive.tar.gz", OpenDataArchiveApi.as_view(), name="open-data-archive"),

@@ -76,6 +76,10 @@ def test_the_walk_finds_every_api_route():
         "api/evaluations/",
         "api/evaluations/<id:pk>/",
         "api/evaluations/<id:pk>/cancel/",
+        "api/evaluations/<id:pk>/progress/",
+        "api/evaluations/<id:pk>/report.html",
+        "api/runs/",
+        "api/runs/<id:pk>/",
         "api/open-data/",
         "api/open-data/archive.tar.gz",
         "api/open-data/battles.jsonl",
@@ -134,6 +138,10 @@ def test_the_tenant_views_are_the_battles_api():
         "evals.api.EvaluationListCreateApi",
         "evals.api.EvaluationDetailApi",
         "evals.api.EvaluationCancelApi",
+        "evals.api_report.EvaluationProgressApi",
+        "evals.api_report.EvaluationReportApi",
+        "evals.api_run.RunCreateApi",
+        "evals.api_run.RunDetailApi",
     }
 
 
