@@ -1,8 +1,8 @@
 """The bundled SWE-bench sample instance, imported (evals.importers.swebench), run for
 real: as a suite task of an offline evaluation and as a coding battle. Scaffold agents
-on the real Anthropic SDK against a fake Messages API (tests.agents.fake_providers)
-work in real bubblewrap sandboxes; the judge sandbox runs the real pytest on the
-instance's test lists. The gold patch scores functional 1 and regression 1; no patch,
+on the real Anthropic SDK against a fake Messages API (tests.agents.fake_providers,
+scripted as tests.evals.test_repo_tasks's lanes) work in real bubblewrap sandboxes; the
+judge sandbox runs the real pytest on the instance's test lists. The gold patch scores functional 1 and regression 1; no patch,
 functional 0. The agents never see the instance's test patch (its hidden tests)."""
 
 import base64
@@ -14,17 +14,21 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 
-from agents.models import Agent, Arena
 from battles.coding_models import CodingOutcome
 from battles.models import Battle, Run, Step
 from battles.services import battle_run, task_submit
 from battles.services.repo_admission import RepoRequest
 from evals import suites
-from tests.agents.fake_providers import FakeAnthropic, tool_call
+from tests.agents.fake_providers import FakeAnthropic
+from tests.evals.test_repo_tasks import (
+    KEY,
+    _loopback,  # noqa: F401 - the fakes are on loopback
+    lanes,
+    scaffold,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)  # each lane has its own connection
 
-KEY = "sk-ant-test-swebench-0123456789abcdef0123"
 SAMPLES = Path(__file__).resolve().parents[2] / "examples" / "swebench"
 INSTANCE = "arena-samples__textkit-1"
 GOLD = next(
@@ -37,32 +41,6 @@ APPLY_GOLD = (
 )
 # What the agent can see of the tests and of the history: never the hidden test.
 LOOK = "cd /work/repo && cat tests/test_slug.py && git log --all --oneline | wc -l"
-
-
-@pytest.fixture(autouse=True)
-def _loopback(settings):
-    from tests.agents.conftest import LOOPBACK
-
-    settings.ARENA = settings.ARENA.replace(internal_allowlist=LOOPBACK)
-
-
-def one_command(command: str):
-    """A model that runs one shell command in its lane, then delivers."""
-
-    def policy(request: dict):
-        if not any(m["role"] == "assistant" for m in request["messages"]):
-            return tool_call("shell", {"command": command})
-        return tool_call("deliver", {"message": "done"})
-
-    return policy
-
-
-def scaffold(slug: str, base_url: str) -> Agent:
-    return Agent.objects.create(
-        arena=Arena.objects.public(), slug=slug, display_name=slug.title(), kind="scaffold",
-        provider="anthropic", model_id=f"{slug}-model", tool_set=["shell", "deliver"],
-        params={"base_url": base_url, "api_key_env": "SWEBENCH_TEST_API_KEY", "max_tokens": 512},
-    )  # fmt: skip
 
 
 def imported_suite(tmp_path: Path) -> Path:
@@ -82,12 +60,12 @@ def looked(run: Run) -> str:
 def test_the_sample_instance_runs_as_a_suite_task_graded_by_its_test_lists(
     alice, monkeypatch, tmp_path
 ):
-    monkeypatch.setenv("SWEBENCH_TEST_API_KEY", KEY)
+    monkeypatch.setenv("EVAL_REPO_TEST_API_KEY", KEY)
     suite = imported_suite(tmp_path)
     out = tmp_path / "record.json"
     with (
-        FakeAnthropic(api_key=KEY, policy=one_command(APPLY_GOLD)) as gold,
-        FakeAnthropic(api_key=KEY, policy=one_command(LOOK)) as idle,
+        FakeAnthropic(api_key=KEY, policy=lanes(lambda n: APPLY_GOLD)) as gold,
+        FakeAnthropic(api_key=KEY, policy=lanes(lambda n: LOOK)) as idle,
     ):
         scaffold("gold", gold.base_url)
         scaffold("idle", idle.base_url)
@@ -119,7 +97,7 @@ def test_the_sample_instance_runs_as_a_suite_task_graded_by_its_test_lists(
 def test_the_sample_instance_runs_as_a_coding_battle(alice, monkeypatch, tmp_path):
     """A battle task made from the imported instance: its bundle, refs and commands as
     the API's fields (docs/evaluations.md, "Importing task sets")."""
-    monkeypatch.setenv("SWEBENCH_TEST_API_KEY", KEY)
+    monkeypatch.setenv("EVAL_REPO_TEST_API_KEY", KEY)
     suite = imported_suite(tmp_path)
     (task,) = suites.load_suite(suite).tasks
     request = RepoRequest(
@@ -128,8 +106,8 @@ def test_the_sample_instance_runs_as_a_coding_battle(alice, monkeypatch, tmp_pat
         test_cmd=task.test_cmd, time_limit_s=task.time_limit_s,
     )  # fmt: skip
     with (
-        FakeAnthropic(api_key=KEY, policy=one_command(APPLY_GOLD)) as gold,
-        FakeAnthropic(api_key=KEY, policy=one_command(LOOK)) as idle,
+        FakeAnthropic(api_key=KEY, policy=lanes(lambda n: APPLY_GOLD)) as gold,
+        FakeAnthropic(api_key=KEY, policy=lanes(lambda n: LOOK)) as idle,
     ):
         a, b = scaffold("gold", gold.base_url), scaffold("idle", idle.base_url)
         battle = task_submit(
