@@ -19,6 +19,7 @@ and ``openai``): it builds the SDK client on a checked HTTP client of the shared
 context, with the SDK's own retries off, and maps the SDK's exceptions.
 """
 
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,14 +29,16 @@ from agents.gateway_usage import call_cost
 from agents.providers.base import ModelReply, ProviderError, ToolSpec, Turn
 from agents.providers.common import (
     ParsedReply,
-    ProviderClient,
+    Price,
     SdkErrors,
     failure_from_sdk_error,
     read_json_object,
     shared_tls_context,
 )
-from agents.providers.retry import call_with_retries
+from agents.providers.redaction import register_secret
+from agents.providers.retry import Backoff, call_with_retries
 from agents.providers.transport import OutboundRefused, checked_http_client
+from sandboxes.netpolicy import OutboundPolicy
 
 
 @dataclass(frozen=True)
@@ -53,17 +56,61 @@ class ModelCall:
         return {k: v for k, v in self.params.items() if k in known}
 
 
-class ProviderAdapter(ProviderClient):
+class ProviderAdapter:
     """A :class:`~agents.providers.base.ModelClient` from the two wire-format methods
     ``_request`` and ``_send`` (see the module docstring). After :meth:`close` every
-    call raises ``ProviderError``."""
+    call raises ``ProviderError``.
 
+    Construction is the same for every client: its key registered for redaction (and
+    kept only for that: never put into messages, logs or repr), its timeouts and retry
+    schedule, its price, and the address policy every connection of its SDK is checked
+    against (the strict one, with the host's DNS, unless the caller brings the
+    arena's). A subclass builds its SDK client after this, from ``self.outbound``."""
+
+    provider = ""
     # The row of ``agents.gateway_usage.CACHE_PRICE_FACTORS`` that prices cached tokens.
     cache_pricing: ClassVar[str] = "openai"
     # The exceptions of one attempt that are an answer (the provider's, its SDK's or the
     # address policy's), turned by ``_failure`` into a retry decision.
     answer_errors: tuple[type[Exception], ...] = ()
     _closed = False
+
+    def __init__(
+        self,
+        model: str,
+        api_key: str,
+        base_url: str | None = None,
+        *,
+        timeout_s: float = 60.0,
+        max_retries: int = 4,
+        backoff: Backoff | None = None,
+        price: Price | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+        outbound: OutboundPolicy | None = None,
+    ) -> None:
+        if not api_key:
+            raise ProviderError(f"{self.provider}: no API key given")
+        self._secrets = self._secrets_of(api_key)
+        for secret in self._secrets:
+            register_secret(secret)
+        self.model = model
+        self.base_url = base_url
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff = backoff or Backoff()
+        self.price = price
+        self._sleep = sleep
+        self._rng = rng
+        self.outbound = OutboundPolicy() if outbound is None else outbound
+
+    def _secrets_of(self, api_key: str) -> tuple[str, ...]:
+        """What to redact from error texts: the key (a subclass may know a placeholder
+        that is none)."""
+        return (api_key,)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
 
     def _request(self, call: ModelCall) -> Any:
         """The wire request for ``call``."""

@@ -1,7 +1,7 @@
-"""What the provider clients share besides the call path (:mod:`agents.providers.adapter`):
-their construction (``ProviderClient``), turning SDK exceptions into retry decisions,
-reading reply bodies and their usage, the message mapping the wires have in common, and
-one TLS context for all their HTTP clients.
+"""What the provider clients share besides their adapter base
+(:mod:`agents.providers.adapter`): turning SDK exceptions into retry decisions, reading
+reply bodies and their usage, the message mapping the wires have in common, and one TLS
+context for all their HTTP clients.
 
 Both SDKs (Stainless-generated) raise the same family of exceptions: ``APIStatusError``
 with ``status_code``/``response``/``body``, ``APITimeoutError`` and its parent
@@ -13,10 +13,8 @@ import base64
 import contextlib
 import functools
 import json
-import random
 import ssl
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,15 +22,13 @@ import httpx2
 
 from agents.gateway_usage import body_usage
 from agents.providers.base import Image, ProviderError, Text, ToolResult, ToolUse, Usage
-from agents.providers.redaction import redact, register_secret
+from agents.providers.redaction import redact
 from agents.providers.retry import (
-    Backoff,
     RetryableFailure,
     is_retryable_status,
     retry_after_seconds,
 )
 from agents.providers.transport import OutboundRefused
-from sandboxes.netpolicy import OutboundPolicy
 
 # (USD per million input tokens, USD per million output tokens)
 Price = tuple[float, float]
@@ -50,53 +46,6 @@ def shared_tls_context() -> ssl.SSLContext:
     time; a context is configuration only (no connections), safe to share across
     clients and threads, and across a fork."""
     return httpx2.create_ssl_context()
-
-
-class ProviderClient:
-    """The construction every provider client shares: its key registered for redaction
-    (and kept only for that: never put into messages, logs or repr), its timeouts and
-    retry schedule, its price, and the address policy every connection of its SDK is
-    checked against (the strict one, with the host's DNS, unless the caller brings the
-    arena's). A subclass builds its SDK client after this, from ``self.outbound``."""
-
-    provider = ""
-
-    def __init__(
-        self,
-        model: str,
-        api_key: str,
-        base_url: str | None = None,
-        *,
-        timeout_s: float = 60.0,
-        max_retries: int = 4,
-        backoff: Backoff | None = None,
-        price: Price | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        rng: random.Random | None = None,
-        outbound: OutboundPolicy | None = None,
-    ) -> None:
-        if not api_key:
-            raise ProviderError(f"{self.provider}: no API key given")
-        self._secrets = self._secrets_of(api_key)
-        for secret in self._secrets:
-            register_secret(secret)
-        self.model = model
-        self.base_url = base_url
-        self.timeout_s = timeout_s
-        self.max_retries = max_retries
-        self.backoff = backoff or Backoff()
-        self.price = price
-        self._sleep = sleep
-        self._rng = rng
-        self.outbound = OutboundPolicy() if outbound is None else outbound
-
-    def _secrets_of(self, api_key: str) -> tuple[str, ...]:
-        """What to redact from error texts: the key (a subclass may know a placeholder
-        that is none)."""
-        return (api_key,)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
 
 
 class CloseOnCollect:
