@@ -107,7 +107,9 @@ def judge_answer_obtain(
     return answer
 
 
-def _order(client: ModelClient, prompt: str, *, name: str, sleep) -> tuple[str | None, object]:
+def _order(
+    client: ModelClient, prompt: str, *, name: str, sleep
+) -> tuple[str | None, calls.Outcome]:
     """One order's 5-level verdict (None when it failed for good) and its calls."""
     outcome = calls.Outcome()
     turns = [Turn("user", [Text(prompt)])]
@@ -147,7 +149,8 @@ def baseline_game_play(
     failed = [r for r in (candidate, anchor) if r.status != EvalRun.Status.DONE]
     failure = ""
     if failed:
-        failure = f"no reply to judge: {failed[0].agent.slug}'s run failed ({failed[0].error})"
+        why = failed[0].error or failed[0].status
+        failure = f"no reply to judge: {failed[0].agent.slug}'s run failed ({why})"
     elif answer.error:
         failure = f"the judge's own answer to the task failed: {answer.error}"
     if failure:

@@ -19,7 +19,7 @@ from arena_site.exceptions import ApplicationError
 from evals import baseline, selectors, services
 from evals.models import EvalRun, EvalSpan, Evaluation, JudgeAnswer, PairJudgement
 from ratings.models import RatingPoint, RatingSnapshot, RefitState
-from tests.agents.fake_providers import FakeOpenAI, text
+from tests.agents.fake_providers import FakeOpenAI, HttpError, text
 from tests.evals.scripted import (
     FAILING_TASK,
     KEY,
@@ -293,3 +293,35 @@ def test_the_api_takes_a_baseline_and_refuses_a_wrong_one(four, alice, api):
         "'gamma' must be one of the evaluation's candidates" in refused.json()["error"]["message"]
     )
     assert Evaluation.objects.count() == 1
+
+
+def test_a_failed_judge_answer_fails_its_tasks_games_with_the_reason(four, arena_agents):
+    scripted = arena_agents["judge"].policy
+
+    def judge(request: dict):
+        prompt = first_user_text(request)
+        if prompt.startswith("Compute 2+2."):  # its own answer to t02: refused for good
+            return HttpError(400, message="scripted refusal")
+        return scripted(request)
+
+    arena_agents["judge"].policy = judge
+    team = Team.objects.get(name="Acme")
+    lines = [f"  - {{id: t0{n}, prompt: 'Compute {n}+{n}. Answer with the number only.'}}"
+             for n in (1, 2, 4)]  # fmt: skip
+    suite = services.suite_store(team=team, name="three.yaml",
+                                 data=("tasks:\n" + "\n".join(lines) + "\n").encode())  # fmt: skip
+    evaluation = services.evaluation_create(
+        team=team, suite=suite, agent_slugs=["alpha", "beta"], judge_slug="judge",
+        baseline_slug="beta",
+    )  # fmt: skip
+    services.evaluation_execute(evaluation_id=evaluation.pk, sleep=lambda s: None)
+    refused = JudgeAnswer.objects.get(evaluation=evaluation, task_id="t02")
+    assert refused.output == "" and "400" in refused.error and refused.attempts == 1
+    games = {g.task_id: g for g in PairJudgement.objects.filter(evaluation=evaluation)}
+    assert games["t02"].winner == "" and games["t02"].ab_raw == []
+    assert games["t02"].failure.startswith("the judge's own answer to the task failed: ")
+    assert games["t01"].winner == "A" and games["t04"].winner == "tie"
+    record = selectors.evaluation_record(evaluation)
+    assert record["run"]["failed_pair_judgements"] == 1 and record["run"]["complete"] is False
+    (rate,) = record["baseline"]["win_rates"]
+    assert rate["games"] == 2 and rate["win_rate"] == pytest.approx((6 + 1) / (6 + 2))
