@@ -24,7 +24,7 @@ from typing import Any
 from agents.providers.base import ModelClient, ModelReply, ProviderError, Text, Turn
 from agents.providers.retry import Backoff, RetryableFailure, call_with_retries, is_retryable_status
 from agents.scaffold import SpanRecord
-from evals import scoring
+from evals import scorers, scoring
 
 ATTEMPTS = 3
 BACKOFF = Backoff(base_s=1.0, factor=2.0, jitter=0.0)  # 1 s, then 2 s
@@ -326,3 +326,45 @@ def pairwise_game(
     if ab.verdict is not None and ba.verdict is not None:
         resolved = scoring.resolve(ab.verdict, ba.verdict)
     return Game(resolved=resolved, ab=ab, ba=ba, duration_ms=int((time.monotonic() - t0) * 1000))
+
+
+@dataclass
+class Graded:
+    """The model-graded fact scorer's call: the grade ("C" or "I"; None when the grader
+    failed for good, ``outcome.error`` saying why) and its attempts."""
+
+    grade: str | None
+    outcome: Outcome
+
+
+def fact_grade(
+    client: ModelClient,
+    *,
+    question: str,
+    target: str,
+    reply: str,
+    sleep: Callable[[float], None] | None = None,
+) -> Graded:
+    """One grader call (``scorers.fact_prompt``) under the retry policy; a reply with
+    no ``GRADE: C`` / ``GRADE: I`` line is asked again, as a pairwise judge's is."""
+    outcome = Outcome()
+    turns = [Turn("user", [Text(scorers.fact_prompt(question=question, target=target,
+                                                     reply=reply))])]  # fmt: skip
+
+    def attempt() -> str:
+        text = _one_call(
+            client,
+            turns=turns,
+            system="",
+            max_tokens=MAX_TOKENS,
+            params=dict(JUDGE_DECODING),
+            span_name=f"grader {client.model} · fact",
+            outcome=outcome,
+        ).text
+        try:
+            return scorers.parse_grade(text)
+        except ValueError as bad:
+            raise RetryableFailure(f"grader reply rejected: {bad}") from None
+
+    grade, outcome.error = _with_retries(attempt, what=f"fact grader {client.model}", sleep=sleep)
+    return Graded(grade=grade, outcome=outcome)

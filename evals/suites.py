@@ -21,6 +21,8 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from evals import scorers as scorer_specs
+
 MAX_FILE_BYTES = 8 * 1024 * 1024
 MAX_TASKS = 100_000
 # YAML aliases let a small file expand into a huge or cyclic document ("billion laughs"); these
@@ -31,7 +33,7 @@ _MAX_VALUES = 5_000_000
 _DESKTOP_FIELDS = ("start_url", "attachments", "success_cmd")
 _REPO_FIELDS = ("repo", "ref", "judge_ref", "test_cmd", "time_limit_s")
 TASK_FIELDS = (
-    "id", "input", "prompt", "reference", "meta", "evaluation", "kind",
+    "id", "input", "prompt", "reference", "meta", "evaluation", "kind", "choices", "scorers",
     *_DESKTOP_FIELDS, *_REPO_FIELDS,
 )  # fmt: skip
 _CRITERION_FIELDS = ("name", "description", "scale", "weight")
@@ -95,6 +97,8 @@ class SuiteTask:
     judge_ref: str = ""
     test_cmd: str | None = None
     time_limit_s: int | None = None
+    choices: tuple[str, ...] = ()  # a chat task's multiple choices, shown lettered A, B, …
+    scorers: tuple[dict, ...] = ()  # normalised (evals.scorers.parse_scorers); () : exact only
 
 
 @dataclass(frozen=True)
@@ -351,6 +355,25 @@ def _evaluation(raw: dict, at) -> str | None:
     return _string(evaluation, "expected", at, field="evaluation.expected", required=True)
 
 
+def _scoring(raw: dict, kind: str, at) -> dict:
+    """A task's ``choices`` and ``scorers`` (``evals.scorers``): choices on chat tasks
+    only, scorers on chat and desktop tasks (a desktop task's final message), never
+    beside ``evaluation`` (an exact scorer is one of the scorers)."""
+    for key, allowed in (("choices", ("chat",)), ("scorers", ("chat", "desktop"))):
+        if raw.get(key) is not None and kind not in allowed:
+            raise at(f"only {' and '.join(allowed)} tasks take it", key)
+    if raw.get("scorers") is not None and raw.get("evaluation") is not None:
+        raise at("give 'scorers' or 'evaluation', not both (an exact scorer is "
+                 "{type: exact, expected: …} among the scorers)", "scorers")  # fmt: skip
+    try:
+        choices = scorer_specs.parse_choices(raw.get("choices"))
+        specs = raw.get("scorers")
+        parsed = () if specs is None else scorer_specs.parse_scorers(specs, choices=choices)
+    except scorer_specs.ScorerSpecError as error:
+        raise at(error.problem, error.field) from None
+    return {"choices": choices, "scorers": tuple(parsed)}
+
+
 def _task(raw, index: int, file: str, first_at: dict[str, int]) -> SuiteTask:
     at = _entry(raw, index, file, "task", "id", first_at)
     _check_fields(raw, TASK_FIELDS, at)
@@ -400,6 +423,7 @@ def _task(raw, index: int, file: str, first_at: dict[str, int]) -> SuiteTask:
         attachments=attachments,
         success_cmd=success_cmd,
         **repo,
+        **_scoring(raw, kind, at),
     )
 
 

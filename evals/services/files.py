@@ -44,6 +44,11 @@ def suite_store(*, team: Team, name: str, data: bytes) -> Suite:
             "attachments": list(t.attachments),
             "success_cmd": t.success_cmd,
             **(
+                {"choices": list(t.choices), "scorers": list(t.scorers)}
+                if t.choices or t.scorers
+                else {}
+            ),
+            **(
                 {
                     "repo": t.repo,
                     "ref": t.ref,

@@ -366,8 +366,8 @@ def test_the_number_of_tasks_is_bounded(monkeypatch):
 # --- one task -------------------------------------------------------------------------------
 
 ALLOWED = (
-    "allowed: id, input, prompt, reference, meta, evaluation, kind, start_url, attachments,"
-    " success_cmd, repo, ref, judge_ref, test_cmd, time_limit_s"
+    "allowed: id, input, prompt, reference, meta, evaluation, kind, choices, scorers, start_url,"
+    " attachments, success_cmd, repo, ref, judge_ref, test_cmd, time_limit_s"
 )
 
 TASK_ERRORS = [
