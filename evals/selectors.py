@@ -10,7 +10,7 @@ from agents.models import Agent
 from arena_site.exceptions import ApplicationError
 from battles.coding_models import CodingOutcome
 from battles.models import Run, Span, Step
-from evals import aggregates, provenance, usage
+from evals import aggregates, provenance, scorer_selectors, usage
 from evals.baseline_selectors import baseline_record_complete
 from evals.models import (
     CriterionScore,
@@ -395,6 +395,7 @@ def evaluation_record(evaluation: Evaluation) -> dict[str, Any]:
         },
     }
     record["usage"] = usage_section(evaluation, results)
+    scorer_selectors.record_scores(record, evaluation, candidates, all_runs)
     if evaluation.pairwise:
         agreeing = sum(1 for j in judgments if j["agreement"])
         record["judgments"] = judgments

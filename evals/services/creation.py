@@ -22,7 +22,7 @@ from accounts.models import Team
 from agents.models import Agent
 from agents.policies import BUILTIN_POLICIES
 from arena_site.exceptions import ApplicationError
-from evals import calls, tournaments
+from evals import calls, reducers, scorers, tournaments
 from evals.models import Candidate, Evaluation, Rubric, Suite
 from evals.services.baseline import baseline_choose
 from evals.services.files import eval_attachments_store
@@ -34,8 +34,8 @@ MAX_SEED = 2**63 - 1
 # Desktop lanes of one host's evaluations at once (each is a sandbox: a slot, ~1.3 GB
 # with its desktop); the lanes go through the sandbox slots like a battle's.
 DESKTOP_LANES = 2
-# Runs of each (repo task, agent), for pass@k; pass@k is reported for k ≤ this.
-MAX_REPLICATES = 20
+# Runs of each (task, agent): the epochs; pass@k is reported for k ≤ this.
+MAX_REPLICATES = reducers.MAX_EPOCHS
 
 
 def _evaluable(team: Team):
@@ -134,11 +134,6 @@ def repo_settings(*, agents: Sequence[Agent], step_budget: int | None, lanes: in
     desktop lanes' gate) and the runs per (task, agent)."""
     chosen = desktop_settings(agents=agents, step_budget=step_budget, wall_budget_s=None,
                               success_timeout_s=None, lanes=lanes)  # fmt: skip
-    if isinstance(replicates, bool) or not 1 <= replicates <= MAX_REPLICATES:
-        raise ApplicationError(
-            f"replicates must lie in 1..{MAX_REPLICATES}, got {replicates}",
-            code="invalid_replicates",
-        )
     return {"step_budget": chosen["step_budget"], "lanes": chosen["lanes"],
             "replicates": replicates}  # fmt: skip
 
@@ -246,6 +241,32 @@ def tournament_settings(
     }
 
 
+def epochs_settings(
+    *, epochs: int | None, replicates: int, reducer: str, tournament: str
+) -> tuple[int, reducers.Reducer]:
+    """The runs of each (task, agent) and the reducer of their scores, checked;
+    ``replicates`` is the older name of ``epochs`` (repo tasks only, then)."""
+    if epochs is None:
+        epochs = replicates
+    elif replicates not in (1, epochs):
+        raise ApplicationError(
+            f"replicates is the older name of epochs: give one of them, got epochs {epochs} "
+            f"and replicates {replicates}",
+            code="invalid_epochs",
+        )
+    try:
+        reducers.check_epochs(epochs)
+        chosen = reducers.parse_reducer(reducer, epochs=epochs)
+    except reducers.ReducerError as error:
+        raise ApplicationError(str(error), code="invalid_epochs") from None
+    if tournament and epochs != 1:
+        raise ApplicationError(
+            f"a tournament compares one run per agent and task: it takes 1 epoch, got {epochs}",
+            code="invalid_epochs",
+        )
+    return epochs, chosen
+
+
 @dataclass(frozen=True)
 class Selection:
     agents: list[str]
@@ -303,6 +324,8 @@ def evaluation_create(
     repos: Mapping[str, bytes] | None = None,
     replicates: int = 1,
     baseline_slug: str | None = None,
+    epochs: int | None = None,
+    reducer: str = "mean",
 ) -> Evaluation:
     """An evaluation of these agents (in this order) on the team's suite;
     ``selection_seed`` when they were drawn (``random_selection``), for the record.
@@ -312,8 +335,10 @@ def evaluation_create(
     (optional, as in 003) plays the pairwise games of that schedule (``best_of``,
     ``seed``, single elimination's ``opening`` matchups): ``pairwise`` is implied.
     ``repos`` are the repo tasks' uploads by the path the suite names them with
-    (``eval_repos_store``); each (repo task, agent) runs ``replicates`` times (pass@k);
-    a tournament compares one run per agent, so it takes one."""
+    (``eval_repos_store``). Each (task, agent) runs ``epochs`` times (``replicates``
+    is its older name, for repo tasks' pass@k) and ``reducer`` makes one score per
+    task of its epochs' (``evals.reducers``); a tournament compares one run per agent,
+    so it takes one epoch."""
     if suite.team_id != team.pk or (rubric is not None and rubric.team_id != team.pk):
         raise ApplicationError("no such suite or rubric", code="not_found", status=404)
     if not agent_slugs:
@@ -334,23 +359,23 @@ def evaluation_create(
         if any(task["kind"] == "desktop" for task in suite.tasks)
         else None
     )
+    epochs, chosen_reducer = epochs_settings(
+        epochs=epochs, replicates=replicates, reducer=reducer, tournament=tournament
+    )
     has_repo = any(task["kind"] == "repo" for task in suite.tasks)
     repo = (
         repo_settings(
-            agents=agents, step_budget=step_budget, lanes=desktop_lanes, replicates=replicates
+            agents=agents, step_budget=step_budget, lanes=desktop_lanes, replicates=epochs
         )
         if has_repo
         else None
     )
-    if replicates != 1 and (not has_repo or tournament):
+    graded = [t["id"] for t in suite.tasks if scorers.needs_judge(t.get("scorers") or ())]
+    if graded and not judge_slug:
         raise ApplicationError(
-            "replicates repeat a repo task's runs (for pass@k); "
-            + (
-                "a tournament compares one run per agent"
-                if tournament
-                else "the suite has no repo task"
-            ),
-            code="invalid_replicates",
+            f"task {graded[0]!r} has a model_graded_fact scorer: name the judge that grades "
+            "it (--judge)",
+            code="no_judge",
         )
     schedule = tournament_settings(
         slugs=agent_slugs,
@@ -374,7 +399,7 @@ def evaluation_create(
     if tournament and judge_slug:
         pairwise = True  # a tournament's games are pairwise games
     judge = None
-    if rubric is not None or pairwise or baseline:
+    if rubric is not None or pairwise or baseline or graded:
         if not judge_slug:
             raise ApplicationError("a rubric or pairwise judging needs --judge", code="no_judge")
         judge = _usable(team, judge_slug, role="judge")
@@ -405,6 +430,8 @@ def evaluation_create(
             "selection_seed": selection_seed,
             "desktop": desktop,
             "repo": repo,
+            "epochs": epochs,
+            "reducer": chosen_reducer.as_json(),
         },
     )
     Candidate.objects.bulk_create(

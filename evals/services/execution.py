@@ -35,10 +35,11 @@ from django.utils import timezone
 
 from agents.models import Agent
 from agents.services import AgentFailure, model_client_for, sampling_params
-from evals import calls, scoring, usage
+from evals import calls, scorers, scoring, usage
 from evals.gates import gates
 from evals.models import CriterionScore, EvalRun, EvalSpan, Evaluation, PairJudgement
-from evals.services import baseline, desktop, repo
+from evals.reducers import epochs_of
+from evals.services import baseline, desktop, repo, run_scores
 from evals.tournament_selectors import replaying, schedule_of, stored_outcomes, task_tournaments
 from evals.tournaments import Play, Unplayed, run_task
 
@@ -202,14 +203,15 @@ def evaluation_execute(
                 progress(label)
 
     run = dict(concurrency=concurrency, cancelled=cancelled, tick=tick)
-    _run_all(_candidate_work(evaluation, tasks, agents, clients, sleep), **run)
+    epochs = epochs_of(evaluation.settings)
+    _run_all(_candidate_work(evaluation, tasks, agents, clients, sleep, epochs), **run)
     if cancelled():
         return _finish(evaluation)
     lanes = evaluation.settings.get("desktop")
     if lanes:
         desktop.lanes_fail_stuck()
         _run_all(
-            _desktop_work(evaluation, tasks, agents),
+            _desktop_work(evaluation, tasks, agents, epochs),
             concurrency=lanes["lanes"],
             cancelled=cancelled,
             tick=tick,
@@ -221,33 +223,45 @@ def evaluation_execute(
         if not lanes:
             desktop.lanes_fail_stuck()
         _run_all(
-            _repo_work(evaluation, tasks, agents, coding["replicates"]),
+            _repo_work(evaluation, tasks, agents, epochs),
             concurrency=coding["lanes"],
             cancelled=cancelled,
             tick=tick,
         )
         if cancelled():
             return _finish(evaluation)
-    runs = {  # a repo task's first replicate is the run its tournament games compare
-        (r.task_id, r.agent_id): r
-        for r in EvalRun.objects.filter(evaluation=evaluation, replicate=0).select_related(
+    runs = {  # every epoch's run: the judges judge each epoch's replies
+        (r.task_id, r.agent_id, r.replicate): r
+        for r in EvalRun.objects.filter(evaluation=evaluation).select_related(
             "agent", "lane__coding"
         )
     }
-    judging: list[Work] = []
     judge = evaluation.judge
+    run_scores.runs_score(evaluation=evaluation, tasks=tasks)
+    judging: list[Work] = [
+        Work(endpoint_of(judge) if judge else "scorers", label, do)
+        for label, do in run_scores.fact_work(
+            evaluation=evaluation,
+            tasks=tasks,
+            judge=judge,
+            client=clients.get(judge.pk) if judge else None,
+            sleep=sleep,
+        )
+    ]
     if evaluation.tournament and (judge is not None or repo_only(tasks)):
         # a tournament plays on with a judge that cannot be built: each game it asks
-        # fails with the reason, as a candidate's calls do, and the record says so
+        # fails with the reason, as a candidate's calls do, and the record says so;
+        # it compares each task's first epoch (a tournament runs one)
+        first = {(t, a): r for (t, a, epoch), r in runs.items() if epoch == 0}
         judging += _tournament_work(
-            evaluation, tasks, agents, runs, judge, clients, sleep, cancelled, tick
+            evaluation, tasks, agents, first, judge, clients, sleep, cancelled, tick
         )
     elif judge is not None and not isinstance(clients[judge.pk], AgentFailure):
         judged = [t for t in tasks if t["kind"] != "repo"]  # repo tasks: their tests
         if evaluation.rubric is not None:
-            judging += _rubric_work(evaluation, judged, agents, runs, judge, clients, sleep)
+            judging += _rubric_work(evaluation, judged, agents, runs, judge, clients, sleep, epochs)
         if evaluation.pairwise:
-            judging += _pair_work(evaluation, judged, agents, runs, judge, clients, sleep)
+            judging += _pair_work(evaluation, judged, agents, runs, judge, clients, sleep, epochs)
         if evaluation.baseline_id:  # the judge's answer first, then the task's games
             for label, do in baseline.baseline_work(evaluation, judged, clients[judge.pk], sleep):
                 judging.append(Work(endpoint_of(judge), label, do))
@@ -263,72 +277,86 @@ def _finish(evaluation: Evaluation) -> Evaluation:
     return evaluation
 
 
-def _candidate_work(evaluation, tasks, agents, clients, sleep) -> list[Work]:
-    done = set(EvalRun.objects.filter(evaluation=evaluation).values_list("task_id", "agent_id"))
-    max_tokens = evaluation.settings.get("candidate_max_tokens", calls.MAX_TOKENS)
-    work = []
+def _done_runs(evaluation) -> set[tuple[str, int, int]]:
+    return set(
+        EvalRun.objects.filter(evaluation=evaluation).values_list(
+            "task_id", "agent_id", "replicate"
+        )
+    )
+
+
+def _each(tasks, agents, epochs: int, kind: str, done: set):
+    """(task, agent, epoch) of the kind's tasks not yet run, task by task, epoch 0 first."""
     for task in tasks:
         for agent in agents:
-            if task["kind"] != "chat" or (task["id"], agent.pk) in done:
-                continue
+            for epoch in range(epochs):
+                if task["kind"] == kind and (task["id"], agent.pk, epoch) not in done:
+                    yield task, agent, epoch
 
-            def do(task=task, agent=agent) -> None:
-                started, t0 = timezone.now(), time.monotonic()
-                client = clients[agent.pk]
-                if isinstance(client, AgentFailure):
-                    outcome = calls.Outcome(error=str(client))
-                else:
-                    outcome = calls.candidate_answer(
-                        client,
-                        prompt=task["prompt"],
-                        system=agent.system_prompt,
-                        params=sampling_params(agent),
-                        max_tokens=max_tokens,
-                        sleep=sleep,
-                    )
-                expected = task.get("expected")
 
-                def build() -> None:
-                    run = EvalRun.objects.create(
-                        evaluation=evaluation,
-                        task_id=task["id"],
-                        agent=agent,
-                        status=EvalRun.Status.DONE
-                        if outcome.text is not None
-                        else EvalRun.Status.ERROR,
-                        output=outcome.text or "",
-                        error=outcome.error,
-                        exact_score=scoring.exact_match(outcome.text, expected)
-                        if outcome.text is not None and expected is not None
-                        else None,
-                        started_at=started,
-                        duration_ms=int((time.monotonic() - t0) * 1000),
-                        attempts=max(outcome.attempts, 1),
-                        usage=usage.chat_usage(outcome.spans),
-                    )
-                    _spans(outcome.spans, evaluation=evaluation, role="candidate", run=run)
+def _candidate_work(evaluation, tasks, agents, clients, sleep, epochs: int) -> list[Work]:
+    """A call per chat task, agent and epoch not yet run (a multiple-choice task's
+    prompt lists its choices lettered, ``scorers.choices_prompt``)."""
+    max_tokens = evaluation.settings.get("candidate_max_tokens", calls.MAX_TOKENS)
+    work = []
+    for task, agent, epoch in _each(tasks, agents, epochs, "chat", _done_runs(evaluation)):
 
-                _store(build)
+        def do(task=task, agent=agent, epoch=epoch) -> None:
+            started, t0 = timezone.now(), time.monotonic()
+            client = clients[agent.pk]
+            if isinstance(client, AgentFailure):
+                outcome = calls.Outcome(error=str(client))
+            else:
+                outcome = calls.candidate_answer(
+                    client,
+                    prompt=scorers.choices_prompt(task["prompt"], task.get("choices") or ()),
+                    system=agent.system_prompt,
+                    params=sampling_params(agent),
+                    max_tokens=max_tokens,
+                    sleep=sleep,
+                )
+            expected = task.get("expected")
 
-            work.append(Work(endpoint_of(agent), f"{task['id']} · {agent.slug}", do))
+            def build() -> None:
+                run = EvalRun.objects.create(
+                    evaluation=evaluation,
+                    task_id=task["id"],
+                    agent=agent,
+                    replicate=epoch,
+                    status=EvalRun.Status.DONE
+                    if outcome.text is not None
+                    else EvalRun.Status.ERROR,
+                    output=outcome.text or "",
+                    error=outcome.error,
+                    exact_score=scoring.exact_match(outcome.text, expected)
+                    if outcome.text is not None and expected is not None
+                    else None,
+                    started_at=started,
+                    duration_ms=int((time.monotonic() - t0) * 1000),
+                    attempts=max(outcome.attempts, 1),
+                    usage=usage.chat_usage(outcome.spans),
+                )
+                _spans(outcome.spans, evaluation=evaluation, role="candidate", run=run)
+
+            _store(build)
+
+        label = f"{task['id']} · {agent.slug}" + (f" · epoch {epoch + 1}" if epochs > 1 else "")
+        work.append(Work(endpoint_of(agent), label, do))
     return work
 
 
-def _desktop_work(evaluation, tasks, agents) -> list[Work]:
-    """A lane per desktop task and agent not yet run; its run is stored when it ends,
-    with the agent's final message as the output the judges read."""
-    done = set(EvalRun.objects.filter(evaluation=evaluation).values_list("task_id", "agent_id"))
+def _desktop_work(evaluation, tasks, agents, epochs: int) -> list[Work]:
+    """A lane per desktop task, agent and epoch not yet run; its run is stored when it
+    ends, with the agent's final message as the output the judges and scorers read."""
     endpoint = desktop.lanes_endpoint()
     work = []
-    for task in tasks:
-        for agent in agents:
-            if task["kind"] != "desktop" or (task["id"], agent.pk) in done:
-                continue
+    for task, agent, epoch in _each(tasks, agents, epochs, "desktop", _done_runs(evaluation)):
 
-            def do(task=task, agent=agent) -> None:
-                desktop.desktop_run(evaluation=evaluation, task=task, agent=agent)
+        def do(task=task, agent=agent, epoch=epoch) -> None:
+            desktop.desktop_run(evaluation=evaluation, task=task, agent=agent, replicate=epoch)
 
-            work.append(Work(endpoint, f"{task['id']} · {agent.slug} (desktop)", do))
+        label = f"{task['id']} · {agent.slug} (desktop{f', epoch {epoch + 1}' * (epochs > 1)})"
+        work.append(Work(endpoint, label, do))
     return work
 
 
@@ -338,40 +366,31 @@ def repo_only(tasks) -> bool:
     return bool(tasks) and all(t["kind"] == "repo" for t in tasks)
 
 
-def _repo_work(evaluation, tasks, agents, replicates: int) -> list[Work]:
-    """A coding lane per repo task, agent and replicate not yet run, under the same
+def _repo_work(evaluation, tasks, agents, epochs: int) -> list[Work]:
+    """A coding lane per repo task, agent and epoch not yet run, under the same
     per-host gate as the desktop lanes; each run stored once its judge has ended."""
-    done = set(
-        EvalRun.objects.filter(evaluation=evaluation).values_list(
-            "task_id", "agent_id", "replicate"
-        )
-    )
     endpoint = desktop.lanes_endpoint()
     work = []
-    for task in tasks:
-        for agent in agents:
-            for replicate in range(replicates):
-                if task["kind"] != "repo" or (task["id"], agent.pk, replicate) in done:
-                    continue
+    for task, agent, epoch in _each(tasks, agents, epochs, "repo", _done_runs(evaluation)):
 
-                def do(task=task, agent=agent, replicate=replicate) -> None:
-                    repo.repo_run(evaluation=evaluation, task=task, agent=agent,
-                                  replicate=replicate)  # fmt: skip
+        def do(task=task, agent=agent, epoch=epoch) -> None:
+            repo.repo_run(evaluation=evaluation, task=task, agent=agent, replicate=epoch)
 
-                label = f"{task['id']} · {agent.slug} (repo, run {replicate + 1})"
-                work.append(Work(endpoint, label, do))
+        label = f"{task['id']} · {agent.slug} (repo, run {epoch + 1})"
+        work.append(Work(endpoint, label, do))
     return work
 
 
-def _rubric_work(evaluation, tasks, agents, runs, judge, clients, sleep) -> list[Work]:
+def _rubric_work(evaluation, tasks, agents, runs, judge, clients, sleep, epochs) -> list[Work]:
+    """Every criterion of every done run (each epoch's) not yet scored."""
     rubric = evaluation.rubric
     done = set(
         CriterionScore.objects.filter(run__evaluation=evaluation).values_list("run_id", "criterion")
     )
     work = []
     for task in tasks:
-        for agent in agents:
-            run = runs.get((task["id"], agent.pk))
+        for agent, epoch in ((agent, e) for agent in agents for e in range(epochs)):
+            run = runs.get((task["id"], agent.pk, epoch))
             if run is None or run.status != EvalRun.Status.DONE:
                 continue  # a failed candidate has no reply to judge
             for criterion in rubric.criteria:
@@ -409,7 +428,9 @@ def _rubric_work(evaluation, tasks, agents, runs, judge, clients, sleep) -> list
 
                     _store(build)
 
-                label = f"{task['id']} · {agent.slug} · {criterion['name']}"
+                label = f"{task['id']} · {agent.slug} · {criterion['name']}" + (
+                    f" · epoch {epoch + 1}" if epochs > 1 else ""
+                )
                 work.append(Work(endpoint_of(judge), label, do))
     return work
 
@@ -426,6 +447,7 @@ def _play_game(
     judge: Agent,
     client,
     sleep,
+    epoch: int = 0,
 ) -> str:
     """Judges game ``number`` of (a, b) on the task (both orientations), stores it and
     returns its outcome ("A", "B", "tie" or "failed"); a repo task's game is decided by
@@ -433,7 +455,9 @@ def _play_game(
     A judge that cannot be built fails the game with its reason, asking nothing; so does
     a candidate with no reply (its run failed): there is nothing to judge. When another
     executor stored the game first, its outcome is the one returned."""
-    fields = dict(evaluation=evaluation, task_id=task["id"], agent_a=a, agent_b=b, game=number)
+    fields = dict(
+        evaluation=evaluation, task_id=task["id"], agent_a=a, agent_b=b, game=number, epoch=epoch
+    )
     if task["kind"] == "repo":
         decided = repo.composite_game(a, b, run_a, run_b)
         _store(lambda: PairJudgement.objects.create(**fields, **decided))
@@ -488,27 +512,32 @@ def _play_game(
     return PairJudgement.objects.get(**fields).outcome
 
 
-def _pair_work(evaluation, tasks, agents, runs, judge, clients, sleep) -> list[Work]:
-    """Game 1 of every pair of done runs on every task, not yet judged."""
+def _pair_work(evaluation, tasks, agents, runs, judge, clients, sleep, epochs) -> list[Work]:
+    """Game 1 of every pair of done runs on every task and epoch (epoch e's replies
+    against each other), not yet judged."""
     done = set(
         PairJudgement.objects.filter(evaluation=evaluation).values_list(
-            "task_id", "agent_a_id", "agent_b_id"
+            "task_id", "agent_a_id", "agent_b_id", "epoch"
         )
     )
     work = []
-    for task in tasks:
+    for task, epoch in ((task, e) for task in tasks for e in range(epochs)):
         for a, b in combinations(agents, 2):
-            run_a, run_b = runs.get((task["id"], a.pk)), runs.get((task["id"], b.pk))
-            if (task["id"], a.pk, b.pk) in done or not (
+            run_a, run_b = runs.get((task["id"], a.pk, epoch)), runs.get((task["id"], b.pk, epoch))
+            if (task["id"], a.pk, b.pk, epoch) in done or not (
                 run_a and run_b and run_a.status == run_b.status == EvalRun.Status.DONE
             ):
                 continue
 
-            def do(task=task, a=a, b=b, run_a=run_a, run_b=run_b) -> None:
+            def do(task=task, a=a, b=b, run_a=run_a, run_b=run_b, epoch=epoch) -> None:
                 _play_game(evaluation, task=task, a=a, b=b, number=1, run_a=run_a, run_b=run_b,
-                           judge=judge, client=clients[judge.pk], sleep=sleep)  # fmt: skip
+                           judge=judge, client=clients[judge.pk], sleep=sleep,
+                           epoch=epoch)  # fmt: skip
 
-            work.append(Work(endpoint_of(judge), f"{task['id']} · {a.slug} vs {b.slug}", do))
+            label = f"{task['id']} · {a.slug} vs {b.slug}" + (
+                f" · epoch {epoch + 1}" if epochs > 1 else ""
+            )
+            work.append(Work(endpoint_of(judge), label, do))
     return work
 
 

@@ -200,13 +200,14 @@ def test_repo_fields_are_checked_with_the_file_task_and_field_named():
     )  # fmt: skip
 
 
-def test_replicates_are_refused_without_a_repo_task_or_in_a_tournament(alice, tmp_path):
+def test_replicates_are_epochs_of_any_task_but_refused_in_a_tournament(alice, tmp_path):
     team = Team.objects.get(name="Acme")
     scaffold("p", "http://127.0.0.1:9")
     scaffold("q", "http://127.0.0.1:9")
     chat = services.suite_store(team=team, name="c.json", data=b'[{"id": "c", "prompt": "hi"}]')
-    with pytest.raises(ApplicationError, match="the suite has no repo task"):
-        services.evaluation_create(team=team, suite=chat, agent_slugs=["p"], replicates=2)
+    epochs = services.evaluation_create(team=team, suite=chat, agent_slugs=["p"], replicates=2)
+    assert (epochs.settings["epochs"], epochs.settings["repo"]) == (2, None)
+    epochs.delete()
     path = suite_file(tmp_path)
     repo = services.suite_store(team=team, name="s.yaml", data=path.read_bytes())
     with pytest.raises(ApplicationError, match="a tournament compares one run per agent"):

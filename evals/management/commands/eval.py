@@ -12,7 +12,9 @@ exit status is then 1. A bad flag or file exits 2 with one line saying what to f
 ``--resume ID`` runs only what evaluation ID is missing (after an interruption). A
 desktop task's attachments are read beside the suite file (their paths are relative
 to it; none may lead out of its directory), and so are repo tasks' bundles or tarballs.
-``--replicates N`` runs each (repo task, agent) N times (pass@k). A summary per agent
+``--epochs N`` runs each (task, agent) N times (``--replicates N``, its older name) and
+``--reducer`` (mean, max, mode, pass_at_k:K, at_least_k:K) makes one score per task of
+the epochs' (docs/evaluations.md "Epochs"). A summary per agent
 goes to stderr. With ``--tournament`` the record is the tournament record
 (evals/tournament_record.schema.json)."""
 
@@ -27,6 +29,7 @@ from accounts.models import Team
 from arena_site import strict_json
 from arena_site.exceptions import ApplicationError
 from evals import selectors, services, tournament_selectors, tournaments
+from evals.reducers import epochs_of
 from evals.services.files import attachment_paths
 from evals.services.repo import repo_paths
 
@@ -74,8 +77,15 @@ class Command(BaseCommand):
         )  # fmt: skip
         run.add_argument("--desktop-lanes", type=int, help="desktop (and repo) lanes at once (2)")
         run.add_argument(
-            "--replicates", type=int, default=1,
-            help="runs of each (repo task, agent), for pass@k (1)",
+            "--epochs", type=int, help="runs of each (task, agent) (1; --replicates: alias)"
+        )
+        run.add_argument(
+            "--replicates", type=int, default=1, help="the older name of --epochs",
+        )  # fmt: skip
+        run.add_argument(
+            "--reducer", default="mean",
+            help="one score per task of its epochs': mean, max, mode, pass_at_k:K or "
+            "at_least_k:K (mean)",
         )  # fmt: skip
         run.add_argument(
             "--tournament", choices=tournaments.FORMATS,
@@ -146,7 +156,8 @@ class Command(BaseCommand):
     def _run(
         self, *, team, suite, agent, rubric, judge, pairwise, max_tokens, output, resume,
         draw, selection_seed, plots, step_budget, wall_budget, success_timeout,
-        desktop_lanes, tournament, best_of, seed, opening, replicates, baseline, **_,
+        desktop_lanes, tournament, best_of, seed, opening, replicates, epochs, reducer,
+        baseline, **_,
     ):  # fmt: skip
         owner = Team.objects.filter(name=team).first()
         if owner is None:
@@ -197,13 +208,15 @@ class Command(BaseCommand):
                 opening=None if opening is None else [self._pair(p) for p in opening],
                 repos=self._attachments(suite, stored_suite, repos=True),
                 replicates=replicates,
+                epochs=epochs,
+                reducer=reducer,
                 baseline_slug=baseline,
             )
         tasks = len(evaluation.suite.tasks)
         agents = evaluation.candidates.count()
-        total = tasks * agents
+        total = tasks * agents * epochs_of(evaluation.settings)
         if evaluation.rubric:
-            total += tasks * agents * len(evaluation.rubric.criteria)
+            total += total * len(evaluation.rubric.criteria)
         if evaluation.tournament and evaluation.judge:
             # 003's estimate: scheduled series × tasks × best-of (early stops, tie-breaks
             # and failures make the games played differ)
