@@ -2,10 +2,12 @@
 real: as a suite task of an offline evaluation and as a coding battle. Scaffold agents
 on the real Anthropic SDK against a fake Messages API (tests.agents.fake_providers,
 scripted as tests.evals.test_repo_tasks's lanes) work in real bubblewrap sandboxes; the
-judge sandbox runs the real pytest on the instance's test lists. The gold patch scores functional 1 and regression 1; no patch,
-functional 0. The agents never see the instance's test patch (its hidden tests)."""
+judge sandbox runs the real pytest on the instance's test lists. The gold patch scores
+functional 1 and regression 1; no patch, functional 0. The agents never see the
+instance's test patch (its hidden tests)."""
 
 import base64
+import contextlib
 import json
 import random
 from pathlib import Path
@@ -53,6 +55,16 @@ def imported_suite(tmp_path: Path) -> Path:
     return suite
 
 
+@contextlib.contextmanager
+def gold_and_idle():
+    """Two agents: 'gold' applies the instance's gold patch, 'idle' only looks."""
+    with (
+        FakeAnthropic(api_key=KEY, policy=lanes(lambda n: APPLY_GOLD)) as gold,
+        FakeAnthropic(api_key=KEY, policy=lanes(lambda n: LOOK)) as idle,
+    ):
+        yield scaffold("gold", gold.base_url), scaffold("idle", idle.base_url)
+
+
 def looked(run: Run) -> str:
     return "".join(step.result.get("stdout", "") for step in Step.objects.filter(run=run))
 
@@ -63,12 +75,7 @@ def test_the_sample_instance_runs_as_a_suite_task_graded_by_its_test_lists(
     monkeypatch.setenv("EVAL_REPO_TEST_API_KEY", KEY)
     suite = imported_suite(tmp_path)
     out = tmp_path / "record.json"
-    with (
-        FakeAnthropic(api_key=KEY, policy=lanes(lambda n: APPLY_GOLD)) as gold,
-        FakeAnthropic(api_key=KEY, policy=lanes(lambda n: LOOK)) as idle,
-    ):
-        scaffold("gold", gold.base_url)
-        scaffold("idle", idle.base_url)
+    with gold_and_idle():
         call_command(
             "eval", "run", "--team", "Acme", "--suite", str(suite), "--agent", "gold",
             "--agent", "idle", "--desktop-lanes", "1", "--step-budget", "4",
@@ -105,11 +112,7 @@ def test_the_sample_instance_runs_as_a_coding_battle(alice, monkeypatch, tmp_pat
         ref=task.ref, judge_ref=task.judge_ref, success_cmd=task.success_cmd,
         test_cmd=task.test_cmd, time_limit_s=task.time_limit_s,
     )  # fmt: skip
-    with (
-        FakeAnthropic(api_key=KEY, policy=lanes(lambda n: APPLY_GOLD)) as gold,
-        FakeAnthropic(api_key=KEY, policy=lanes(lambda n: LOOK)) as idle,
-    ):
-        a, b = scaffold("gold", gold.base_url), scaffold("idle", idle.base_url)
+    with gold_and_idle() as (a, b):
         battle = task_submit(
             user=alice, instruction=task.prompt, repo=request, rng=random.Random(0)
         )
