@@ -521,3 +521,33 @@ def test_the_command_writes_a_suite_the_parser_reads_and_lists_what_it_skipped(t
     call_command("eval_import", "dataset", str(DATASETS / "capitals.csv"), "--scorer", "choice",
                  "--output", str(tmp_path / "capitals.yaml"))  # fmt: skip
     assert len(suites.load_suite(tmp_path / "capitals.yaml").tasks) == 5
+
+
+def test_the_command_refuses_bad_options_naming_them(tmp_path):
+    def refusal(*args: str) -> str:
+        with pytest.raises(CommandError) as caught:
+            call_command("eval_import", *args, "--output", str(tmp_path / "s.yaml"))
+        assert caught.value.returncode == 2
+        return str(caught.value)
+
+    instances = str(SWE / "instances.jsonl")
+    assert refusal("swebench", instances, "--repos", str(SWE / "repos"), "--time-limit", "5") == (
+        f"{instances}: the time limit must be from 10 to 3600 s"
+    )
+    assert refusal("swebench", instances, "--repos", str(tmp_path / "none")) == (
+        f"{instances}: the repositories directory {tmp_path / 'none'} does not exist"
+    )
+    assert refusal("swebench", instances, "--repos", str(SWE / "repos"), "--test-cmd", " ") == (
+        f"{instances}: the test command must be one non-blank line"
+    )
+    data = str(DATASETS / "arithmetic.jsonl")
+    assert refusal("dataset", data, "--scorer", "numeric", "--tolerance", "-1") == (
+        f"{data}: the tolerance must be a finite number ≥ 0, got -1.0"
+    )
+    assert refusal("dataset", data, "--scorer", "exact", "--input-field", "target") == (
+        f"{data}: two fields are mapped to the same column"
+    )
+    assert (
+        refusal("osworld", str(tmp_path)) == f"{tmp_path}: the directory holds no .json task file"
+    )
+    assert not (tmp_path / "s.yaml").exists()
