@@ -138,7 +138,7 @@ def _same_file(result: dict, expected: dict, files: Path | None, fail) -> str:
     return f"printf '%s  %s\\n' {digest} {shlex.quote(target)} | sha256sum -c --status"
 
 
-def _config(task: dict, record: str, files: Path | None, imported: Imported, fail) -> dict:
+def _config(task: dict, files: Path | None, imported: Imported, fail) -> dict:
     config = task.get("config") or []
     if not isinstance(config, list):
         fail("must be a list of steps", "config")
@@ -216,7 +216,7 @@ def import_osworld(path: Path, *, files: Path | None = None, strict: bool = Fals
         before = dict(imported.files)
         try:
             success_cmd = _check(task["evaluator"], files, fail)
-            setup = _config(task, record, files, imported, fail)
+            setup = _config(task, files, imported, fail)
         except _Unmapped as why:
             imported.files = before  # none of a skipped task's attachments
             imported.skip(f"{record} ({file})", str(why), strict=strict, file=file)
