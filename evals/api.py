@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 from accounts.tenancy import TenantScopedApiMixin
 from arena_site.exceptions import ApplicationError
 from arena_site.schema import StrictCharField, error_response
-from evals import services, tournament_selectors, tournaments
+from evals import reducers, services, tournament_selectors, tournaments
 from evals.models import Evaluation
 from evals.suites import MAX_FILE_BYTES
 
@@ -101,6 +101,15 @@ class EvaluationCreateInput(serializers.Serializer):
         help_text="Single elimination's first-round pairs of slugs (default: adjacent "
         "candidates in order).",
     )  # fmt: skip
+    epochs = serializers.IntegerField(
+        required=False, min_value=1, max_value=reducers.MAX_EPOCHS,
+        help_text="Runs of each (task, candidate) (1); a tournament takes 1.",
+    )  # fmt: skip
+    reducer = StrictCharField(
+        required=False, max_length=32,
+        help_text="One score per task of its epochs': mean (default), max, mode, "
+        "pass_at_k:K or at_least_k:K (1 ≤ K ≤ epochs).",
+    )  # fmt: skip
 
 
 def _decoded(attachments: list[dict]) -> dict[str, bytes]:
@@ -178,6 +187,7 @@ class EvaluationListCreateApi(TenantScopedApiMixin, generics.ListAPIView):
                 "invalid_attachment, too_many_attachments, empty_attachment, "
                 "invalid_tournament, not_a_tournament, invalid_seed, rubric_in_tournament, "
                 "baseline_not_candidate, baseline_in_tournament, baseline_with_pairwise, "
+                "invalid_epochs (epochs, reducer or K), "
                 "invalid_attachment_name, unsupported_attachment_type, "
                 "attachment_content_mismatch (each naming the task and the path)."
             ),
@@ -234,6 +244,8 @@ class EvaluationListCreateApi(TenantScopedApiMixin, generics.ListAPIView):
                 seed=v.get("seed", 0),
                 opening=v.get("opening"),
                 baseline_slug=v.get("baseline"),
+                epochs=v.get("epochs"),
+                reducer=v.get("reducer", "mean"),
             )
             services.evaluation_enqueue(evaluation.pk)
         return Response(

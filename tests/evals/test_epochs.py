@@ -221,3 +221,24 @@ def test_epochs_and_scorers_are_checked_at_creation(agents):
                 team=team, suite=suite, agent_slugs=["steady", "flaky"], **options
             )
     assert not team.evaluations.exists()
+
+
+def test_the_api_takes_epochs_and_a_reducer(alice, api, agents):
+    client = api(alice)
+    body = {"suite": {"name": "s.yaml", "content": SUITE.decode()}, "agents": ["steady"],
+            "judge": "grader"}  # fmt: skip
+    refused = client.post("/api/evaluations/", {**body, "epochs": 3, "reducer": "pass_at_k:4"},
+                          format="json")  # fmt: skip
+    assert refused.status_code == 400
+    assert refused.json()["error"]["code"] == "invalid_epochs"
+    assert "K must lie in 1..3" in refused.json()["error"]["message"]
+    assert (
+        client.post("/api/evaluations/", {**body, "epochs": 21}, format="json").status_code == 400
+    )
+    created = client.post("/api/evaluations/", {**body, "epochs": 2, "reducer": "at_least_k:2"},
+                          format="json")  # fmt: skip
+    assert created.status_code == 201, created.content
+    evaluation = Team.objects.get(name="Acme").evaluations.get()
+    assert (evaluation.settings["epochs"], evaluation.settings["reducer"]) == (
+        2, {"name": "at_least_k", "k": 2}
+    )  # fmt: skip
