@@ -137,8 +137,10 @@ def run_command(tmp_path, *flags) -> dict:
     return json.loads(out.read_text())
 
 
-def test_three_epochs_of_a_suite_with_scorers_through_the_command(agents, tmp_path):
+def test_three_epochs_of_a_suite_with_scorers_through_the_command(agents, tmp_path, capsys):
     record = run_command(tmp_path, "--epochs", "3", "--pairwise")
+    summary = capsys.readouterr().err
+    assert "flaky: 9 runs, 0 failed" in summary and "numeric 0.67 over 1 tasks" in summary
     jsonschema.validate(record, SCHEMA)
     assert record["run"]["complete"] is True
     assert (record["run"]["epochs"], record["run"]["reducer"]) == (3, {"name": "mean", "k": None})

@@ -305,11 +305,13 @@ class Command(BaseCommand):
         self.stderr.write(f"report written to {target}")
 
     def _summary(self, record: dict) -> None:
-        """One line per agent on stderr: its runs and failures, exact-match rate and
-        success-command rate with its 95 % interval (where the suite has them)."""
+        """One line per agent on stderr: its runs and failures, exact-match rate,
+        success-command rate with its 95 % interval (where the suite has them) and each
+        scorer's mean over tasks ± its standard error."""
         stats = record["statistics"]
         for agent in (a["slug"] for a in record["run"]["agents"]):
-            rows = [r for r in record["results"] if r["agent"] == agent]
+            every = record["results"] + record.get("epoch_runs", [])  # every epoch's run
+            rows = [r for r in every if r["agent"] == agent]
             failed = sum(1 for r in rows if r["status"] != "done")
             parts = [f"{agent}: {len(rows)} runs, {failed} failed"]
             if stats["exact_match"].get(agent) is not None:
@@ -321,6 +323,12 @@ class Command(BaseCommand):
                     f"{success['upper']:.2f}] over {success['n']}"
                     + (f" ({success['unscored']} unscored)" if success["unscored"] else "")
                 )
+            for name, m in (
+                ((stats.get("scorers") or {}).get("agents") or {}).get(agent, {}).items()
+            ):
+                if m["mean"] is not None:
+                    error = f" ± {m['stderr']:.2f}" if m["stderr"] is not None else ""
+                    parts.append(f"{name} {m['mean']:.2f}{error} over {m['tasks']} tasks")
             self.stderr.write(" · ".join(parts))
 
     def _plots(self, where: Path, evaluation, record: dict) -> None:
