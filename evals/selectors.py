@@ -129,16 +129,16 @@ def judge_usage(evaluation: Evaluation) -> dict[str, Any] | None:
     return usage.calls_totals((c.role, c) for c in calls)
 
 
-def usage_section(evaluation: Evaluation, results: list[dict[str, Any]]) -> dict[str, Any]:
+def usage_section(
+    evaluation: Evaluation, candidates: list[Agent], runs: list[EvalRun], kinds: dict[str, str]
+) -> dict[str, Any]:
     """The record's ``usage``: each candidate's runs added up (every epoch, failed runs
     too: they were paid), and the judge's calls (``judge_usage``)."""
-    per_agent: dict[str, list[dict[str, Any]]] = {}
-    for r in results:
-        if "usage" in r:
-            per_agent.setdefault(r["agent"], []).append(r["usage"])
-    slugs = [c.agent.slug for c in evaluation.candidates.select_related("agent")]
+    per_agent: dict[int, list[dict[str, Any]]] = {}
+    for run in runs:
+        per_agent.setdefault(run.agent_id, []).append(run_usage(run, kinds[run.task_id]))
     return {
-        "candidates": {slug: usage.totals(per_agent.get(slug, [])) for slug in slugs},
+        "candidates": {a.slug: usage.totals(per_agent.get(a.pk, [])) for a in candidates},
         "judge": judge_usage(evaluation),
     }
 
@@ -394,7 +394,7 @@ def evaluation_record(evaluation: Evaluation) -> dict[str, Any]:
             "pass_at_k": _pass_at_k(evaluation, tasks, candidates, all_runs),
         },
     }
-    record["usage"] = usage_section(evaluation, results)
+    record["usage"] = usage_section(evaluation, candidates, list(all_runs.values()), kinds)
     scorer_selectors.record_scores(record, evaluation, candidates, all_runs)
     if evaluation.pairwise:
         agreeing = sum(1 for j in judgments if j["agreement"])

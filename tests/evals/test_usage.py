@@ -223,6 +223,14 @@ def test_a_chat_run_carries_the_tokens_and_cost_its_provider_reported(
     ]
     assert old["usage"] == record["usage"]
 
+    # every epoch is paid for: a second run of t01 counts, though results list epoch 0
+    again = EvalRun.objects.get(evaluation=evaluation, task_id="t01", agent__slug="alpha")
+    again.pk, again.replicate, again.usage = None, 1, {**record["results"][0]["usage"]}
+    again.save()
+    epochs = selectors.evaluation_record(evaluation)["usage"]["candidates"]["alpha"]
+    assert (epochs["runs"], epochs["input_tokens"]) == (3, 300)
+    assert epochs["cost_usd"] == pytest.approx(3 * REPLY_COST["alpha-model"])
+
     # the schema has teeth
     row = record["results"][0]
     for broken in (
