@@ -409,7 +409,11 @@ def test_the_tournament_record_and_its_report_carry_usage():
     assert candidates["gamma"]["runs"] == 1  # its t2 is missing
     assert record["usage"]["judge"]["by_role"]["pairwise"]["calls"] == 12
 
-    words = Page(audit_report_html(record)).words
+    page = Page(audit_report_html(record))
+    assert [a["id"] for t, a in page.tags if t == "section"][3:5] == ["replies", "usage"]
+    assert not {t for t, _ in page.tags} & {"script", "link", "img", "iframe", "object"}
+    assert all("://" not in (v or "") for _, attrs in page.tags for v in attrs.values())
+    words = page.words
     assert ("Tokens in 100 · out 20 · cache read 0 · cache write 0 · cost $0.001000 · "
             "directness — (a chat run is one reply") in words  # fmt: skip
     assert "alpha 2 204 40 0 0 $0.002000 0 — (0)" in words
