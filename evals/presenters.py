@@ -276,6 +276,21 @@ def answer_rows(
     ]
 
 
+def _scorer_table(scorers: dict[str, Any] | None, agents: Sequence[str]) -> dict | None:
+    """The scorers' figures (``statistics.scorers``), one row per (agent, metric); None
+    when no run was scored."""
+    rows = [
+        {"agent": slug, "metric": name, **figure}
+        for slug in agents
+        for name, figure in ((scorers or {}).get("agents", {}).get(slug) or {}).items()
+    ]
+    if not rows:
+        return None
+    reducer = scorers["reducer"]
+    named = f"{reducer['name']}:{reducer['k']}" if reducer["k"] else reducer["name"]
+    return {"rows": rows, "epochs": scorers["epochs"], "reducer": named}
+
+
 def results_view(
     evaluation: Evaluation, record: dict[str, Any], *, page: int | str | None = 1
 ) -> dict[str, Any]:
@@ -326,6 +341,7 @@ def results_view(
         "exact_rates": [{"agent": s, "rate": exact.get(s)} for s in agents]
         if any(v is not None for v in exact.values())
         else [],
+        "scorers": _scorer_table(statistics.get("scorers"), agents),
         "success_rates": [
             {"agent": s, **statistics["success"][s]}
             for s in agents

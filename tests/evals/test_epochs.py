@@ -14,6 +14,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 from django.core.management import call_command
+from django.test import Client
 
 from accounts.models import Team
 from agents.models import Agent, Arena
@@ -137,7 +138,7 @@ def run_command(tmp_path, *flags) -> dict:
     return json.loads(out.read_text())
 
 
-def test_three_epochs_of_a_suite_with_scorers_through_the_command(agents, tmp_path, capsys):
+def test_three_epochs_of_a_suite_with_scorers_through_the_command(alice, agents, tmp_path, capsys):
     record = run_command(tmp_path, "--epochs", "3", "--pairwise")
     summary = capsys.readouterr().err
     assert "flaky: 9 runs, 0 failed" in summary and "numeric 0.67 over 1 tasks" in summary
@@ -193,6 +194,22 @@ def test_three_epochs_of_a_suite_with_scorers_through_the_command(agents, tmp_pa
     assert steady["exact"]["mean"] == 0.0  # the Rulebook reply is not an exact match
     rows = [r for r in record["results"] if r["agent"] == "flaky"]
     assert all(set(r["scores"]) for r in rows)
+
+    # the results page shows the same figures
+    page = Client()
+    page.force_login(alice)
+    html = page.get(f"/evaluations/{record['run']['evaluation_id']}/").content.decode()
+    row = re.search(r'<tr data-agent="flaky" data-metric="numeric">(.*?)</tr>', html).group(1)
+    assert re.findall(r"<td>([^<]*)</td>", row) == ["numeric", "0.667", "–", "1", "3"]
+    assert "Each task runs 3 times" in html and "(mean)" in html
+    graded = runs.get(task_id="cap", agent__slug="flaky", replicate=1)
+    html = page.get(f"/evaluations/{graded.evaluation_id}/runs/{graded.pk}/").content.decode()
+    row = re.search(r'<tr data-scorer="model_graded_fact">(.*?)</tr>', html).group(1)
+    assert re.findall(r"<td>(.*?)</td>", row)[:3] == [
+        "model_graded_fact", "1.000" if "ANSWER: A" in graded.output else "0.000",
+        "<code>C</code>" if "ANSWER: A" in graded.output else "<code>I</code>",
+    ]  # fmt: skip
+    assert "Scorers (epoch 2)" in html
 
 
 def test_a_reducer_makes_the_per_task_scores(agents, tmp_path):
