@@ -34,7 +34,7 @@ class RunCreateInput(serializers.Serializer):
         max_length=PROMPT_MAX_CHARS,
         trim_whitespace=False,
         help_text="What the agent is asked, as the user's one message (no system prompt but "
-        "the agent's own).",
+        "the agent's own). Plain text: no control characters but tab and newlines.",
     )
     max_tokens = serializers.IntegerField(
         default=4096, min_value=1, max_value=200_000, help_text="The reply's output budget."
@@ -43,6 +43,10 @@ class RunCreateInput(serializers.Serializer):
     def validate_prompt(self, value: str) -> str:
         if not value.strip():
             raise serializers.ValidationError("The prompt is empty.")
+        if any(ord(c) < 32 and c not in "\t\n\r" for c in value):
+            raise serializers.ValidationError(
+                "The prompt contains control characters; only tab and newlines are allowed."
+            )
         return value
 
 

@@ -35,6 +35,13 @@ def _polling(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _group(top, name: str, help: str):
+    """A command with commands of its own (``arena eval start``)."""
+    return top.add_parser(name, help=help).add_subparsers(
+        dest=f"{name}_command", required=True, metavar=f"{name.upper()}_COMMAND"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="arena", description="Agent Arena from the command line, over its REST API."
@@ -52,9 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     _polling(run)
     run.set_defaults(handler=commands.run)
 
-    evaluation = top.add_parser("eval", help="evaluations and tournaments").add_subparsers(
-        dest="eval_command", required=True, metavar="EVAL_COMMAND"
-    )
+    evaluation = _group(top, "eval", "evaluations and tournaments")
     start = evaluation.add_parser("start", help="start an evaluation; prints its id")
     start.add_argument("--suite", required=True, help="the suite file (YAML or JSON)")
     start.add_argument(
@@ -111,9 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     cancel.add_argument("id", type=_positive(int))
     cancel.set_defaults(handler=commands.eval_cancel)
 
-    task = top.add_parser("task", help="tasks for battles").add_subparsers(
-        dest="task_command", required=True, metavar="TASK_COMMAND"
-    )
+    task = _group(top, "task", "tasks for battles")
     submit = task.add_parser("submit", help="submit a task; prints its battle's id")
     submit.add_argument("--prompt", required=True, help="the instruction; - reads stdin")
     submit.add_argument(
@@ -135,9 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     _polling(submit)
     submit.set_defaults(handler=commands.task_submit)
 
-    battle = top.add_parser("battle", help="battles").add_subparsers(
-        dest="battle_command", required=True, metavar="BATTLE_COMMAND"
-    )
+    battle = _group(top, "battle", "battles")
     follow = battle.add_parser("follow", help="print a battle's progress until it is decided")
     follow.add_argument("id", type=_positive(int))
     follow.add_argument(

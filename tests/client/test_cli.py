@@ -124,6 +124,10 @@ def test_a_failed_call_is_exit_1_with_the_provider_s_message(
     [
         (["--agent", "nobody", "--prompt", "x"], "HTTP 404 unknown_agent: no agent 'nobody'"),
         (["--agent", "echo", "--prompt", "   "], "HTTP 400 invalid: prompt: The prompt is empty."),
+        (
+            ["--agent", "echo", "--prompt", "ring \x07 bell"],
+            "HTTP 400 invalid: prompt: The prompt contains control characters",
+        ),
     ],
 )
 def test_run_refusals_carry_the_status_and_the_server_s_message(

@@ -8,6 +8,7 @@ local model); nothing leaves the machine."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -24,6 +25,8 @@ from tests.makerun import BANNER, ROOT, MakeRun
 
 STEP_S = 240  # one pip install, one evaluation: generous for a loaded CI machine
 
+IGNORED = ("build", "*.egg-info", "__pycache__")
+
 SUITE = """tasks:
   - {id: capital, prompt: "What is the capital of France?"}
   - {id: sum, prompt: "What is 2+2?", evaluation: {type: exact, expected: "4"}}
@@ -34,10 +37,14 @@ SUITE = """tasks:
 def installed_client(tmp_path) -> Path:
     """The `arena` script of a fresh venv with ./client installed (pip as configured on
     this machine: its package index and local wheels)."""
+    # a copy: setuptools builds in the source folder (build/, *.egg-info), not in the repo
+    source = shutil.copytree(
+        ROOT / "client", tmp_path / "client", ignore=shutil.ignore_patterns(*IGNORED)
+    )
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=STEP_S)
     pip = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(ROOT / "client")],
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(source)],
         capture_output=True,
         text=True,
         timeout=STEP_S,
