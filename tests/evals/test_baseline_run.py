@@ -305,16 +305,7 @@ def test_a_failed_judge_answer_fails_its_tasks_games_with_the_reason(four, arena
         return scripted(request)
 
     arena_agents["judge"].policy = judge
-    team = Team.objects.get(name="Acme")
-    lines = [f"  - {{id: t0{n}, prompt: 'Compute {n}+{n}. Answer with the number only.'}}"
-             for n in (1, 2, 4)]  # fmt: skip
-    suite = services.suite_store(team=team, name="three.yaml",
-                                 data=("tasks:\n" + "\n".join(lines) + "\n").encode())  # fmt: skip
-    evaluation = services.evaluation_create(
-        team=team, suite=suite, agent_slugs=["alpha", "beta"], judge_slug="judge",
-        baseline_slug="beta",
-    )  # fmt: skip
-    services.evaluation_execute(evaluation_id=evaluation.pk, sleep=lambda s: None)
+    evaluation = three_tasks_run()
     refused = JudgeAnswer.objects.get(evaluation=evaluation, task_id="t02")
     assert refused.output == "" and "400" in refused.error and refused.attempts == 1
     games = {g.task_id: g for g in PairJudgement.objects.filter(evaluation=evaluation)}
@@ -325,3 +316,34 @@ def test_a_failed_judge_answer_fails_its_tasks_games_with_the_reason(four, arena
     assert record["run"]["failed_pair_judgements"] == 1 and record["run"]["complete"] is False
     (rate,) = record["baseline"]["win_rates"]
     assert rate["games"] == 2 and rate["win_rate"] == pytest.approx((6 + 1) / (6 + 2))
+
+
+def three_tasks_run(**options):
+    """alpha against beta on t01, t02 and t04 (alpha right on t01, both on t02 and t04)."""
+    team = Team.objects.get(name="Acme")
+    lines = [f"  - {{id: t0{n}, prompt: 'Compute {n}+{n}. Answer with the number only.'}}"
+             for n in (1, 2, 4)]  # fmt: skip
+    suite = services.suite_store(team=team, name="three.yaml",
+                                 data=("tasks:\n" + "\n".join(lines) + "\n").encode())  # fmt: skip
+    evaluation = services.evaluation_create(
+        team=team, suite=suite, agent_slugs=["alpha", "beta"], judge_slug="judge",
+        baseline_slug="beta", **options,
+    )  # fmt: skip
+    return services.evaluation_execute(evaluation_id=evaluation.pk, sleep=lambda s: None)
+
+
+def test_every_epoch_plays_its_own_games_and_a_task_is_one_cluster(four):
+    evaluation = three_tasks_run(epochs=3)
+    games = PairJudgement.objects.filter(evaluation=evaluation)
+    assert sorted(games.values_list("task_id", "epoch")) == [
+        (t, e) for t in ("t01", "t02", "t04") for e in range(3)
+    ]
+    assert JudgeAnswer.objects.filter(evaluation=evaluation).count() == 3  # once per task
+    record = selectors.evaluation_record(evaluation)
+    assert record["run"]["expected_pairs"] == record["run"]["resolved_pairs"] == 9
+    assert record["run"]["complete"] is True
+    (rate,) = record["baseline"]["win_rates"]
+    assert rate["games"] == 9 and rate["win_rate"] == pytest.approx(8 / 10)
+    # the bootstrap redraws tasks, so three identical epochs do not narrow the interval
+    (once,) = selectors.evaluation_record(three_tasks_run())["baseline"]["win_rates"]
+    assert (rate["lower"], rate["upper"]) == pytest.approx((once["lower"], once["upper"]))
