@@ -5,8 +5,9 @@ import json
 import random
 
 import pytest
+from django.utils import timezone
 
-from battles.models import Battle
+from battles.models import Battle, Run, Step
 from battles.services import task_submit
 from evals.models import Evaluation
 from tests.makerun import free_port
@@ -182,7 +183,7 @@ def test_an_evaluation_is_not_a_run(api, alice, fake_agents, tmp_path):
 
 
 def test_start_watch_record_and_no_report_without_a_tournament(
-    arena, alice, token_of, fake_agents, evals_worker, tmp_path
+    arena, api, alice, token_of, fake_agents, evals_worker, tmp_path
 ):
     token = token_of(alice)
     code, out, err = arena(
@@ -197,6 +198,18 @@ def test_start_watch_record_and_no_report_without_a_tournament(
     assert code == 0, err
     assert out == f"evaluation {evaluation_id} done: Answers 4/4, Pair judgements 2/2\n"
     assert f"evaluation {evaluation_id}" in err  # the bar
+    assert api(alice).get(f"/api/evaluations/{evaluation_id}/progress/").json() == {
+        "id": evaluation_id,
+        "status": "done",
+        "finished": True,
+        "done": 6,
+        "expected": 6,
+        "percent": 100,
+        "parts": [
+            {"key": "runs", "label": "Answers", "done": 4, "expected": 4},
+            {"key": "pairs", "label": "Pair judgements", "done": 2, "expected": 2},
+        ],
+    }
 
     record_path = tmp_path / "run.json"
     code, _, err = arena(token, "eval", "record", str(evaluation_id), "-o", str(record_path))
@@ -213,7 +226,7 @@ def test_start_watch_record_and_no_report_without_a_tournament(
 
 
 def test_a_tournament_s_report_comes_with_the_token(
-    arena, alice, token_of, fake_agents, evals_worker, tmp_path
+    arena, api, alice, token_of, fake_agents, evals_worker, tmp_path
 ):
     token = token_of(alice)
     code, out, err = arena(
@@ -229,6 +242,13 @@ def test_a_tournament_s_report_comes_with_the_token(
     assert code == 0, err
     html = report.read_text()
     assert html.startswith("<!DOCTYPE html>") and "echo" in html and "parrot" in html
+    response = api(alice).get(f"/api/evaluations/{evaluation_id}/report.html")
+    assert response.content.decode() == html
+    assert response["Content-Type"] == "text/html; charset=utf-8"
+    assert response["Content-Disposition"] == (
+        f'attachment; filename="evaluation-{evaluation_id}-report.html"'
+    )
+    assert "default-src 'none'" in response["Content-Security-Policy"]
 
 
 @pytest.mark.parametrize(
@@ -312,12 +332,33 @@ def test_follow_stops_once_judging_when_asked(arena, alice, token_of, roster):
     battle = task_submit(
         user=alice, instruction="Create a file named one.txt containing 1", rng=random.Random(1)
     )
+    lane = battle.runs.get(side="A")
+    for index, (args, result) in enumerate(
+        [
+            ({"command": "echo 1 > one.txt"}, {"ok": True, "exit_code": 0}),
+            ({"command": "cat two.txt"}, {"ok": False, "exit_code": 1}),
+            ({"path": "x" * 200}, {"ok": False, "error": "no such file"}),
+        ]
+    ):
+        Step.objects.create(
+            run=lane, index=index, tool="shell", args=args, result=result,
+            started_at=timezone.now(), duration_ms=5,
+        )  # fmt: skip
+    Run.objects.filter(pk=lane.pk).update(status=Run.Status.ENDED, end_reason="delivered")
     Battle.objects.filter(pk=battle.pk).update(status=Battle.Status.JUDGING)
     code, out, _ = arena(
         token_of(alice), "battle", "follow", str(battle.pk), "--until", "judging", *FAST
     )
-    assert (code, out.splitlines()[0]) == (0, f"battle {battle.pk}: judging")
-    assert "A: pending" in out and "B: pending" in out
+    assert code == 0
+    assert out.splitlines() == [
+        f"battle {battle.pk}: judging",
+        'A step 0: shell {"command":"echo 1 > one.txt"} -> exit 0',
+        'A step 1: shell {"command":"cat two.txt"} -> exit 1',
+        'A step 2: shell {"path":"' + "x" * 90 + "… -> error: no such file",
+        "A: ended (delivered)",
+        "B: pending",
+        f"battle {battle.pk}: Waiting for judges.",
+    ]
 
 
 def test_a_conversation_starts_nothing_and_says_so(arena, alice, token_of, roster):
