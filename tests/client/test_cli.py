@@ -366,3 +366,27 @@ def test_a_conversation_starts_nothing_and_says_so(arena, alice, token_of, roste
     assert code == 1 and out.strip()
     assert "nothing started: the arena read this as conversation, not a task" in err
     assert Battle.objects.count() == 0
+
+
+def test_start_sends_each_named_attachment_and_any_field_set(
+    arena, alice, token_of, fake_agents, tmp_path
+):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "numbers.csv").write_text("4\n5\n6\n")
+    suite = suite_file(
+        tmp_path,
+        "tasks:\n  - {id: d1, kind: desktop, prompt: Sum the numbers in the attached file,"
+        " attachments: [data/numbers.csv]}\n",
+    )
+    code, out, err = arena(
+        token_of(alice), "eval", "start", "--suite", suite, "--agent", "echo",
+        "--attach", "data/numbers.csv", "--set", "max_tokens=77", "--set", "step_budget=5",
+    )  # fmt: skip
+    assert code == 0, err
+    evaluation = Evaluation.objects.get(pk=int(out))
+    assert [(a.path, a.size) for a in evaluation.attachments.all()] == [("data/numbers.csv", 6)]
+    assert evaluation.settings["candidate_max_tokens"] == 77
+    assert evaluation.settings["desktop"]["step_budget"] == 5
+
+    code, _, err = arena(token_of(alice), "eval", "start", "--suite", suite, "--agent", "echo")
+    assert code == 1 and "HTTP 400 missing_attachment" in err and "data/numbers.csv" in err
