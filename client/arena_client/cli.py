@@ -68,6 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--judge", help="the judge's slug (rubric, pairwise, tournament)")
     start.add_argument("--rubric", help="a rubric file for the judge")
     start.add_argument("--pairwise", action="store_true", help="judge every pair of replies")
+    start.add_argument(
+        "--baseline", help="a candidate every other one is judged against (needs --judge)"
+    )
+    start.add_argument("--epochs", type=_positive(int), help="runs of every task (1)")
+    start.add_argument(
+        "--reducer", help="one score per task of its epochs: mean, max, mode, pass_at_k:K, …"
+    )
     start.add_argument("--tournament", help="a tournament format (the server lists them)")
     start.add_argument("--best-of", type=_positive(int), help="games per series, odd")
     start.add_argument("--seed", type=int, help="the tournament's seed")

@@ -132,6 +132,9 @@ def evaluation_body(args: argparse.Namespace) -> dict[str, Any]:
         ]
     options = {
         "judge": args.judge,
+        "baseline": args.baseline,
+        "epochs": args.epochs,
+        "reducer": args.reducer,
         "tournament": args.tournament,
         "best_of": args.best_of,
         "seed": args.seed,

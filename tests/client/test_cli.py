@@ -189,6 +189,7 @@ def test_start_watch_record_and_no_report_without_a_tournament(
     code, out, err = arena(
         token, "eval", "start", "--suite", suite_file(tmp_path), "--agent", "echo",
         "--agent", "parrot", "--judge", "judge", "--pairwise", "--max-tokens", "50",
+        "--epochs", "1", "--reducer", "max",
     )  # fmt: skip
     assert code == 0, err
     evaluation_id = int(out)
@@ -218,7 +219,9 @@ def test_start_watch_record_and_no_report_without_a_tournament(
     assert record["run"]["status"] == "done"
     replies = {(r["task_id"], r["agent"]): r["output"] for r in record["results"]}
     assert replies[("capital", "parrot")] == "[parrot] What is the capital of France?"
-    assert Evaluation.objects.get(pk=evaluation_id).settings["candidate_max_tokens"] == 50
+    chosen = Evaluation.objects.get(pk=evaluation_id).settings
+    assert (chosen["candidate_max_tokens"], chosen["epochs"]) == (50, 1)
+    assert chosen["reducer"] == {"name": "max", "k": None}
 
     code, out, err = arena(token, "eval", "report", str(evaluation_id), "-o", "x.html")
     assert code == 1 and out == ""
@@ -390,3 +393,18 @@ def test_start_sends_each_named_attachment_and_any_field_set(
 
     code, _, err = arena(token_of(alice), "eval", "start", "--suite", suite, "--agent", "echo")
     assert code == 1 and "HTTP 400 missing_attachment" in err and "data/numbers.csv" in err
+
+
+def test_start_with_a_baseline_names_it(arena, alice, token_of, fake_agents, tmp_path):
+    code, out, err = arena(
+        token_of(alice), "eval", "start", "--suite", suite_file(tmp_path), "--agent", "echo",
+        "--agent", "parrot", "--judge", "judge", "--baseline", "echo", "--epochs", "2",
+    )  # fmt: skip
+    assert code == 0, err
+    evaluation = Evaluation.objects.get(pk=int(out))
+    assert (evaluation.baseline.slug, evaluation.settings["epochs"]) == ("echo", 2)
+    code, _, err = arena(
+        token_of(alice), "eval", "start", "--suite", suite_file(tmp_path), "--agent", "echo",
+        "--agent", "parrot", "--reducer", "best",
+    )  # fmt: skip
+    assert code == 1 and "HTTP 400 invalid_epochs: " in err and "'best'" in err
