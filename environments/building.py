@@ -179,11 +179,11 @@ def _delivered(run: Run, book: _Book) -> tuple[list[derive.Delivered], str]:
     for path, item in zip(asked, got, strict=False):
         data = _read(delivery_name(run.pk, item["name"]), f"the delivered {item['name']!r}")
         kind = derive.kind_of(path, data)
+        redacted = data
         if kind in ("text", "csv", "json"):
-            data = book.file(f"reference/{path}", path, data)
-        files.append(
-            derive.Delivered(path=str(book.text(f"reference/{path}#path", path)), data=data)
-        )
+            redacted = book.file(f"reference/{path}", path, data)
+        where = str(book.text(f"reference/{path}#path", path))
+        files.append(derive.Delivered(path=where, data=redacted, exact=redacted == data))
     return files, book.text("reference/message", run.final_message)
 
 

@@ -60,6 +60,8 @@ _COUNT = re.compile(
 )
 _COUNT_WORDS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
                 "eleven", "twelve")  # fmt: skip
+# What redaction puts in place of a value (exports.redaction): "<PERSON_1>".
+_PLACEHOLDER = re.compile(r"<[A-Z][A-Z_]*_\d+>")
 # A file the instruction has fetched or copied: its content is the source's, fixed.
 _COPIED = re.compile(r"\b(?:save|download|copy|store|fetch)\b[^.]*?(?:https?://|/\w)", re.I)
 _MAGIC = (
@@ -72,10 +74,14 @@ _MAGIC = (
 
 @dataclass(frozen=True)
 class Delivered:
-    """A file the reference delivered: its path under /work and its (redacted) bytes."""
+    """A file the reference delivered: its path under /work and its (redacted) bytes.
+    ``exact``: False when redaction changed the bytes. A replay that fetches the file
+    again (from the simulated web) gets the original, so such a file is checked by its
+    shape (``shape_checks``), never by its hash."""
 
     path: str
     data: bytes
+    exact: bool = True
 
 
 def files_named(instruction: str) -> list[str]:
@@ -137,6 +143,19 @@ def _kind_checks(path: str, kind: str | None) -> list[dict]:
 
 def _grader(checks: list[dict]) -> dict | None:
     return {"version": GRADER_VERSION, "checks": checks} if checks else None
+
+
+def asked_files(instruction: str, delivered: list[str], message: str) -> list[str]:
+    """The files the instruction asks for: those it names; when it names none, the
+    delivered ones if it asks to save, download, copy or fetch something, or if the
+    message gives no answer (the files are then the result); otherwise none (a file
+    delivered beside an answer to a question is a by-product)."""
+    named = files_named(instruction)
+    if named:
+        return named
+    if _COPIED.search(instruction) or not answer_atoms(instruction, message):
+        return delivered
+    return []
 
 
 def answer_atoms(instruction: str, message: str) -> list[str]:
@@ -202,29 +221,17 @@ def _asked_count(instruction: str) -> int | None:
     return int(word) if word.isdigit() else _COUNT_WORDS.index(word) + 1
 
 
-def content_checks(instruction: str, item: Delivered, kind: str | None) -> list[dict]:
-    """What the instruction asks of the file's content, as far as the reference's own
-    file shows it (a requirement the reference does not meet is taken for a misreading
-    and left out): a copied file's whole normalised content; each asked phrase (or, when
-    the reference has only its items, each item); a CSV's header and row count; a JSON
-    object's keys; an asked number of lines."""
-    if kind not in ("text", "csv", "json"):
-        return []
-    if _COPIED.search(instruction):
-        return [_content_check(item, kind)]
+def shape_checks(item: Delivered, kind: str | None, *, lines_asked: int | None) -> list[dict]:
+    """A file's shape: a CSV's header (unless redaction put a placeholder in it) and its
+    rows; a JSON object's keys; the number of non-blank lines of a text or CSV file that
+    is not ``exact`` (its hash cannot be checked), or of a text whose count is asked."""
     text = item.data.decode("utf-8", "replace")
-    has = contains_form(text)
     checks: list[dict] = []
-    for phrase in asked_phrases(instruction):
-        parts = [phrase] if contains_form(phrase) in has else _phrase_parts(phrase)
-        for part in parts:
-            if contains_form(part) in has:
-                checks.append({"type": "text_contains", "path": item.path, "text": part})
     if kind == "csv":
         table = list(csv.reader(io.StringIO(text.lstrip("\ufeff"), newline="")))
         table = [row for row in table if any(cell.strip() for cell in row)]
-        if table:
-            header = [cell.strip() for cell in table[0]]
+        header = [cell.strip() for cell in table[0]] if table else []
+        if header and not any(_PLACEHOLDER.search(cell) for cell in header):
             checks.append({"type": "csv_shape", "path": item.path, "header": header,
                            "rows": len(table) - 1})  # fmt: skip
     if kind == "json":
@@ -232,9 +239,29 @@ def content_checks(instruction: str, item: Delivered, kind: str | None) -> list[
         if isinstance(value, dict) and value:
             checks.append({"type": "json_keys", "path": item.path, "keys": sorted(value)})
     lines = sum(1 for line in text.splitlines() if line.strip())
-    if kind == "text" and _asked_count(instruction) == lines:
+    if kind in ("text", "csv") and (not item.exact or (kind == "text" and lines_asked == lines)):
         checks.append({"type": "text_lines", "path": item.path, "lines": lines})
     return checks
+
+
+def content_checks(instruction: str, item: Delivered, kind: str | None) -> list[dict]:
+    """What the instruction asks of the file's content, as far as the reference's own
+    file shows it (a requirement the reference does not meet is taken for a misreading
+    and left out): a copied file's whole normalised content when it is ``exact``; each
+    asked phrase (or, when the reference has only its items, each item); its shape
+    (``shape_checks``)."""
+    if kind not in ("text", "csv", "json"):
+        return []
+    if _COPIED.search(instruction) and item.exact:
+        return [_content_check(item, kind)]
+    has = contains_form(item.data.decode("utf-8", "replace"))
+    checks: list[dict] = []
+    for phrase in asked_phrases(instruction):
+        parts = [phrase] if contains_form(phrase) in has else _phrase_parts(phrase)
+        for part in parts:
+            if contains_form(part) in has and (item.exact or not _PLACEHOLDER.search(part)):
+                checks.append({"type": "text_contains", "path": item.path, "text": part})
+    return checks + shape_checks(item, kind, lines_asked=_asked_count(instruction))
 
 
 def artifact_grader(instruction: str, delivered: list[Delivered], message: str = "") -> dict | None:
@@ -260,7 +287,10 @@ def result_grader(instruction: str, delivered: list[Delivered], message: str) ->
     for item in delivered:
         kind = kind_of(item.path, item.data)
         checks += _kind_checks(item.path, kind)
-        checks.append(_content_check(item, kind))
+        if item.exact or kind not in ("text", "csv", "json"):
+            checks.append(_content_check(item, kind))
+        else:
+            checks += shape_checks(item, kind, lines_asked=None)
     return _grader(checks + answer_checks(instruction, message))
 
 

@@ -6,7 +6,7 @@ result does not check what the instruction asks.
 - The final message, when it gives an answer (``derive.answer_atoms``): only the words
   and numbers the instruction itself holds are kept, so the answer is gone; the
   reference's files stay as they are.
-- The artifacts: every file the reference delivered or the instruction names, rewritten
+- The artifacts: every file the instruction asks for (``derive.asked_files``), rewritten
   in the sandbox by the fixed interpreter (``grader_script.mutated``: the instruction's
   words taken out, digits shifted, the last line dropped; JSON stays JSON); the
   reference's message stays as it is.
@@ -38,15 +38,16 @@ def message_mutated(message: str, instruction: str) -> str:
     return _TOKEN.sub(lambda m: m.group(0) if m.group(0).casefold() in kept else "", message)
 
 
-def artifact_paths(instruction: str, actions: list[dict]) -> list[str]:
-    """The files a mutation rewrites: those the trajectory delivered (its ``deliver``
-    calls' ``files``) and those the instruction names, in order, once."""
-    paths: list[str] = []
+def artifact_paths(instruction: str, actions: list[dict], message: str) -> list[str]:
+    """The files a mutation rewrites: those the instruction asks for
+    (``derive.asked_files``) among the named ones and those the trajectory delivered
+    (its ``deliver`` calls' ``files``)."""
+    delivered: list[str] = []
     for action in actions:
         if isinstance(action, dict) and action.get("tool") == "deliver":
             files = (action.get("args") or {}).get("files") or []
-            paths += [f.removeprefix("/work/") for f in files if isinstance(f, str)]
-    return list(dict.fromkeys(paths + derive.files_named(instruction)))
+            delivered += [f.removeprefix("/work/") for f in files if isinstance(f, str)]
+    return derive.asked_files(instruction, list(dict.fromkeys(delivered)), message)
 
 
 def _record(kind: str, checked, detail, error: str = "") -> dict:
@@ -90,7 +91,7 @@ def mutations_run(
         wrong = message_mutated(message, instruction)
         done.append(_record("message", grader_run(sandbox, grader, final_message=wrong), wrong))
     try:
-        paths = artifact_paths(instruction, actions)
+        paths = artifact_paths(instruction, actions, message)
         files = _mutate_files(sandbox, paths, instruction_words(instruction)) if paths else []
     except (GraderInvalid, ValueError) as exc:
         return [*done, _record("artifact", None, [], str(exc))]

@@ -92,6 +92,24 @@ def test_a_copied_file_is_checked_by_its_whole_content_and_json_by_its_keys():
     assert {"type": "json_keys", "path": "cfg.json", "keys": ["name", "size"]} in keyed
 
 
+def test_a_file_redaction_changed_is_checked_by_its_shape_never_its_hash():
+    """A replay that fetches the file again gets the original bytes, not the redacted."""
+    hours = Delivered("hours.csv", b"place,sunday\n<LOCATION_1>,closed\nMill,9-12\n", exact=False)
+    copied = derive.artifact_grader("Download http://demo.arena.test/h.csv as hours.csv", [hours])
+    assert copied["checks"][2:] == [
+        {"type": "csv_shape", "path": "hours.csv", "header": ["place", "sunday"], "rows": 2},
+        {"type": "text_lines", "path": "hours.csv", "lines": 3},
+    ]
+    named = Delivered("bins.txt", b"<PERSON_1> collects\nmonday\n", exact=False)
+    result = derive.result_grader("Save the bin schedule", [named], "Thursday")["checks"]
+    assert [c["type"] for c in result] == ["file_exists", "file_kind", "text_lines",
+                                          "message_contains"]  # fmt: skip
+    header = Delivered("a.csv", b"<PERSON_1>,x\n1,2\n", exact=False)
+    assert [c["type"] for c in derive.result_grader("Make a.csv", [header], "")["checks"]] == [
+        "file_exists", "file_kind", "text_lines",
+    ]  # fmt: skip
+
+
 # -- the answer in the final message ---------------------------------------------------
 
 
@@ -173,10 +191,20 @@ def test_a_mutated_message_keeps_only_the_instructions_own_words():
     assert message_mutated("It is 395, not 17.", "What is 17 * 23 + 4?") == " is ,  17."
 
 
-def test_the_files_mutated_are_the_delivered_and_the_named_ones():
-    actions = [{"tool": "shell", "args": {}}, {"tool": "deliver",
-               "args": {"files": ["/work/out/a.txt", "b.csv"], "message": "x"}}]  # fmt: skip
-    assert artifact_paths("Write b.csv and c.txt", actions) == ["out/a.txt", "b.csv", "c.txt"]
+def test_the_files_mutated_are_those_the_instruction_asks_for():
+    def deliver(message: str) -> list[dict]:
+        files = ["/work/out/a.txt", "b.csv"]
+        return [{"tool": "shell", "args": {}},
+                {"tool": "deliver", "args": {"files": files, "message": message}}]  # fmt: skip
+
+    # Named ones, whatever was delivered.
+    assert artifact_paths("Write b.csv and c.txt", deliver("ok"), "ok") == ["b.csv", "c.txt"]
+    # None named: what was delivered, unless it lies beside an answer to a question ...
+    assert artifact_paths("Tidy up", deliver("done"), "done") == ["out/a.txt", "b.csv"]
+    assert artifact_paths("Which day is it?", deliver("Monday"), "Monday") == []
+    # ... that asks to fetch or save it.
+    fetch = "Download http://demo.arena.test/h.csv and count its rows"
+    assert artifact_paths(fetch, deliver("12"), "12") == ["out/a.txt", "b.csv"]
 
 
 @pytest.fixture
