@@ -5,15 +5,19 @@ standard library only); the host imports it too, for the two normalisations it s
 with the graders (one definition, the same bytes hashed on both sides).
 
 Usage inside: ``python3 -c <this text> <base64 of the JSON check list>``. Prints one
-line, ``REPORT_MARK`` then the JSON report, and exits 0 iff every check passed.
+line, ``REPORT_MARK`` then the JSON report, and exits 0 iff every check passed. Its other
+mode, ``python3 -c <this text> mutate <base64 of {"paths", "words"}>``, rewrites those
+files with a wrong copy of each (``mutated``, for the validation's mutated reference,
+``environments.mutation``); a grader's command never runs it.
 
-Files are read under /work only, never through a link: each path component is opened
-relative to its parent with ``O_NOFOLLOW`` (a symlink anywhere, ``out.txt ->
-/etc/passwd`` included, is a failure, not a read), and only regular files are read (a
-FIFO is opened non-blocking and refused). Commands run in a session of their own, their
-output to a scratch file (its tail kept), killed at their timeout; then every process of
-the sandbox but this one and its ancestors is killed, so nothing a command left running
-can change a file checked later or write into this report."""
+Files are read (and the mutation's rewritten) under /work only, never through a
+link: each path component is opened relative to its parent with ``O_NOFOLLOW`` (a
+symlink anywhere, ``out.txt -> /etc/passwd`` included, is a failure, not a read), and
+only regular files are read (a FIFO is opened non-blocking and refused). Commands run
+in a session of their own, their output to a scratch file (its tail kept), killed at
+their timeout; then every process of the sandbox but this one and its ancestors is
+killed, so nothing a command left running can change a file checked later or write into
+this report."""
 
 import base64
 import contextlib
