@@ -238,6 +238,41 @@ def rubric_criterion(
     )
 
 
+def _parsed_call[T](
+    client: ModelClient,
+    *,
+    prompt: str,
+    span_name: str,
+    what: str,
+    parse: Callable[[str], T],
+    rejected: str,
+    sleep: Callable[[float], None] | None,
+) -> tuple[T | None, Outcome]:
+    """One judge-decoded prompt under the retry policy, its reply read by ``parse``; a
+    reply it refuses (``ValueError``, which ``JudgeReplyError`` is) is asked again as a
+    provider failure would be. (None, the outcome with its error) when it fails for good."""
+    outcome = Outcome()
+    turns = [Turn("user", [Text(prompt)])]
+
+    def attempt() -> T:
+        text = _one_call(
+            client,
+            turns=turns,
+            system="",
+            max_tokens=MAX_TOKENS,
+            params=dict(JUDGE_DECODING),
+            span_name=span_name,
+            outcome=outcome,
+        ).text
+        try:
+            return parse(text)
+        except ValueError as bad:
+            raise RetryableFailure(f"{rejected}: {bad}") from None
+
+    value, outcome.error = _with_retries(attempt, what=what, sleep=sleep)
+    return value, outcome
+
+
 @dataclass
 class Orientation:
     verdict: scoring.PairwiseVerdict | None  # in the ORIGINAL order (mapped back if needed)
@@ -253,27 +288,15 @@ def _orientation(
     swapped: bool,
     sleep: Callable[[float], None],
 ) -> Orientation:
-    outcome = Outcome()
     prompt = scoring.pairwise_prompt(task_prompt=task_prompt, response_a=first, response_b=second)
-    turns = [Turn("user", [Text(prompt)])]
-
-    def attempt() -> scoring.PairwiseVerdict:
-        text = _one_call(
-            client,
-            turns=turns,
-            system="",
-            max_tokens=MAX_TOKENS,
-            params=dict(JUDGE_DECODING),
-            span_name=f"judge {client.model} · {'BA' if swapped else 'AB'}",
-            outcome=outcome,
-        ).text
-        try:
-            return scoring.parse_pairwise_reply(text)
-        except scoring.JudgeReplyError as bad:
-            raise RetryableFailure(f"judge reply rejected: {bad}") from None
-
-    verdict, outcome.error = _with_retries(
-        attempt, what=f"pairwise judge {client.model}", sleep=sleep
+    verdict, outcome = _parsed_call(
+        client,
+        prompt=prompt,
+        span_name=f"judge {client.model} · {'BA' if swapped else 'AB'}",
+        what=f"pairwise judge {client.model}",
+        parse=scoring.parse_pairwise_reply,
+        rejected="judge reply rejected",
+        sleep=sleep,
     )
     if verdict is not None and swapped:
         verdict = scoring.map_back(verdict)
@@ -347,24 +370,14 @@ def fact_grade(
 ) -> Graded:
     """One grader call (``scorers.fact_prompt``) under the retry policy; a reply with
     no ``GRADE: C`` / ``GRADE: I`` line is asked again, as a pairwise judge's is."""
-    outcome = Outcome()
-    turns = [Turn("user", [Text(scorers.fact_prompt(question=question, target=target,
-                                                     reply=reply))])]  # fmt: skip
-
-    def attempt() -> str:
-        text = _one_call(
-            client,
-            turns=turns,
-            system="",
-            max_tokens=MAX_TOKENS,
-            params=dict(JUDGE_DECODING),
-            span_name=f"grader {client.model} · fact",
-            outcome=outcome,
-        ).text
-        try:
-            return scorers.parse_grade(text)
-        except ValueError as bad:
-            raise RetryableFailure(f"grader reply rejected: {bad}") from None
-
-    grade, outcome.error = _with_retries(attempt, what=f"fact grader {client.model}", sleep=sleep)
+    prompt = scorers.fact_prompt(question=question, target=target, reply=reply)
+    grade, outcome = _parsed_call(
+        client,
+        prompt=prompt,
+        span_name=f"grader {client.model} · fact",
+        what=f"fact grader {client.model}",
+        parse=scorers.parse_grade,
+        rejected="grader reply rejected",
+        sleep=sleep,
+    )
     return Graded(grade=grade, outcome=outcome)

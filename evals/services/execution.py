@@ -26,7 +26,6 @@ from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from itertools import combinations
 
 from django.conf import settings
@@ -37,9 +36,10 @@ from agents.models import Agent
 from agents.services import AgentFailure, model_client_for, sampling_params
 from evals import calls, scorers, scoring, usage
 from evals.gates import gates
-from evals.models import CriterionScore, EvalRun, EvalSpan, Evaluation, PairJudgement
+from evals.models import CriterionScore, EvalRun, Evaluation, PairJudgement
 from evals.reducers import epochs_of
 from evals.services import baseline, desktop, repo, run_scores
+from evals.services.spans import spans_store
 from evals.tournament_selectors import replaying, schedule_of, stored_outcomes, task_tournaments
 from evals.tournaments import Play, Unplayed, run_task
 
@@ -61,27 +61,6 @@ class Work:
 
 def endpoint_of(agent: Agent) -> str:
     return f"{agent.provider} {(agent.params or {}).get('base_url', '')}".strip()
-
-
-def _spans(records, *, evaluation: Evaluation, role: str, run=None, pair=None) -> None:
-    EvalSpan.objects.bulk_create(
-        EvalSpan(
-            evaluation=evaluation,
-            run=run,
-            pair=pair,
-            role=role,
-            name=r.name[:200],
-            input=r.input,
-            output=r.output,
-            error=r.error,
-            started_at=datetime.fromtimestamp(r.started, UTC),
-            latency_ms=r.latency_ms,
-            input_tokens=r.input_tokens,
-            output_tokens=r.output_tokens,
-            cost_usd=r.cost_usd,
-        )
-        for r in records
-    )
 
 
 def _duplicate(error: IntegrityError) -> bool:
@@ -336,7 +315,7 @@ def _candidate_work(evaluation, tasks, agents, clients, sleep, epochs: int) -> l
                     attempts=max(outcome.attempts, 1),
                     usage=usage.chat_usage(outcome.spans),
                 )
-                _spans(outcome.spans, evaluation=evaluation, role="candidate", run=run)
+                spans_store(outcome.spans, evaluation_id=evaluation.pk, role="candidate", run=run)
 
             _store(build)
 
@@ -424,7 +403,12 @@ def _rubric_work(evaluation, tasks, agents, runs, judge, clients, sleep, epochs)
                             corrected=judged.corrected,
                             raw=judged.outcome.raw,
                         )
-                        _spans(judged.outcome.spans, evaluation=evaluation, role="rubric", run=run)
+                        spans_store(
+                            judged.outcome.spans,
+                            evaluation_id=evaluation.pk,
+                            role="rubric",
+                            run=run,
+                        )
 
                     _store(build)
 
@@ -501,9 +485,9 @@ def _play_game(
             judge_model=judge.model_id,
             duration_ms=game.duration_ms,
         )
-        _spans(
+        spans_store(
             game.ab.outcome.spans + game.ba.outcome.spans,
-            evaluation=evaluation,
+            evaluation_id=evaluation.pk,
             role="pairwise",
             pair=pair,
         )

@@ -13,7 +13,6 @@ with a model-graded scorer is scored by a work item per run on the judge's endpo
 
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 
 from django.db import transaction
 
@@ -21,6 +20,7 @@ from agents.models import Agent
 from agents.services import AgentFailure
 from evals import calls, scorers
 from evals.models import EvalRun, EvalSpan, Evaluation
+from evals.services.spans import spans_store
 
 
 def task_scorers(task: dict) -> list[dict]:
@@ -45,23 +45,7 @@ def _save(run: EvalRun, scores: dict, spans=()) -> None:
     with transaction.atomic():
         if EvalRun.objects.filter(pk=run.pk, scores={}).update(scores=scores) != 1:
             return
-        EvalSpan.objects.bulk_create(
-            EvalSpan(
-                evaluation_id=run.evaluation_id,
-                run=run,
-                role=EvalSpan.Role.SCORER,
-                name=r.name[:200],
-                input=r.input,
-                output=r.output,
-                error=r.error,
-                started_at=datetime.fromtimestamp(r.started, UTC),
-                latency_ms=r.latency_ms,
-                input_tokens=r.input_tokens,
-                output_tokens=r.output_tokens,
-                cost_usd=r.cost_usd,
-            )
-            for r in spans
-        )
+        spans_store(spans, evaluation_id=run.evaluation_id, role=EvalSpan.Role.SCORER, run=run)
 
 
 def runs_score(*, evaluation: Evaluation, tasks) -> int:

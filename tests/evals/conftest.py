@@ -19,7 +19,6 @@ from tests.evals.tournament_world import acme, world  # noqa: F401 - the tournam
 def arena_agents(monkeypatch, alice):
     """alpha and gamma on fake OpenAI servers, beta and the judge on fake Anthropic ones."""
     monkeypatch.setenv("EVAL_TEST_API_KEY", KEY)
-    arena = Arena.objects.public()
     with ExitStack() as stack:
         fakes = {
             "alpha": stack.enter_context(FakeOpenAI(api_key=KEY, policy=candidate_policy("alpha"))),
@@ -29,14 +28,21 @@ def arena_agents(monkeypatch, alice):
             "gamma": stack.enter_context(FakeOpenAI(api_key=KEY, policy=candidate_policy("gamma"))),
             "judge": stack.enter_context(FakeAnthropic(api_key=KEY, policy=judge_policy)),
         }
-        for slug, fake in fakes.items():
-            Agent.objects.create(
-                arena=arena, slug=slug, display_name=slug.title(), kind="scaffold",
-                provider="openai" if isinstance(fake, FakeOpenAI) else "anthropic",
-                model_id=f"{slug}-model",
-                params={"base_url": fake.base_url, "api_key_env": "EVAL_TEST_API_KEY"},
-            )  # fmt: skip
+        scaffolds_on(fakes)
         yield fakes
+
+
+def scaffolds_on(fakes: dict) -> None:
+    """A scaffold agent of the arena per fake server, named by its key, its model
+    ``<slug>-model``, its key in EVAL_TEST_API_KEY."""
+    arena = Arena.objects.public()
+    for slug, fake in fakes.items():
+        Agent.objects.create(
+            arena=arena, slug=slug, display_name=slug.title(), kind="scaffold",
+            provider="openai" if isinstance(fake, FakeOpenAI) else "anthropic",
+            model_id=f"{slug}-model",
+            params={"base_url": fake.base_url, "api_key_env": "EVAL_TEST_API_KEY"},
+        )  # fmt: skip
 
 
 @pytest.fixture

@@ -17,12 +17,12 @@ from django.core.management import call_command
 from django.test import Client
 
 from accounts.models import Team
-from agents.models import Agent, Arena
 from arena_site.exceptions import ApplicationError
 from evals import calls, selectors, services
 from evals.models import EvalRun, EvalSpan, PairJudgement
 from tests.agents.conftest import _loopback_allowlisted  # noqa: F401 - the fakes are on loopback
 from tests.agents.fake_providers import FakeAnthropic, FakeOpenAI, text
+from tests.evals.conftest import scaffolds_on
 from tests.evals.scripted import KEY, first_user_text, last_user_text
 
 pytestmark = pytest.mark.django_db
@@ -111,20 +111,13 @@ def judge(request: dict):
 def agents(monkeypatch, alice):
     monkeypatch.setenv("EVAL_TEST_API_KEY", KEY)
     monkeypatch.setattr(calls, "_sleep", lambda s: None)
-    arena = Arena.objects.public()
     with ExitStack() as stack:
         fakes = {
             "steady": stack.enter_context(FakeOpenAI(api_key=KEY, policy=candidate("steady"))),
             "flaky": stack.enter_context(FakeOpenAI(api_key=KEY, policy=candidate("flaky"))),
             "grader": stack.enter_context(FakeAnthropic(api_key=KEY, policy=judge)),
         }
-        for slug, fake in fakes.items():
-            Agent.objects.create(
-                arena=arena, slug=slug, display_name=slug.title(), kind="scaffold",
-                provider="openai" if isinstance(fake, FakeOpenAI) else "anthropic",
-                model_id=f"{slug}-model",
-                params={"base_url": fake.base_url, "api_key_env": "EVAL_TEST_API_KEY"},
-            )  # fmt: skip
+        scaffolds_on(fakes)
         yield fakes
 
 

@@ -326,7 +326,7 @@ class Command(BaseCommand):
             for name, m in (
                 ((stats.get("scorers") or {}).get("agents") or {}).get(agent, {}).items()
             ):
-                if m["mean"] is not None:
+                if m["mean"] is not None and name != "success":  # printed above
                     error = f" ± {m['stderr']:.2f}" if m["stderr"] is not None else ""
                     parts.append(f"{name} {m['mean']:.2f}{error} over {m['tasks']} tasks")
             self.stderr.write(" · ".join(parts))
