@@ -254,3 +254,40 @@ def test_the_api_takes_epochs_and_a_reducer(alice, api, agents):
     assert (evaluation.settings["epochs"], evaluation.settings["reducer"]) == (
         2, {"name": "at_least_k", "k": 2}
     )  # fmt: skip
+
+
+DESKTOP = b"""tasks:
+  - id: d3
+    kind: desktop
+    prompt: Say you are ready by delivering the word ready.
+    scorers: [{type: includes, text: ready}, {type: exact, expected: ready}]
+"""
+
+
+@pytest.mark.django_db(transaction=True)  # each lane has its own connection
+def test_a_desktop_task_runs_a_lane_per_epoch_scored_on_its_final_message(
+    alice, desktop_agents, settings
+):
+    settings.ARENA = settings.ARENA.replace(sandbox_desktop=False)  # a shell is enough
+    team = Team.objects.get(name="Acme")
+    suite = services.suite_store(team=team, name="d.yaml", data=DESKTOP)
+    evaluation = services.evaluation_create(
+        team=team, suite=suite, agent_slugs=["alpha", "gamma"], epochs=2, reducer="max",
+        step_budget=3, wall_budget_s=60,
+    )  # fmt: skip
+    evaluation = services.evaluation_execute(evaluation_id=evaluation.pk)
+    runs = EvalRun.objects.filter(evaluation=evaluation).select_related("agent")
+    assert sorted((r.agent.slug, r.replicate) for r in runs) == [
+        ("alpha", 0), ("alpha", 1), ("gamma", 0), ("gamma", 1)
+    ]  # fmt: skip
+    assert len({r.lane_id for r in runs}) == 4  # a lane of its own per epoch
+    for run in runs:
+        assert run.output == {"alpha": "ready", "gamma": "ready!"}[run.agent.slug]
+        assert run.scores["includes"]["value"] == 1.0
+        assert run.scores["exact"]["value"] == (1.0 if run.agent.slug == "alpha" else 0.0)
+    record = selectors.evaluation_record(evaluation)
+    jsonschema.validate(record, SCHEMA)
+    assert record["run"]["complete"] is True and len(record["epoch_runs"]) == 2
+    scored = record["statistics"]["scorers"]["agents"]
+    assert (scored["alpha"]["exact"]["mean"], scored["gamma"]["exact"]["mean"]) == (1.0, 0.0)
+    assert scored["gamma"]["includes"]["epochs_scored"] == 2
