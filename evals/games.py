@@ -24,6 +24,7 @@ class GameResult:
     winner: str | None = None  # "A", "B", "tie"; None: failed
     agreement: bool | None = None
     failure: str = ""
+    epoch: int | None = None  # with epochs, whose replies it judged; its cluster is the task
 
     @property
     def resolved(self) -> bool:

@@ -42,7 +42,7 @@ def tournament_results_view(
     agents = [a["slug"] for a in run["agents"]]
     tasks_page = Paginator(record["tasks"], TASKS_PER_PAGE).get_page(page)
     shown = {t["id"] for t in tasks_page}
-    by_key = {(r["task_id"], r["model"]): r for r in record["results"]}
+    by_key = {(r["task_id"], r["model"]): r for r in record["results"] if not r.get("epoch")}
     measures = measures_of(evaluation, record["tasks"])
     unavailable = run.get("bootstrap_unavailable")
     statistics = {row["model"]: row for row in view.get("statistics", [])}

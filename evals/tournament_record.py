@@ -100,22 +100,26 @@ def _task(task: dict) -> dict:
     return out
 
 
-def _results(results: list[dict], task_ids: list[str], candidates: list[str]) -> list[dict]:
-    """One row per (task, candidate) in task-file then candidate order; a pair with no
-    result is ``missing``."""
-    by_key: dict[tuple[str, str], dict] = {}
+def _results(
+    results: list[dict], task_ids: list[str], candidates: list[str], epochs: int
+) -> list[dict]:
+    """One row per (task, candidate) in task-file then candidate order — with epochs,
+    per (task, epoch, candidate), each row naming its ``epoch``; a pair with no result
+    is ``missing``."""
+    by_key: dict[tuple[str, str, int], dict] = {}
     for r in results:
-        key = (r.get("task_id"), r.get("model"))
-        if key[0] not in task_ids or key[1] not in candidates:
-            raise RecordError(f"a result for an unknown task or candidate: {key!r}")
+        key = (r.get("task_id"), r.get("model"), r.get("epoch", 0))
+        if key[0] not in task_ids or key[1] not in candidates or key[2] not in range(epochs):
+            raise RecordError(f"a result for an unknown task, candidate or epoch: {key!r}")
         if key in by_key:
-            raise RecordError(f"two results for task {key[0]!r}, candidate {key[1]!r}")
+            raise RecordError(f"two results for task {key[0]!r}, candidate {key[1]!r}"
+                              f"{f', epoch {key[2]}' if epochs > 1 else ''}")  # fmt: skip
         by_key[key] = r
     rows = []
-    for t in task_ids:
+    for t, e in ((t, e) for t in task_ids for e in range(epochs)):
         for c in candidates:
-            r = by_key.get((t, c))
-            head = {"task_id": t, "model": c}
+            r = by_key.get((t, c, e))
+            head = {"task_id": t, "model": c, **({"epoch": e} if epochs > 1 else {})}
             if r is None:
                 rows.append({**head, "status": "missing"})
             else:
@@ -129,23 +133,24 @@ def _results(results: list[dict], task_ids: list[str], candidates: list[str]) ->
 
 
 def _comparisons(rows: list[dict], task_ids: list[str], candidates: list[str]) -> list[dict]:
-    """Per task and unordered pair (candidate order) where both have an exact score."""
+    """Per task (and epoch) and unordered pair (candidate order) where both have an
+    exact score."""
     score = {
-        (r["task_id"], r["model"]): r["exact_score"]
+        (r["task_id"], r.get("epoch"), r["model"]): r["exact_score"]
         for r in rows
         if r.get("exact_score") is not None
     }
     out = []
-    for t in task_ids:
+    for t, e in dict.fromkeys((r["task_id"], r.get("epoch")) for r in rows):
         for i, a in enumerate(candidates):
             for b in candidates[i + 1 :]:
-                if (t, a) not in score or (t, b) not in score:
+                if (t, e, a) not in score or (t, e, b) not in score:
                     continue
-                sa, sb = score[(t, a)], score[(t, b)]
+                sa, sb = score[(t, e, a)], score[(t, e, b)]
                 winner = "tie" if sa == sb else (a if sa > sb else b)
                 out.append(
-                    {"task_id": t, "model_a": a, "model_b": b, "score_a": sa, "score_b": sb,
-                     "winner": winner}
+                    {"task_id": t, **({} if e is None else {"epoch": e}), "model_a": a,
+                     "model_b": b, "score_a": sa, "score_b": sb, "winner": winner}
                 )  # fmt: skip
     return out
 
@@ -157,6 +162,8 @@ def _side(g: GameDetail, outcome: str) -> str | None:
 
 def _game(g: GameDetail) -> dict:
     row: dict[str, Any] = {"task_id": g.task_id, "model_a": g.a, "model_b": g.b, "game": g.game}
+    if g.epoch is not None:
+        row["epoch"] = g.epoch
     if g.resolved:
         row["winner"] = _side(g, g.winner)
         row["agreement"] = bool(g.agreement)
@@ -177,6 +184,7 @@ def _tournament(
     format: str,
     best_of: int,
     opening: list | None,
+    epochs: int,
 ) -> dict:
     out: dict[str, Any] = {"format": format, "candidates": list(candidates), "best_of": best_of}
     if opening is not None:
@@ -185,29 +193,33 @@ def _tournament(
         return {**out, "status": "not_judged", "tasks": []}
     by_task = {}
     for t in tournaments or []:
-        if t.task_id not in task_ids or t.task_id in by_task:
+        if t.task_id not in task_ids or (t.task_id, t.epoch) in by_task:
             raise RecordError(f"a tournament for an unknown or repeated task: {t.task_id!r}")
-        by_task[t.task_id] = t
-    played = [by_task[t].as_dict() for t in task_ids if t in by_task]
-    every = len(played) == len(task_ids) and all(t["status"] == "complete" for t in played)
+        by_task[(t.task_id, t.epoch)] = t
+    every_epoch = [None] if epochs == 1 else range(epochs)
+    played = [by_task[(t, e)].as_dict() for t in task_ids for e in every_epoch if (t, e) in by_task]
+    every = len(played) == len(task_ids) * len(every_epoch) and all(
+        t["status"] == "complete" for t in played
+    )
     return {**out, "status": "completed" if every else "incomplete", "tasks": played}
 
 
 def _check_games(details: list[GameDetail], tournaments: list[TaskTournament]) -> None:
     """Each game names a game the tournaments played, once."""
     played = {
-        (t.task_id, s.a, s.b, g.number)
+        (t.task_id, t.epoch, s.a, s.b, g.number)
         for t in tournaments
         for s in t.series
         for g in s.games
     }  # fmt: skip
     seen = set()
     for g in details:
-        key = (g.task_id, g.a, g.b, g.game)
+        key = (g.task_id, g.epoch, g.a, g.b, g.game)
+        shown = key if g.epoch is not None else (g.task_id, g.a, g.b, g.game)
         if key not in played:
-            raise RecordError(f"game {key!r} is in no tournament's series")
+            raise RecordError(f"game {shown!r} is in no tournament's series")
         if key in seen:
-            raise RecordError(f"game {key!r} given twice")
+            raise RecordError(f"game {shown!r} given twice")
         seen.add(key)
 
 
@@ -227,6 +239,7 @@ def tournament_record(
     opening: list | None,
     composite_tasks: list[str] | None = None,
     judge_usage: dict | None = None,
+    epochs: int = 1,
 ) -> dict:
     """The record. ``run`` holds the provenance of ``RUN_FIELDS`` (plus
     ``judge_decoding`` with a judge): ``suite`` is the suite's name, hash and task
@@ -238,7 +251,8 @@ def tournament_record(
     run has games even without a judge. A result's ``usage`` (``evals.usage``) is
     copied by name; with any, or with ``judge_usage`` (``usage.calls_totals`` of the
     judge's calls), the record's ``usage`` adds them up per candidate and names the
-    judge's."""
+    judge's. With ``epochs`` > 1 each task has a tournament per epoch (its games and
+    results name their ``epoch``); the ratings' bootstrap still resamples whole tasks."""
     if format not in FORMATS:
         raise RecordError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
     if "tie" in candidates:
@@ -262,7 +276,9 @@ def tournament_record(
         "agents": [_agent(a) for a in head["agents"]],
         "judge": _agent(judge) if judge is not None else None,
     }
-    rows = _results(results, task_ids, list(candidates))
+    if epochs > 1:
+        record_run["epochs"] = epochs
+    rows = _results(results, task_ids, list(candidates), epochs)
     tournament = _tournament(
         tournaments,
         task_ids,
@@ -271,6 +287,7 @@ def tournament_record(
         format=format,
         best_of=best_of,
         opening=opening,
+        epochs=epochs,
     )
     record: dict[str, Any] = {
         "schema": SCHEMA,
@@ -291,8 +308,13 @@ def tournament_record(
         # The arena's addition: a task whose tournament stopped at a game never played
         # (a cancel, or read while running) leaves the run incomplete, whatever the
         # games already played say.
-        by_task = {t.task_id: t.status for t in tournaments or []}
-        unfinished = [t for t in task_ids if by_task.get(t, "unfinished") == "unfinished"]
+        by_task = {(t.task_id, t.epoch): t.status for t in tournaments or []}
+        every_epoch = [None] if epochs == 1 else range(epochs)
+        unfinished = [
+            t
+            for t in task_ids
+            if any(by_task.get((t, e), "unfinished") == "unfinished" for e in every_epoch)
+        ]
         if unfinished:
             record_run["complete"] = False
             record_run["unfinished_tasks"] = unfinished
@@ -306,7 +328,7 @@ def tournament_record(
         # the stored order would tie the bounds to how concurrent tasks interleaved, and
         # the record's own judgments, rated again with its seed, would not reproduce them.
         order = {t: i for i, t in enumerate(task_ids)}
-        in_order = sorted(games, key=lambda g: order[g.task_id])  # stable: play order within
+        in_order = sorted(games, key=lambda g: (order[g.task_id], g.epoch or 0))  # stable
         ratings, meta = judged.ratings(in_order, candidates, seed=seed, replicates=replicates)
         record_run.update(meta)
         # the method that makes the bounds, named even when it could not make any

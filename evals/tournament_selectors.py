@@ -8,6 +8,7 @@ from typing import Any
 
 from evals import provenance, tournaments
 from evals.models import EvalRun, Evaluation, PairJudgement
+from evals.reducers import epochs_of
 from evals.selectors import agent_provenance, coding_scores, evaluation_record, iso
 from evals.tournament_record import GameDetail, tournament_record
 
@@ -15,10 +16,13 @@ REPLICATES = 1000  # 003's bootstrap replicates
 
 
 def _results(evaluation: Evaluation, slug_of: dict[int, str]) -> list[dict[str, Any]]:
+    """Every run (of every epoch, each naming it, when there are epochs)."""
+    epochs = epochs_of(evaluation.settings)
     return [
         {
             "task_id": r.task_id,
             "model": slug_of[r.agent_id],
+            **({"epoch": r.replicate} if epochs > 1 else {}),
             "status": r.status,
             "output": r.output,
             "error": r.error,
@@ -27,7 +31,7 @@ def _results(evaluation: Evaluation, slug_of: dict[int, str]) -> list[dict[str, 
             "attempts": r.attempts,
             "coding": coding_scores(r),
         }
-        for r in EvalRun.objects.filter(evaluation=evaluation, replicate=0)
+        for r in EvalRun.objects.filter(evaluation=evaluation, replicate__lt=epochs)
         .select_related("lane__coding")
         .defer("lane__coding__diff", "lane__coding__checks")
     ]
@@ -35,9 +39,11 @@ def _results(evaluation: Evaluation, slug_of: dict[int, str]) -> list[dict[str, 
 
 def _games(evaluation: Evaluation, slug_of: dict[int, str]) -> list[GameDetail]:
     """Every stored game in the order it was stored (its series' play order)."""
+    epochs = epochs_of(evaluation.settings)
     return [
         GameDetail(
             task_id=p.task_id,
+            epoch=p.epoch if epochs > 1 else None,
             a=slug_of[p.agent_a_id],
             b=slug_of[p.agent_b_id],
             game=p.game,
@@ -56,30 +62,38 @@ def _games(evaluation: Evaluation, slug_of: dict[int, str]) -> list[GameDetail]:
     ]
 
 
-Key = tuple[str, str, str, int]  # (task, a, b, game number)
+Key = tuple[str, int, str, str, int]  # (task, epoch, a, b, game number)
 
 
 def stored_outcomes(evaluation: Evaluation, slug_of: dict[int, str]) -> dict[Key, str]:
     """Each stored game's outcome ("A", "B", "tie" or "failed")."""
     return {
-        (task_id, slug_of[a], slug_of[b], number): winner or "failed"
-        for task_id, a, b, number, winner in PairJudgement.objects.filter(
+        (task_id, epoch, slug_of[a], slug_of[b], number): winner or "failed"
+        for task_id, epoch, a, b, number, winner in PairJudgement.objects.filter(
             evaluation=evaluation
-        ).values_list("task_id", "agent_a_id", "agent_b_id", "game", "winner")
+        ).values_list("task_id", "epoch", "agent_a_id", "agent_b_id", "game", "winner")
     }
 
 
-def replaying(outcomes: dict[Key, str]) -> tournaments.Play:
-    """A ``play`` that answers from the stored outcomes and stops at the first game
-    not stored (``Unplayed``)."""
+def replaying(outcomes: dict[Key, str], epoch: int = 0) -> tournaments.Play:
+    """A ``play`` that answers from the epoch's stored outcomes and stops at the first
+    game not stored (``Unplayed``)."""
 
     def play(task_id: str, a: str, b: str, number: int) -> str:
-        key = (task_id, a, b, number)
+        key = (task_id, epoch, a, b, number)
         if key not in outcomes:
             raise tournaments.Unplayed
         return outcomes[key]
 
     return play
+
+
+def task_epochs(evaluation: Evaluation) -> list[tuple[dict, int | None]]:
+    """(task, epoch) of every tournament the evaluation plays: one per task, or with
+    epochs one per task and epoch (``epoch`` None for the one epoch)."""
+    epochs = epochs_of(evaluation.settings)
+    each = [None] if epochs == 1 else list(range(epochs))
+    return [(task, epoch) for task in evaluation.suite.tasks for epoch in each]
 
 
 def schedule_of(evaluation: Evaluation) -> dict[str, Any]:
@@ -92,12 +106,15 @@ def schedule_of(evaluation: Evaluation) -> dict[str, Any]:
 def task_tournaments(
     evaluation: Evaluation, slugs: list[str], outcomes: dict[Key, str]
 ) -> list[tournaments.TaskTournament]:
-    """Each task's tournament replayed from the stored outcomes (the schedule depends on
-    nothing else); a task stops, ``unfinished``, at its first game not stored."""
-    schedule, play = schedule_of(evaluation), replaying(outcomes)
+    """Each task's (and epoch's) tournament replayed from the stored outcomes (the
+    schedule depends on nothing else); a task stops, ``unfinished``, at its first game
+    not stored."""
+    schedule = schedule_of(evaluation)
     return [
-        tournaments.run_task(task["id"], slugs, play=play, **schedule)
-        for task in evaluation.suite.tasks
+        tournaments.run_task(
+            task["id"], slugs, play=replaying(outcomes, epoch or 0), epoch=epoch, **schedule
+        )
+        for task, epoch in task_epochs(evaluation)
     ]
 
 
@@ -135,12 +152,17 @@ def tournament_record_of(evaluation: Evaluation) -> dict[str, Any]:
     if decided:
         run["judge_decoding"] = settings["judge_decoding"]
         stored = _games(evaluation, slug_of)
-        outcomes = {(g.task_id, g.a, g.b, g.game): g.winner or "failed" for g in stored}
+        outcomes = {
+            (g.task_id, g.epoch or 0, g.a, g.b, g.game): g.winner or "failed" for g in stored
+        }
         played = task_tournaments(evaluation, slugs, outcomes)
         in_schedule = {
-            (t.task_id, s.a, s.b, g.number) for t in played for s in t.series for g in s.games
+            (t.task_id, t.epoch, s.a, s.b, g.number)
+            for t in played
+            for s in t.series
+            for g in s.games
         }
-        games = [g for g in stored if (g.task_id, g.a, g.b, g.game) in in_schedule]
+        games = [g for g in stored if (g.task_id, g.epoch, g.a, g.b, g.game) in in_schedule]
     return tournament_record(
         run=run,
         tasks=list(evaluation.suite.tasks),
@@ -155,6 +177,7 @@ def tournament_record_of(evaluation: Evaluation) -> dict[str, Any]:
         best_of=evaluation.best_of,
         opening=evaluation.opening,
         composite_tasks=composite if decided and composite else None,
+        epochs=epochs_of(settings),
     )
 
 

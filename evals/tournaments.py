@@ -101,6 +101,7 @@ class TaskTournament:
     # raised ``Unplayed``: the series it was in stays "pending", none after it is listed)
     status: str = "complete"
     champion: str | None = None
+    epoch: int | None = None  # which epoch's replies it compared; None: the one epoch
 
     @property
     def games_played(self) -> int:
@@ -109,6 +110,7 @@ class TaskTournament:
     def as_dict(self) -> dict:
         return {
             "task_id": self.task_id,
+            **({} if self.epoch is None else {"epoch": self.epoch}),
             "status": self.status,
             "champion": self.champion,
             "series": [s.as_dict() for s in self.series],
@@ -211,11 +213,13 @@ def run_task(
     seed: int = 0,
     play: Play,
     opening: Sequence[tuple[str, str]] | None = None,
+    epoch: int | None = None,
 ) -> TaskTournament:
-    """One task's tournament, played through ``play`` in schedule order (a stored
-    task replays identically: the schedule depends only on the outcomes)."""
+    """One task's tournament (of one ``epoch``'s replies, with epochs), played through
+    ``play`` in schedule order (a stored task replays identically: the schedule depends
+    only on the outcomes)."""
     check(candidates, format=format, best_of=best_of, opening=opening)
-    result = TaskTournament(task_id)
+    result = TaskTournament(task_id, epoch=epoch)
     try:
         _schedule(result, candidates, format=format, best_of=best_of, seed=seed, play=play,
                   opening=opening)  # fmt: skip

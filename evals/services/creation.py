@@ -242,7 +242,7 @@ def tournament_settings(
 
 
 def epochs_settings(
-    *, epochs: int | None, replicates: int, reducer: str, tournament: str
+    *, epochs: int | None, replicates: int, reducer: str
 ) -> tuple[int, reducers.Reducer]:
     """The runs of each (task, agent) and the reducer of their scores, checked;
     ``replicates`` is the older name of ``epochs`` (repo tasks only, then)."""
@@ -259,11 +259,6 @@ def epochs_settings(
         chosen = reducers.parse_reducer(reducer, epochs=epochs)
     except reducers.ReducerError as error:
         raise ApplicationError(str(error), code="invalid_epochs") from None
-    if tournament and epochs != 1:
-        raise ApplicationError(
-            f"a tournament compares one run per agent and task: it takes 1 epoch, got {epochs}",
-            code="invalid_epochs",
-        )
     return epochs, chosen
 
 
@@ -337,8 +332,8 @@ def evaluation_create(
     ``repos`` are the repo tasks' uploads by the path the suite names them with
     (``eval_repos_store``). Each (task, agent) runs ``epochs`` times (``replicates``
     is its older name, for repo tasks' pass@k) and ``reducer`` makes one score per
-    task of its epochs' (``evals.reducers``); a tournament compares one run per agent,
-    so it takes one epoch."""
+    task of its epochs' (``evals.reducers``); a tournament plays each task's schedule
+    once per epoch, on that epoch's replies."""
     if suite.team_id != team.pk or (rubric is not None and rubric.team_id != team.pk):
         raise ApplicationError("no such suite or rubric", code="not_found", status=404)
     if not agent_slugs:
@@ -359,9 +354,7 @@ def evaluation_create(
         if any(task["kind"] == "desktop" for task in suite.tasks)
         else None
     )
-    epochs, chosen_reducer = epochs_settings(
-        epochs=epochs, replicates=replicates, reducer=reducer, tournament=tournament
-    )
+    epochs, chosen_reducer = epochs_settings(epochs=epochs, replicates=replicates, reducer=reducer)
     has_repo = any(task["kind"] == "repo" for task in suite.tasks)
     repo = (
         repo_settings(

@@ -40,7 +40,13 @@ from evals.models import CriterionScore, EvalRun, Evaluation, PairJudgement
 from evals.reducers import epochs_of
 from evals.services import baseline, desktop, repo, run_scores
 from evals.services.spans import spans_store
-from evals.tournament_selectors import replaying, schedule_of, stored_outcomes, task_tournaments
+from evals.tournament_selectors import (
+    replaying,
+    schedule_of,
+    stored_outcomes,
+    task_epochs,
+    task_tournaments,
+)
 from evals.tournaments import Play, Unplayed, run_task
 
 CANCEL_POLL_S = 0.5  # a cancel stops the evaluation within this long of its next call
@@ -229,11 +235,9 @@ def evaluation_execute(
     ]
     if evaluation.tournament and (judge is not None or repo_only(tasks)):
         # a tournament plays on with a judge that cannot be built: each game it asks
-        # fails with the reason, as a candidate's calls do, and the record says so;
-        # it compares each task's first epoch (a tournament runs one)
-        first = {(t, a): r for (t, a, epoch), r in runs.items() if epoch == 0}
+        # fails with the reason, as a candidate's calls do, and the record says so
         judging += _tournament_work(
-            evaluation, tasks, agents, first, judge, clients, sleep, cancelled, tick
+            evaluation, tasks, agents, runs, judge, clients, sleep, cancelled, tick
         )
     elif judge is not None and not isinstance(clients[judge.pk], AgentFailure):
         judged = [t for t in tasks if t["kind"] != "repo"]  # repo tasks: their tests
@@ -528,45 +532,53 @@ def _pair_work(evaluation, tasks, agents, runs, judge, clients, sleep, epochs) -
 def _tournament_work(
     evaluation, tasks, agents, runs, judge, clients, sleep, cancelled, tick
 ) -> list[Work]:
-    """Each task's tournament not yet finished, as one item: its stored games replay
-    (the schedule depends only on outcomes), then the missing ones are judged one after
-    another, each stored as it ends. A cancel stops a task before its next game; a
-    candidate with no run yet leaves the task for a later resume."""
+    """Each task's (with epochs: each task and epoch's) tournament not yet finished, as
+    one item: its stored games replay (the schedule depends only on outcomes), then the
+    missing ones are judged one after another, each stored as it ends, comparing that
+    epoch's replies. A cancel stops a task before its next game; a candidate with no
+    run yet leaves the task for a later resume."""
     by_slug = {a.slug: a for a in agents}
     slugs = [a.slug for a in agents]
     outcomes = stored_outcomes(evaluation, {a.pk: a.slug for a in agents})
     schedule = schedule_of(evaluation)
     finished = {
-        t.task_id for t in task_tournaments(evaluation, slugs, outcomes) if t.status != "unfinished"
+        (t.task_id, t.epoch)
+        for t in task_tournaments(evaluation, slugs, outcomes)
+        if t.status != "unfinished"
     }
-    stored = replaying(outcomes)
 
-    def play_for(task: dict) -> Play:
+    def play_for(task: dict, epoch: int) -> Play:
+        stored = replaying(outcomes, epoch)
+
         def play(task_id: str, a: str, b: str, number: int) -> str:
             try:
                 return stored(task_id, a, b, number)
             except Unplayed:
                 pass
             agent_a, agent_b = by_slug[a], by_slug[b]
-            run_a, run_b = runs.get((task_id, agent_a.pk)), runs.get((task_id, agent_b.pk))
+            run_a = runs.get((task_id, agent_a.pk, epoch))
+            run_b = runs.get((task_id, agent_b.pk, epoch))
             if cancelled() or run_a is None or run_b is None:
                 raise Unplayed
             outcome = _play_game(evaluation, task=task, a=agent_a, b=agent_b, number=number,
                                  run_a=run_a, run_b=run_b, judge=judge,
                                  client=clients[judge.pk] if judge else None,
-                                 sleep=sleep)  # fmt: skip
+                                 sleep=sleep, epoch=epoch)  # fmt: skip
             tick(f"{task_id} · {a} vs {b} · game {number}")
             return outcome
 
         return play
 
+    def do(task: dict, epoch: int | None) -> None:
+        run_task(task["id"], slugs, play=play_for(task, epoch or 0), epoch=epoch, **schedule)
+
     return [
         Work(
             endpoint_of(judge) if judge and task["kind"] != "repo" else "composite",
-            f"{task['id']} · tournament",
-            lambda task=task: run_task(task["id"], slugs, play=play_for(task), **schedule),
+            f"{task['id']} · tournament" + ("" if epoch is None else f" · epoch {epoch + 1}"),
+            lambda task=task, epoch=epoch: do(task, epoch),
             ticks=False,
         )
-        for task in tasks
-        if task["id"] not in finished and (judge is not None or task["kind"] == "repo")
+        for task, epoch in task_epochs(evaluation)
+        if (task["id"], epoch) not in finished and (judge is not None or task["kind"] == "repo")
     ]

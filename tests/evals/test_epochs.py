@@ -24,6 +24,7 @@ from tests.agents.conftest import _loopback_allowlisted  # noqa: F401 - the fake
 from tests.agents.fake_providers import FakeAnthropic, FakeOpenAI, text
 from tests.evals.conftest import scaffolds_on
 from tests.evals.scripted import KEY, first_user_text, last_user_text
+from tests.evals.tournament_world import play
 
 pytestmark = pytest.mark.django_db
 
@@ -224,7 +225,6 @@ def test_epochs_and_scorers_are_checked_at_creation(agents):
         (dict(epochs=3, reducer="pass_at_k:4", judge_slug="grader"), "K must lie in 1..3"),
         (dict(epochs=3, reducer="median", judge_slug="grader"), "unknown reducer 'median'"),
         (dict(epochs=2, replicates=3, judge_slug="grader"), "give one of them"),
-        (dict(epochs=2, judge_slug="grader", tournament="round-robin"), "takes 1 epoch, got 2"),
         (dict(judge_slug="steady"), "the judge must not be one of the candidates"),
     ]
     for options, message in refusals:
@@ -291,3 +291,31 @@ def test_a_desktop_task_runs_a_lane_per_epoch_scored_on_its_final_message(
     scored = record["statistics"]["scorers"]["agents"]
     assert (scored["alpha"]["exact"]["mean"], scored["gamma"]["exact"]["mean"]) == (1.0, 0.0)
     assert scored["gamma"]["includes"]["epochs_scored"] == 2
+
+
+def test_a_tournament_plays_each_tasks_schedule_once_per_epoch(acme, world):
+    # p beats q on task 1 in epoch 0 and loses in epoch 1; p wins task 2 in both
+    world.judge.script = {(1, "p", "q"): ["AA", "BB"], (2, "p", "q"): ["AA", "AA"]}
+    evaluation, record, _ = play(
+        acme, agents=["p", "q"], n_tasks=2, tournament="round-robin", epochs=2
+    )
+    games = PairJudgement.objects.filter(evaluation=evaluation)
+    assert sorted(games.values_list("task_id", "epoch", "winner")) == [
+        ("t01", 0, "A"), ("t01", 1, "B"), ("t02", 0, "A"), ("t02", 1, "A")
+    ]  # fmt: skip
+    assert [(t["task_id"], t["epoch"], t["series"][0]["winner"]) for t in
+            record["tournament"]["tasks"]] == [
+        ("t01", 0, "p"), ("t01", 1, "q"), ("t02", 0, "p"), ("t02", 1, "p")
+    ]  # fmt: skip
+    run = record["run"]
+    assert run["epochs"] == 2 and run["complete"] is True and run["resolved_pairs"] == 4
+    assert [(r["task_id"], r["epoch"], r["model"]) for r in record["results"]][:4] == [
+        ("t01", 0, "p"), ("t01", 0, "q"), ("t01", 1, "p"), ("t01", 1, "q")
+    ]  # fmt: skip
+    assert [(j["task_id"], j["epoch"], j["winner"]) for j in record["judgments"]] == [
+        ("t01", 0, "p"), ("t01", 1, "q"), ("t02", 0, "p"), ("t02", 1, "p")
+    ]  # fmt: skip
+    assert run["bootstrap_clusters"] == 2  # the task is the cluster, whatever the epochs
+    asked = world.judge.requests
+    services.evaluation_execute(evaluation_id=evaluation.pk)  # a replay asks nothing
+    assert world.judge.requests == asked

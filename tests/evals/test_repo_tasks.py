@@ -200,21 +200,15 @@ def test_repo_fields_are_checked_with_the_file_task_and_field_named():
     )  # fmt: skip
 
 
-def test_replicates_are_epochs_of_any_task_but_refused_in_a_tournament(alice, tmp_path):
+def test_replicates_are_epochs_of_any_task(alice, tmp_path):
     team = Team.objects.get(name="Acme")
     scaffold("p", "http://127.0.0.1:9")
-    scaffold("q", "http://127.0.0.1:9")
     chat = services.suite_store(team=team, name="c.json", data=b'[{"id": "c", "prompt": "hi"}]')
     epochs = services.evaluation_create(team=team, suite=chat, agent_slugs=["p"], replicates=2)
     assert (epochs.settings["epochs"], epochs.settings["repo"]) == (2, None)
     epochs.delete()
     path = suite_file(tmp_path)
     repo = services.suite_store(team=team, name="s.yaml", data=path.read_bytes())
-    with pytest.raises(ApplicationError, match="a tournament compares one run per agent"):
-        services.evaluation_create(
-            team=team, suite=repo, agent_slugs=["p", "q"], replicates=2,
-            tournament="round-robin", repos={"fix.bundle": (tmp_path / "fix.bundle").read_bytes()},
-        )  # fmt: skip
     with pytest.raises(ApplicationError, match=r"needs the repository 'fix\.bundle'"):
         services.evaluation_create(team=team, suite=repo, agent_slugs=["p"])
     assert not Evaluation.objects.exists() and not Task.objects.exists()

@@ -221,7 +221,7 @@ class Command(BaseCommand):
             # 003's estimate: scheduled series × tasks × best-of (early stops, tie-breaks
             # and failures make the games played differ)
             series = tournaments.scheduled_series(agents, evaluation.tournament)
-            total += series * tasks * evaluation.best_of
+            total += series * tasks * evaluation.best_of * epochs_of(evaluation.settings)
         elif evaluation.pairwise:
             total += tasks * agents * (agents - 1) // 2
         elif evaluation.baseline_id:  # the judge's answers, then its games
