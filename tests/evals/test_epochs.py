@@ -319,3 +319,26 @@ def test_a_tournament_plays_each_tasks_schedule_once_per_epoch(acme, world):
     asked = world.judge.requests
     services.evaluation_execute(evaluation_id=evaluation.pk)  # a replay asks nothing
     assert world.judge.requests == asked
+
+
+def test_a_grader_that_never_grades_leaves_its_scorer_unscored(alice, agents):
+    agents["grader"].policy = lambda request: text("Both readings are defensible.")
+    team = Team.objects.get(name="Acme")
+    suite = services.suite_store(team=team, name="s.yaml", data=SUITE)
+    evaluation = services.evaluation_create(
+        team=team, suite=suite, agent_slugs=["steady"], judge_slug="grader"
+    )
+    evaluation = services.evaluation_execute(evaluation_id=evaluation.pk)
+    run = EvalRun.objects.get(evaluation=evaluation, task_id="cap")
+    graded = run.scores["model_graded_fact"]
+    assert graded["value"] is None and "grader reply rejected" in graded["explanation"]
+    assert run.scores["choice"]["value"] == 1.0  # the other scorers still score
+    assert run.spans.filter(role=EvalSpan.Role.SCORER).count() == calls.ATTEMPTS
+    record = selectors.evaluation_record(evaluation)
+    jsonschema.validate(record, SCHEMA)
+    metrics = record["statistics"]["scorers"]["agents"]["steady"]
+    assert "model_graded_fact" not in metrics and metrics["choice"]["mean"] == 1.0
+    # scores are stored once: running again asks the grader nothing more
+    asked = len(agents["grader"].requests)
+    services.evaluation_execute(evaluation_id=evaluation.pk)
+    assert len(agents["grader"].requests) == asked
