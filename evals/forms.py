@@ -8,7 +8,7 @@ import re
 from django import forms
 
 from agents.models import Agent
-from evals import calls, tournaments
+from evals import calls, reducers, tournaments
 from evals.keyless import SAMPLE_CHOICES, candidate_label, judge_label
 from evals.suites import MAX_FILE_BYTES
 
@@ -73,6 +73,34 @@ class EvaluationForm(forms.Form):
         initial=calls.MAX_TOKENS,
         label="Longest reply of a candidate, in tokens",
         help_text="The most each candidate may write per answer (sent to its model).",
+    )
+    epochs = forms.IntegerField(
+        required=False,
+        initial=1,
+        min_value=1,
+        max_value=reducers.MAX_EPOCHS,
+        label="Runs of each task (epochs)",
+        help_text="How many times each candidate runs each task; the figures are then per "
+        "task first, over its runs (below), then over the tasks.",
+    )
+    reducer = forms.ChoiceField(
+        required=False,
+        initial="mean",
+        choices=[
+            ("mean", "The mean of its runs"),
+            ("max", "The best of its runs"),
+            ("mode", "The most frequent score of its runs"),
+            ("pass_at_k", "The chance that one of K runs drawn passes (pass@K)"),
+            ("at_least_k", "1 when K runs or more passed, else 0"),
+        ],
+        label="One score per task from its runs",
+    )
+    reducer_k = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=reducers.MAX_EPOCHS,
+        label="K",
+        help_text="For the last two: how many runs (at most the runs of each task).",
     )
     tournament = forms.ChoiceField(
         required=False,
@@ -151,6 +179,17 @@ class EvaluationForm(forms.Form):
                 "model on a local server (docs/local-models.md), or no judge."
             )
         return slug
+
+    def clean_epochs(self) -> int:
+        value = self.cleaned_data.get("epochs")
+        return 1 if value is None else value
+
+    def clean_reducer_k(self) -> str:
+        """The reducer as the service reads it (``mean``, ``pass_at_k:K``, …); whether K
+        fits the runs is the service's rule."""
+        name = self.cleaned_data.get("reducer") or "mean"
+        k = self.cleaned_data.get("reducer_k")
+        return name if k is None else f"{name}:{k}"
 
     def clean_best_of(self) -> int:
         value = self.cleaned_data.get("best_of")

@@ -76,6 +76,8 @@ def _create(request: HttpRequest, team: Team, form: EvaluationForm) -> Evaluatio
             seed=data["seed"],
             opening=data["opening"],
             repos=repos,
+            epochs=data["epochs"],
+            reducer=data["reducer_k"],
         )
         services.evaluation_enqueue(evaluation.pk)
     return evaluation

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.test import Client
 
@@ -194,13 +195,13 @@ def test_three_epochs_of_a_suite_with_scorers_through_the_command(alice, agents,
     page.force_login(alice)
     html = page.get(f"/evaluations/{record['run']['evaluation_id']}/").content.decode()
     row = re.search(r'<tr data-agent="flaky" data-metric="numeric">(.*?)</tr>', html).group(1)
-    assert re.findall(r"<td>([^<]*)</td>", row) == ["numeric", "0.667", "–", "1", "3"]
-    assert "Each task runs 3 times" in html and "(mean)" in html
+    assert re.findall(r"<td>(.*?)</td>", row) == ["<code>numeric</code>", "0.667", "–", "1", "3"]
+    assert "Each task runs 3 times" in html and "(<code>mean</code>)" in html
     graded = runs.get(task_id="cap", agent__slug="flaky", replicate=1)
     html = page.get(f"/evaluations/{graded.evaluation_id}/runs/{graded.pk}/").content.decode()
     row = re.search(r'<tr data-scorer="model_graded_fact">(.*?)</tr>', html).group(1)
     assert re.findall(r"<td>(.*?)</td>", row)[:3] == [
-        "model_graded_fact", "1.000" if "ANSWER: A" in graded.output else "0.000",
+        "<code>model_graded_fact</code>", "1.000" if "ANSWER: A" in graded.output else "0.000",
         "<code>C</code>" if "ANSWER: A" in graded.output else "<code>I</code>",
     ]  # fmt: skip
     assert "Scorers (epoch 2)" in html
@@ -342,3 +343,23 @@ def test_a_grader_that_never_grades_leaves_its_scorer_unscored(alice, agents):
     asked = len(agents["grader"].requests)
     services.evaluation_execute(evaluation_id=evaluation.pk)
     assert len(agents["grader"].requests) == asked
+
+
+def test_the_form_takes_epochs_and_a_reducer(alice, agents):
+    page = Client()
+    page.force_login(alice)
+    form = page.get("/evaluations/").content.decode()
+    assert 'name="epochs"' in form and 'name="reducer"' in form
+
+    def post(**fields):
+        suite = SimpleUploadedFile("s.yaml", SUITE, content_type="application/yaml")
+        data = {"suite": suite, "agents": ["steady"], "judge": "grader", "max_tokens": "512"}
+        return page.post("/evaluations/", {**data, **fields})
+
+    refused = post(epochs="3", reducer="pass_at_k", reducer_k="4")
+    assert refused.status_code == 400 and "K must lie in 1..3" in refused.content.decode()
+    assert post(epochs="21").status_code == 400
+    assert not Team.objects.get(name="Acme").evaluations.exists()
+    assert post(epochs="3", reducer="max").status_code == 302
+    evaluation = Team.objects.get(name="Acme").evaluations.get()
+    assert (evaluation.settings["epochs"], evaluation.settings["reducer"]["name"]) == (3, "max")
