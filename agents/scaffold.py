@@ -185,6 +185,8 @@ class ScaffoldPolicy:
                         for u in reply.tool_uses
                     ],
                     "stop_reason": reply.stop_reason,
+                    "cache_read_tokens": reply.cache_read_tokens,
+                    "cache_write_tokens": reply.cache_write_tokens,
                 },
                 started=started,
                 latency_ms=int((time.monotonic() - t0) * 1000),
