@@ -92,7 +92,12 @@ def _one_call(
             kind="model",
             name=span_name,
             input={"prompt": prompt[:2000], "turns": len(turns)},
-            output={"text": reply.text[:2000], "stop_reason": reply.stop_reason},
+            output={
+                "text": reply.text[:2000],
+                "stop_reason": reply.stop_reason,
+                "cache_read_tokens": reply.cache_read_tokens,
+                "cache_write_tokens": reply.cache_write_tokens,
+            },
             started=started,
             latency_ms=int((time.monotonic() - t0) * 1000),
             input_tokens=reply.usage.input_tokens,

@@ -9,7 +9,14 @@ from typing import Any
 from evals import provenance, tournaments
 from evals.models import EvalRun, Evaluation, PairJudgement
 from evals.reducers import epochs_of
-from evals.selectors import agent_provenance, coding_scores, evaluation_record, iso
+from evals.selectors import (
+    agent_provenance,
+    coding_scores,
+    evaluation_record,
+    iso,
+    judge_usage,
+    run_usage,
+)
 from evals.tournament_record import GameDetail, tournament_record
 
 REPLICATES = 1000  # 003's bootstrap replicates
@@ -18,6 +25,7 @@ REPLICATES = 1000  # 003's bootstrap replicates
 def _results(evaluation: Evaluation, slug_of: dict[int, str]) -> list[dict[str, Any]]:
     """Every run (of every epoch, each naming it, when there are epochs)."""
     epochs = epochs_of(evaluation.settings)
+    kinds = {t["id"]: t["kind"] for t in evaluation.suite.tasks}
     return [
         {
             "task_id": r.task_id,
@@ -30,6 +38,7 @@ def _results(evaluation: Evaluation, slug_of: dict[int, str]) -> list[dict[str, 
             "duration_ms": r.duration_ms,
             "attempts": r.attempts,
             "coding": coding_scores(r),
+            "usage": run_usage(r, kinds[r.task_id]),
         }
         for r in EvalRun.objects.filter(evaluation=evaluation, replicate__lt=epochs)
         .select_related("lane__coding")
@@ -171,6 +180,7 @@ def tournament_record_of(evaluation: Evaluation) -> dict[str, Any]:
         tournaments=played,
         candidates=slugs,
         judge=agent_provenance(judge) if judge is not None else None,
+        judge_usage=judge_usage(evaluation),
         seed=evaluation.seed,
         replicates=REPLICATES,
         format=evaluation.tournament,
