@@ -361,6 +361,8 @@ def results_view(
         if passes
         else None,
         "pairwise": evaluation.pairwise,
+        "baseline": record.get("baseline"),
+        "baseline_strong": (record.get("baseline") or {}).get("weights", {}).get("A>>B"),
         "judgements": judgements,
         "judgement_failures": failures,
         "orientation": record["run"].get("orientation_agreement"),

@@ -200,18 +200,23 @@ def tournament_settings(
     seed: int,
     opening: Sequence[Sequence[str]] | None,
     rubric: Rubric | None,
+    seeded: bool = False,
 ) -> dict:
     """A tournament's schedule, checked (``evals.tournaments.check``) before anything is
     stored: ``format`` empty means none, and then best-of, seed and opening matchups
-    have nothing to act on and are refused rather than ignored."""
+    have nothing to act on and are refused rather than ignored — but the seed when
+    ``seeded`` (a baseline-anchored evaluation's bootstrap takes it)."""
     if not format:
-        if best_of != 1 or seed != 0 or opening:
+        if best_of != 1 or (seed != 0 and not seeded) or opening:
             raise ApplicationError(
-                "best-of, seed and opening matchups belong to a tournament: name its format "
+                "best-of, seed and opening matchups belong to a tournament (a seed to a "
+                "baseline-anchored evaluation too): name its format "
                 f"({', '.join(tournaments.FORMATS)})",
                 code="not_a_tournament",
             )
-        return {"tournament": "", "best_of": 1, "seed": 0, "opening": None}
+        if not 0 <= seed <= MAX_SEED:
+            raise ApplicationError("the seed must lie in 0..2^63-1", code="invalid_seed")
+        return {"tournament": "", "best_of": 1, "seed": seed, "opening": None}
     if rubric is not None:
         raise ApplicationError(
             "a tournament plays pairwise games; a rubric belongs to an evaluation without one",
@@ -377,6 +382,7 @@ def evaluation_create(
         seed=seed,
         opening=opening,
         rubric=rubric,
+        seeded=bool(baseline_slug),
     )
     baseline = (
         baseline_choose(

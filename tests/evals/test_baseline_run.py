@@ -12,6 +12,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 from django.core.management import call_command
+from django.test import Client
 
 from accounts.models import Team
 from agents.models import Agent, Arena
@@ -131,7 +132,7 @@ def publish_board(ratings: dict[str, float]) -> None:
     RefitState.objects.update_or_create(arena=arena, defaults={"snapshot": snapshot})
 
 
-def test_four_agents_against_a_baseline(four):
+def test_four_agents_against_a_baseline(four, alice):
     team = Team.objects.get(name="Acme")
     sleeps: list[float] = []
     evaluation = create(team)
@@ -219,6 +220,17 @@ def test_four_agents_against_a_baseline(four):
     assert agreement["spearman"] == pytest.approx(0.8)
     assert (agreement["pairs"], agreement["pairs_ordered_alike"]) == (6, 5 / 6)
 
+    # the results page shows the win rates, their intervals, separability and agreement
+    client = Client()
+    client.force_login(alice)
+    page = client.get(f"/evaluations/{evaluation.pk}/").content.decode()
+    table = page[page.index('id="eval-baseline"') : page.index('id="eval-human-agreement"')]
+    for row in section["win_rates"]:
+        assert f'data-agent="{row["agent"]}"><th scope="row">{row["agent"]}</th>' in table
+        assert f"{row['lower']:.3f} – {row['upper']:.3f}" in table
+    assert f"{apart} of 3 pairs of candidates" in table
+    assert "Spearman 0.80; 0.83 of 6 pairs ordered alike" in page
+
     # the bootstrap is seeded: the same record again
     assert selectors.evaluation_record(evaluation)["baseline"]["win_rates"] == section["win_rates"]
 
@@ -240,6 +252,23 @@ def test_four_agents_against_a_baseline(four):
     after = selectors.evaluation_record(evaluation)
     assert after["run"]["expected_pairs"] == after["run"]["resolved_pairs"] == 3 * N_TASKS
     assert [g["epoch"] for g in after["baseline"]["games"][:4]] == [0, 0, 0, 1]
+
+
+def test_the_seed_given_seeds_the_win_rates_bootstrap(four):
+    team = Team.objects.get(name="Acme")
+    assert create(team, seed=7).seed == 7  # kept, as a tournament's is
+    evaluation = services.evaluation_execute(evaluation_id=create(team).pk, sleep=[].append)
+    first = selectors.evaluation_record(evaluation)["baseline"]
+    Evaluation.objects.filter(pk=evaluation.pk).update(seed=7)
+    evaluation.refresh_from_db()
+    second = selectors.evaluation_record(evaluation)["baseline"]
+    assert (first["interval"]["seed"], second["interval"]["seed"]) == (0, 7)
+    rates = [[(r["agent"], r["win_rate"]) for r in b["win_rates"]] for b in (first, second)]
+    assert rates[0] == rates[1]  # the same games, the same rates
+    assert first["win_rates"] != second["win_rates"]  # other draws, other bounds
+    with pytest.raises(ApplicationError, match="belong to a tournament") as refused:
+        create(team, best_of=3)  # a seed, but no best-of, without a tournament
+    assert refused.value.code == "not_a_tournament"
 
 
 @pytest.mark.parametrize(
