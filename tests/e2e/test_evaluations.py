@@ -12,7 +12,6 @@ import pytest
 from playwright.sync_api import expect
 
 from accounts.services import consent_terms_current, consent_terms_publish
-from agents.models import Agent
 from agents.services import roster_install_builtins
 from evals.models import EvalRun, Evaluation
 from tests.agents.conftest import LOOPBACK
@@ -23,6 +22,7 @@ from tests.e2e.test_accessibility import violations
 from tests.e2e.test_arena_loop import PASSWORD, production_hash
 from tests.e2e.test_csp import PROBE
 from tests.e2e.test_judge_page import log_in
+from tests.evals.conftest import scaffolds_on
 from tests.evals.scripted import KEY, RUBRIC, candidate_policy, judge_policy, suite_bytes
 from tests.servers import ensure_public_arena, live_arena
 
@@ -46,7 +46,7 @@ def evaluation_arena(request, transactional_db, tmp_path, sandbox_root, monkeypa
     whose worker may call loopback and reads the fakes' key from its environment."""
     monkeypatch.setenv("EVAL_TEST_API_KEY", KEY)
     monkeypatch.setenv("ARENA_INTERNAL_ALLOWLIST", LOOPBACK)
-    arena = ensure_public_arena()
+    ensure_public_arena()
     if consent_terms_current() is None:
         consent_terms_publish(text="You agree to publication.")
     terms = consent_terms_current()
@@ -55,19 +55,15 @@ def evaluation_arena(request, transactional_db, tmp_path, sandbox_root, monkeypa
         person.password = production_hash(PASSWORD)
         person.save(update_fields=["password"])
     with ExitStack() as stack:
-        for slug, fake in (
-            ("alpha", FakeOpenAI(api_key=KEY, policy=candidate_policy("alpha"))),
-            ("beta", FakeAnthropic(api_key=KEY, policy=candidate_policy("beta"))),
-            ("gamma", FakeOpenAI(api_key=KEY, policy=candidate_policy("gamma"))),
-            ("judge", FakeAnthropic(api_key=KEY, policy=judge_policy)),
-        ):
+        fakes = {
+            "alpha": FakeOpenAI(api_key=KEY, policy=candidate_policy("alpha")),
+            "beta": FakeAnthropic(api_key=KEY, policy=candidate_policy("beta")),
+            "gamma": FakeOpenAI(api_key=KEY, policy=candidate_policy("gamma")),
+            "judge": FakeAnthropic(api_key=KEY, policy=judge_policy),
+        }
+        for fake in fakes.values():
             stack.enter_context(fake)
-            Agent.objects.create(
-                arena=arena, slug=slug, display_name=slug.title(), kind="scaffold",
-                provider="openai" if isinstance(fake, FakeOpenAI) else "anthropic",
-                model_id=f"{slug}-model",
-                params={"base_url": fake.base_url, "api_key_env": "EVAL_TEST_API_KEY"},
-            )  # fmt: skip
+        scaffolds_on(fakes)
         servers = stack.enter_context(live_arena(tmp_path, sandbox_root))
         request.node.stash[_LIVE_ARENA] = servers
         yield servers
