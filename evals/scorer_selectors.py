@@ -6,11 +6,17 @@ error (the task is the cluster, ``evals.reducers.metric``).
 A metric is a scorer's name in ``EvalRun.scores``, or one of the run kinds' own figures:
 ``success`` (a desktop task's success command, 1 iff exit 0), ``functional`` (a repo
 task's hidden tests) and ``rubric`` (the weighted rubric score of a fully judged run).
+
+A run that failed through its candidate's fault scores 0 on every metric of its task
+(``candidate_failed``): leaving it out would let an agent that fails the tasks it would
+lose look better. A failure that is not the candidate's (the arena could not run the
+lane, the hidden tests could not be judged, a grader call failed) leaves the run out.
 """
 
 from typing import Any
 
-from evals import aggregates, reducers
+from battles.models import Run
+from evals import aggregates, reducers, scorers
 from evals.models import CriterionScore, EvalRun, Evaluation
 
 KIND_METRICS = ("success", "functional", "rubric")
@@ -48,18 +54,72 @@ def run_values(run: EvalRun, rubric: dict[int, float]) -> dict[str, float]:
     return values
 
 
+def candidate_failed(run: EvalRun) -> bool:
+    """Whether the run failed through its candidate's fault: a chat call that got no
+    reply (its provider or endpoint failed, or could not be set up: the arena's rule for
+    lanes, ``battles.services.lanes``), or a lane that ended in the agent's error
+    (``Run.agent_fault``). The arena's own failures and a judge's are not."""
+    if run.status != EvalRun.Status.ERROR:
+        return False
+    if run.lane_id is None:
+        return True
+    return run.lane.end_reason == Run.EndReason.ERROR and run.lane.agent_fault
+
+
+def task_metrics(evaluation: Evaluation, task: dict) -> set[str]:
+    """The metrics the suite defines on a task: its scorers' names, ``success`` for a
+    desktop task with a success command, ``functional`` for a repo task, ``rubric``
+    for a chat or desktop task of an evaluation with a rubric."""
+    found = set(scorers.names(scorers.task_scorers(task)))
+    if task["kind"] == "desktop" and task.get("success_cmd"):
+        found.add("success")
+    if task["kind"] == "repo":
+        found.add("functional")
+    elif evaluation.rubric is not None:
+        found.add("rubric")
+    return found
+
+
+def _failed_values(run: EvalRun, metrics: set[str]) -> dict[str, float]:
+    """A run its candidate failed: 0 on every metric of its task, except the figures a
+    check still made of what the agent left (its success command, its hidden tests)."""
+    values = dict.fromkeys(metrics, 0.0)
+    if run.success_score is not None:
+        values["success"] = run.success_score
+    coding = getattr(run.lane, "coding", None) if run.lane_id else None
+    if coding is not None and coding.functional is not None:
+        values["functional"] = coding.functional
+    return values
+
+
 def scorer_statistics(
     evaluation: Evaluation, candidates, all_runs: dict[tuple[str, int, int], EvalRun]
 ) -> dict[str, Any]:
     """``{epochs, reducer, agents: {slug: {metric: {mean, stderr, tasks, unscored_tasks,
-    epochs_scored}}}}``. A metric counts on the tasks where some run has it; an agent's
-    task with no scored epoch of it (its runs failed) is an unscored task."""
+    epochs_scored, failed_counted_zero}}}}``. A metric counts on the tasks the suite
+    defines it on and those where some run has it. A run its candidate failed counts 0
+    (``failed_counted_zero`` of the epochs scored); an agent's task with no scored
+    epoch of a metric (never run, or failed through no fault of the candidate's) is
+    an unscored task."""
     reducer = reducers.reducer_of(evaluation.settings)
     rubric = _weighted(evaluation)
+    defined = {t["id"]: task_metrics(evaluation, t) for t in evaluation.suite.tasks}
     values: dict[tuple[str, int], list[dict[str, float]]] = {}
+    zeroed: dict[tuple[int, str], int] = {}
     tasks_of: dict[str, set[str]] = {}
+    for task_id, metrics in defined.items():
+        for name in metrics:
+            tasks_of.setdefault(name, set()).add(task_id)
     for (task_id, agent_id, _), run in sorted(all_runs.items(), key=lambda kv: kv[0][2]):
-        scored = run_values(run, rubric) if run.status == EvalRun.Status.DONE else {}
+        if run.status == EvalRun.Status.DONE:
+            scored = run_values(run, rubric)
+        elif candidate_failed(run):
+            scored = _failed_values(run, defined.get(task_id, set()))
+            for name, value in scored.items():
+                if value == 0.0:
+                    zeroed[(agent_id, name)] = zeroed.get((agent_id, name), 0) + 1
+        else:
+            scored = {}
         values.setdefault((task_id, agent_id), []).append(scored)
         for name in scored:
             tasks_of.setdefault(name, set()).add(task_id)
@@ -73,7 +133,9 @@ def scorer_statistics(
                 for task_id in tasks_in_order
                 if task_id in tasks_of[name]
             }
-            agents[agent.slug][name] = reducers.metric(reducer, per_task)
+            figures = reducers.metric(reducer, per_task)
+            figures["failed_counted_zero"] = zeroed.get((agent.pk, name), 0)
+            agents[agent.slug][name] = figures
     return {
         "epochs": reducers.epochs_of(evaluation.settings),
         "reducer": reducer.as_json(),

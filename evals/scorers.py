@@ -260,6 +260,15 @@ def names(specs: Sequence[dict]) -> list[str]:
     ]
 
 
+def task_scorers(task: dict) -> list[dict]:
+    """The task's scorers; ``evaluation: exact`` alone is the one exact scorer."""
+    if task.get("scorers"):
+        return task["scorers"]
+    if task.get("expected") is not None and task["kind"] != "repo":
+        return [{"type": "exact", "expected": task["expected"]}]
+    return []
+
+
 def needs_judge(specs: Sequence[dict]) -> bool:
     """Whether any scorer (at any depth) is model-graded."""
     return any(

@@ -20,16 +20,8 @@ from agents.models import Agent
 from agents.services import AgentFailure
 from evals import calls, scorers
 from evals.models import EvalRun, EvalSpan, Evaluation
+from evals.scorers import task_scorers
 from evals.services.spans import spans_store
-
-
-def task_scorers(task: dict) -> list[dict]:
-    """The task's scorers; ``evaluation: exact`` alone is the one exact scorer."""
-    if task.get("scorers"):
-        return task["scorers"]
-    if task.get("expected") is not None and task["kind"] != "repo":
-        return [{"type": "exact", "expected": task["expected"]}]
-    return []
 
 
 def _unscored(evaluation: Evaluation, tasks) -> list[tuple[dict, EvalRun]]:

@@ -182,7 +182,8 @@ def test_three_epochs_of_a_suite_with_scorers_through_the_command(alice, agents,
     assert stats["epochs"] == 3
     flaky, steady = stats["agents"]["flaky"], stats["agents"]["steady"]
     assert steady["numeric"] == {
-        "mean": 1.0, "stderr": None, "tasks": 1, "unscored_tasks": 0, "epochs_scored": 3
+        "mean": 1.0, "stderr": None, "tasks": 1, "unscored_tasks": 0, "epochs_scored": 3,
+        "failed_counted_zero": 0,
     }  # fmt: skip
     assert flaky["numeric"]["mean"] == pytest.approx(2 / 3)
     assert flaky["model_graded_fact"]["mean"] == pytest.approx(2 / 3)
@@ -338,7 +339,10 @@ def test_a_grader_that_never_grades_leaves_its_scorer_unscored(alice, agents):
     record = selectors.evaluation_record(evaluation)
     jsonschema.validate(record, SCHEMA)
     metrics = record["statistics"]["scorers"]["agents"]["steady"]
-    assert "model_graded_fact" not in metrics and metrics["choice"]["mean"] == 1.0
+    assert metrics["choice"]["mean"] == 1.0
+    # the grader's failure is not the candidate's: its task is unscored, not counted 0
+    unscored = metrics["model_graded_fact"]
+    assert (unscored["mean"], unscored["tasks"], unscored["unscored_tasks"]) == (None, 0, 1)
     # scores are stored once: running again asks the grader nothing more
     asked = len(agents["grader"].requests)
     services.evaluation_execute(evaluation_id=evaluation.pk)
