@@ -243,7 +243,7 @@ def rubric_criterion(
     )
 
 
-def _parsed_call[T](
+def parsed_call[T](
     client: ModelClient,
     *,
     prompt: str,
@@ -294,7 +294,7 @@ def _orientation(
     sleep: Callable[[float], None],
 ) -> Orientation:
     prompt = scoring.pairwise_prompt(task_prompt=task_prompt, response_a=first, response_b=second)
-    verdict, outcome = _parsed_call(
+    verdict, outcome = parsed_call(
         client,
         prompt=prompt,
         span_name=f"judge {client.model} · {'BA' if swapped else 'AB'}",
@@ -376,7 +376,7 @@ def fact_grade(
     """One grader call (``scorers.fact_prompt``) under the retry policy; a reply with
     no ``GRADE: C`` / ``GRADE: I`` line is asked again, as a pairwise judge's is."""
     prompt = scorers.fact_prompt(question=question, target=target, reply=reply)
-    grade, outcome = _parsed_call(
+    grade, outcome = parsed_call(
         client,
         prompt=prompt,
         span_name=f"grader {client.model} · fact",

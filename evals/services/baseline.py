@@ -16,8 +16,7 @@ from datetime import UTC, datetime
 from django.db import transaction
 
 from agents.models import Agent
-from agents.providers.base import ModelClient, Text, Turn
-from agents.providers.retry import RetryableFailure
+from agents.providers.base import ModelClient
 from arena_site.exceptions import ApplicationError
 from evals import baseline, calls
 from evals.models import EvalRun, EvalSpan, Evaluation, JudgeAnswer, PairJudgement
@@ -110,24 +109,17 @@ def judge_answer_obtain(
 def _order(
     client: ModelClient, prompt: str, *, name: str, sleep
 ) -> tuple[str | None, calls.Outcome]:
-    """One order's 5-level verdict (None when it failed for good) and its calls."""
-    outcome = calls.Outcome()
-    turns = [Turn("user", [Text(prompt)])]
-
-    def attempt() -> str:
-        reply = calls._one_call(
-            client, turns=turns, system="", max_tokens=calls.MAX_TOKENS,
-            params=dict(calls.JUDGE_DECODING), span_name=name, outcome=outcome,
-        )  # fmt: skip
-        try:
-            return baseline.parse_verdict(reply.text)
-        except baseline.VerdictError as bad:
-            raise RetryableFailure(f"judge reply rejected: {bad}") from None
-
-    level, outcome.error = calls._with_retries(
-        attempt, what=f"baseline judge {client.model}", sleep=sleep
+    """One order's 5-level verdict (None when it failed for good) and its calls: a
+    reply without a verdict is asked again, as the other judges' are."""
+    return calls.parsed_call(
+        client,
+        prompt=prompt,
+        span_name=name,
+        what=f"baseline judge {client.model}",
+        parse=baseline.parse_verdict,
+        rejected="judge reply rejected",
+        sleep=sleep,
     )
-    return level, outcome
 
 
 def baseline_game_play(
