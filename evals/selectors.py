@@ -89,12 +89,18 @@ def lane_usage(lane: Run | None, *, kind: str) -> dict[str, Any]:
     spans (the scaffold's calls, or the gateway's for a CLI that reported nothing)."""
     if lane is None:
         return usage.unknown(usage.NO_LANE)
-    spans = Span.objects.filter(run=lane, kind=Span.Kind.MODEL)
+    spans = Span.objects.filter(run=lane, kind=Span.Kind.MODEL).order_by("pk")
+    coding = None
+    if kind == "repo":
+        coding = CodingOutcome.objects.filter(run=lane).only("usage", "directness").first()
+    return _lane_usage_of(list(spans), coding, kind=kind)
+
+
+def _lane_usage_of(spans: list[Span], coding: CodingOutcome | None, *, kind: str) -> dict:
     if kind != "repo":
         return usage.of_calls(
             spans, source=usage.LANE_SPANS, directness_reason=usage.DESKTOP_NO_DIRECTNESS
         )
-    coding = CodingOutcome.objects.filter(run=lane).only("usage", "directness").first()
     reported = (coding.usage if coding else None) or {}
     directness = (coding.directness if coding else None) or None
     if reported and reported.get("source") != "spans":
@@ -107,17 +113,36 @@ def lane_usage(lane: Run | None, *, kind: str) -> dict[str, Any]:
     )
 
 
-def run_usage(run: EvalRun, kind: str) -> dict[str, Any]:
-    """The run's usage as the record carries it: what was stored with the run, else
-    (a run stored before issue 40) derived now from its stored calls or lane
-    (``derived``)."""
-    if run.usage:
-        return usage.copied(run.usage)
-    if kind == "chat":
-        derived = usage.chat_usage(EvalSpan.objects.filter(run=run, role=EvalSpan.Role.CANDIDATE))
-    else:
-        derived = lane_usage(run.lane, kind=kind)
-    return usage.copied({**derived, "derived": True})
+def runs_usage(runs: list[EvalRun], kinds: dict[str, str]) -> dict[int, dict[str, Any]]:
+    """Each run's usage as the record carries it, by run id: what was stored with the
+    run, else (a run stored before issue 40) derived now from its stored calls or lane
+    (``derived``), in three reads whatever the number of such runs (their calls, their
+    lanes' model spans, their coding outcomes)."""
+    found = {run.pk: usage.copied(run.usage) for run in runs if run.usage}
+    old = [run for run in runs if not run.usage]
+    if not old:
+        return found
+    chat = [run.pk for run in old if kinds[run.task_id] == "chat"]
+    lanes = [run.lane_id for run in old if kinds[run.task_id] != "chat" and run.lane_id]
+    calls: dict[int, list[EvalSpan]] = {}
+    for span in EvalSpan.objects.filter(run_id__in=chat, role=EvalSpan.Role.CANDIDATE):
+        calls.setdefault(span.run_id, []).append(span)
+    spans: dict[int, list[Span]] = {}
+    for span in Span.objects.filter(run_id__in=lanes, kind=Span.Kind.MODEL).order_by("pk"):
+        spans.setdefault(span.run_id, []).append(span)
+    outcomes = CodingOutcome.objects.filter(run_id__in=lanes)
+    codings = {c.run_id: c for c in outcomes.only("run_id", "usage", "directness")}
+    for run in old:
+        kind = kinds[run.task_id]
+        if kind == "chat":
+            derived = usage.chat_usage(calls.get(run.pk, []))
+        elif run.lane_id is None:
+            derived = usage.unknown(usage.NO_LANE)
+        else:
+            lane = run.lane_id
+            derived = _lane_usage_of(spans.get(lane, []), codings.get(lane), kind=kind)
+        found[run.pk] = usage.copied({**derived, "derived": True})
+    return found
 
 
 def judge_usage(evaluation: Evaluation) -> dict[str, Any] | None:
@@ -130,13 +155,14 @@ def judge_usage(evaluation: Evaluation) -> dict[str, Any] | None:
 
 
 def usage_section(
-    evaluation: Evaluation, candidates: list[Agent], runs: list[EvalRun], kinds: dict[str, str]
+    evaluation: Evaluation, candidates: list[Agent], runs: list[EvalRun], usages: dict[int, dict]
 ) -> dict[str, Any]:
     """The record's ``usage``: each candidate's runs added up (every epoch, failed runs
-    too: they were paid), and the judge's calls (``judge_usage``)."""
+    too: they were paid; ``usages`` from ``runs_usage``), and the judge's calls
+    (``judge_usage``)."""
     per_agent: dict[int, list[dict[str, Any]]] = {}
     for run in runs:
-        per_agent.setdefault(run.agent_id, []).append(run_usage(run, kinds[run.task_id]))
+        per_agent.setdefault(run.agent_id, []).append(usages[run.pk])
     return {
         "candidates": {a.slug: usage.totals(per_agent.get(a.pk, [])) for a in candidates},
         "judge": judge_usage(evaluation),
@@ -220,6 +246,7 @@ def evaluation_record(evaluation: Evaluation) -> dict[str, Any]:
         .values_list("run_id", "n")
     )
     kinds = {t["id"]: t["kind"] for t in tasks}
+    usages = runs_usage(list(all_runs.values()), kinds)
     scores: dict[int, list[CriterionScore]] = {}
     for s in CriterionScore.objects.filter(run__evaluation=evaluation).order_by("pk"):
         scores.setdefault(s.run_id, []).append(s)
@@ -277,7 +304,7 @@ def evaluation_record(evaluation: Evaluation) -> dict[str, Any]:
                 ],
                 "lane": _lane(run, steps),
                 "success": _success(run),
-                "usage": run_usage(run, kinds[task["id"]]),
+                "usage": usages[run.pk],
                 **repo_row,
                 **({"coding": coding_scores(run)} if repo_row else {}),
             }
@@ -394,7 +421,7 @@ def evaluation_record(evaluation: Evaluation) -> dict[str, Any]:
             "pass_at_k": _pass_at_k(evaluation, tasks, candidates, all_runs),
         },
     }
-    record["usage"] = usage_section(evaluation, candidates, list(all_runs.values()), kinds)
+    record["usage"] = usage_section(evaluation, candidates, list(all_runs.values()), usages)
     scorer_selectors.record_scores(record, evaluation, candidates, all_runs)
     if evaluation.pairwise:
         agreeing = sum(1 for j in judgments if j["agreement"])

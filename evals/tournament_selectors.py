@@ -15,7 +15,7 @@ from evals.selectors import (
     evaluation_record,
     iso,
     judge_usage,
-    run_usage,
+    runs_usage,
 )
 from evals.tournament_record import GameDetail, tournament_record
 
@@ -26,6 +26,12 @@ def _results(evaluation: Evaluation, slug_of: dict[int, str]) -> list[dict[str, 
     """Every run (of every epoch, each naming it, when there are epochs)."""
     epochs = epochs_of(evaluation.settings)
     kinds = {t["id"]: t["kind"] for t in evaluation.suite.tasks}
+    runs = list(
+        EvalRun.objects.filter(evaluation=evaluation, replicate__lt=epochs)
+        .select_related("lane__coding")
+        .defer("lane__coding__diff", "lane__coding__checks")
+    )
+    usages = runs_usage(runs, kinds)
     return [
         {
             "task_id": r.task_id,
@@ -38,11 +44,9 @@ def _results(evaluation: Evaluation, slug_of: dict[int, str]) -> list[dict[str, 
             "duration_ms": r.duration_ms,
             "attempts": r.attempts,
             "coding": coding_scores(r),
-            "usage": run_usage(r, kinds[r.task_id]),
+            "usage": usages[r.pk],
         }
-        for r in EvalRun.objects.filter(evaluation=evaluation, replicate__lt=epochs)
-        .select_related("lane__coding")
-        .defer("lane__coding__diff", "lane__coding__checks")
+        for r in runs
     ]
 
 

@@ -17,6 +17,8 @@ from types import SimpleNamespace
 import jsonschema
 import pytest
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from accounts.models import Team
@@ -213,6 +215,21 @@ def test_a_chat_run_carries_the_tokens_and_cost_its_provider_reported(
         {**r["usage"], "derived": True} for r in record["results"]
     ]
     assert old["usage"] == record["usage"]
+    # in reads that do not grow with the old runs: a second epoch of every run, as old
+    with CaptureQueriesContext(connection) as before:
+        selectors.evaluation_record(evaluation)
+    for run in EvalRun.objects.filter(evaluation=evaluation, replicate=0):
+        spans = list(run.spans.all())
+        run.pk, run.replicate = None, 1
+        run.save()
+        for span in spans:
+            span.pk, span.run = None, run
+            span.save()
+    with CaptureQueriesContext(connection) as after:
+        doubled = selectors.evaluation_record(evaluation)
+    assert len(after) == len(before)
+    assert doubled["usage"]["candidates"]["alpha"]["input_tokens"] == 2 * 200
+    EvalRun.objects.filter(evaluation=evaluation, replicate=1).delete()
 
     # every epoch is paid for: a second run of t01 counts, though results list epoch 0
     again = EvalRun.objects.get(evaluation=evaluation, task_id="t01", agent__slug="alpha")
