@@ -56,6 +56,7 @@ UNSCOPED_API_VIEWS: dict[str, str] = {
     "exports.api.OpenDataExclusionsApi": "public: excluded battles and their rules (open data)",
     "exports.api.OpenDataRatingsApi": "public: the published board (open data)",
     "exports.api.OpenDataVote_ReasonsApi": "public: the exported votes' tags (open data)",
+    "exports.api.OpenDataFollow_UpsApi": "public: the published battles' follow-ups, redacted",
     "exports.api.OpenDataArchiveApi": "public: the open data as one archive",
     "exports.api.OpenDataUnknownApi": "public: a 404 naming the open-data files there are",
     # Public like the open data: validated environments whose source battle the open data

@@ -75,6 +75,10 @@ Each table is in JSON Lines (`.jsonl`) and/or Parquet (`.parquet`): the same row
 - **Reasons.** `vote_reasons` holds the tags judges gave each side after voting, for the
   exported votes only, with whether each set counts in the arena's tallies. The judges'
   free-text notes are never exported (they may hold personal data).
+- **Follow-ups.** `follow_ups` holds what the submitter said to both sides while a
+  battle ran, with the step at which each side received it, redacted as the
+  instructions are. An agent's question and the submitter's answer are steps (`steps`,
+  with `--with-steps`), the answer redacted the same way.
 - **Instructions redacted.** Personal data in a task's instruction (names, e-mail
   addresses, phone numbers, street addresses, credentials, ...) is replaced by
   placeholders such as `<PERSON_1>` (Microsoft Presidio with spaCy's small English

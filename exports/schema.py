@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-SCHEMA_VERSION = "1.2"
-DATA_CARD_VERSION = "1.3"
+SCHEMA_VERSION = "1.3"
+DATA_CARD_VERSION = "1.4"
 TYPES = ("string", "int64", "float64", "bool", "timestamp", "json")
 
 
@@ -175,6 +175,37 @@ VOTE_REASONS = Table(
     ),
 )
 
+FOLLOW_UPS = Table(
+    "follow_ups",
+    "What the submitter said to both sides while a battle ran (docs/conversations.md): "
+    "one row per follow-up of the battles of `battles` and `exclusions`, in the order "
+    "sent. Judges saw them with the step at which each side received them.",
+    (
+        BATTLE_ID,
+        C("seq", "int64", "The follow-up's number in its battle, from 1, in the order sent."),
+        C(
+            "text",
+            "string",
+            "The follow-up with personal data replaced by placeholders, as instructions "
+            "are (never the text as sent).",
+        ),
+        C("sent_at", "timestamp", "When the submitter sent it."),
+        C(
+            "received_at_step_a",
+            "int64",
+            "The step of side A whose observation carried it; null when side A never "
+            "received it (its lane ended first).",
+            nullable=True,
+        ),
+        C(
+            "received_at_step_b",
+            "int64",
+            "The same for side B.",
+            nullable=True,
+        ),
+    ),
+)
+
 EXCLUSIONS = Table(
     "exclusions",
     "Excluded battles with the SPEC §5.3 rule that excluded them (the board's counts).",
@@ -309,7 +340,16 @@ STEPS = Table(
     optional=True,
 )
 
-TABLES: tuple[Table, ...] = (BATTLES, VOTES, VOTE_REASONS, EXCLUSIONS, RATINGS, RUNS, STEPS)
+TABLES: tuple[Table, ...] = (
+    BATTLES,
+    VOTES,
+    VOTE_REASONS,
+    FOLLOW_UPS,
+    EXCLUSIONS,
+    RATINGS,
+    RUNS,
+    STEPS,
+)
 BY_NAME = {t.name: t for t in TABLES}
 CORE_TABLES = tuple(t.name for t in TABLES if not t.optional)
 

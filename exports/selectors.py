@@ -30,7 +30,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce, Greatest, Least
 
 from accounts.models import Consent, ConsentTerms
-from battles.models import Battle, Run, Step
+from battles.models import Battle, FollowUp, FollowUpReceipt, Run, Step
 from exports.redaction import redact_text
 from judging.models import ExclusionLogEntry, Vote, VoteReason
 from judging.services.trust import probation_applies
@@ -310,6 +310,30 @@ def vote_reason_rows(on_battles: Q, *, now: datetime, pseudonym: Pseudonym) -> I
             "agent": r["vote__battle__agent_a__slug" if a_side else "vote__battle__agent_b__slug"],
             "tags": [code for code in codes if code in r["tags"]],
             "counted": r["is_counted"],
+        }
+
+
+def follow_up_rows(on_battles: Q) -> Iterator[dict]:
+    """The follow-ups of the battles ``on_battles`` selects, in battle and send order,
+    each with its redaction (``exports.instructions.follow_ups_redact`` makes them
+    first; one still missing is redacted here, never published raw) and the step at
+    which each side received it."""
+    follow_ups = FollowUp.objects.filter(on_battles).order_by("battle_id", "seq")
+    receipts = FollowUpReceipt.objects.filter(follow_up__in=follow_ups.values("pk"))
+    steps: dict[tuple[int, str], int] = {
+        (follow_up, side): step
+        for follow_up, side, step in receipts.values_list("follow_up_id", "run__side", "step_index")
+    }
+    rows = follow_ups.values("pk", "battle_id", "seq", "text", "redacted__text", "created_at")
+    for f in rows.iterator(chunk_size=CHUNK):
+        text = f["redacted__text"]
+        yield {
+            "battle_id": f["battle_id"],
+            "seq": f["seq"],
+            "text": redact_text(f["text"]).text if text is None else text,
+            "sent_at": _instant(f["created_at"]),
+            "received_at_step_a": steps.get((f["pk"], "A")),
+            "received_at_step_b": steps.get((f["pk"], "B")),
         }
 
 

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 
 from exports import selectors
-from exports.instructions import instructions_redact
+from exports.instructions import follow_ups_redact, instructions_redact
 from exports.pseudonyms import judge_pseudonym, key_id, pseudonym_key
 
 
@@ -75,12 +75,18 @@ def _battle_rows(scope: ExportScope) -> Iterator[dict]:
     )
 
 
+def _follow_up_rows(scope: ExportScope) -> Iterator[dict]:
+    follow_ups_redact(_voted_battles(scope))
+    return selectors.follow_up_rows(_voted_battles(scope))
+
+
 ROWS: dict[str, Callable[[ExportScope], Iterator[dict]]] = {
     "battles": _battle_rows,
     "votes": lambda s: selectors.vote_rows(_voted_battles(s), now=s.now, pseudonym=s.pseudonym),
     "vote_reasons": lambda s: selectors.vote_reason_rows(
         _voted_battles(s), now=s.now, pseudonym=s.pseudonym
     ),
+    "follow_ups": _follow_up_rows,
     "exclusions": lambda s: selectors.exclusion_rows(s.exclusions(), arena_slug=s.arena_slug),
     "ratings": lambda s: selectors.rating_rows(arena_id=s.arena_id, arena_slug=s.arena_slug),
     "runs": lambda s: selectors.run_rows(s.battles().values("pk")),

@@ -87,6 +87,7 @@ def test_the_walk_finds_every_api_route():
         "api/open-data/exclusions.jsonl",
         "api/open-data/ratings.jsonl",
         "api/open-data/vote_reasons.jsonl",
+        "api/open-data/follow_ups.jsonl",
         "api/open-data/<path:rest>",
         "api/environments/",
         "api/environments/<id:pk>/package.tar.gz",

@@ -135,6 +135,7 @@ def test_every_operation_documents_its_errors_in_the_envelope():
         "/api/open-data/battles.jsonl",
         "/api/open-data/votes.jsonl",
         "/api/open-data/vote_reasons.jsonl",
+        "/api/open-data/follow_ups.jsonl",
         "/api/open-data/exclusions.jsonl",
         "/api/open-data/ratings.jsonl",
         "/api/open-data/archive.tar.gz",

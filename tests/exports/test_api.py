@@ -40,7 +40,7 @@ def test_anyone_reads_the_index(api, battle):
     body = response.json()
     assert body["arena"] == "public" and body["delay_days"] == 7
     names = [t["name"] for t in body["tables"]]
-    assert names == ["battles", "votes", "vote_reasons", "exclusions", "ratings"]
+    assert names == ["battles", "votes", "vote_reasons", "follow_ups", "exclusions", "ratings"]
     assert body["tables"][0]["url"] == "/api/open-data/battles.jsonl"
     assert body["archive_url"] == "/api/open-data/archive.tar.gz"
     assert "battles" in body["schema"]["tables"]
@@ -77,7 +77,8 @@ def test_the_archive_holds_the_export(api, battle):
 def test_refusals_say_what_to_do(api, battle, alice, settings):
     message = _error(api.get("/api/open-data/steps.jsonl"), 404, "not_found")
     assert (
-        "battles.jsonl, votes.jsonl, vote_reasons.jsonl, exclusions.jsonl, ratings.jsonl" in message
+        "battles.jsonl, votes.jsonl, vote_reasons.jsonl, follow_ups.jsonl, exclusions.jsonl, "
+        "ratings.jsonl" in message
     )
     _error(api.get("/api/open-data/?arena=nowhere"), 404, "not_found")
     _error(api.get("/api/open-data/?arena=bad%20slug"), 400, "invalid_parameter")

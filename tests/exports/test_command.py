@@ -30,8 +30,8 @@ def test_the_command_writes_an_export_and_says_what(tmp_path, alice, roster):
     )
     text = out.getvalue()
     assert (
-        "exported 1 battles, 1 votes, 0 vote_reasons, 0 exclusions, 0 ratings, 2 runs, 4 steps"
-        in text
+        "exported 1 battles, 1 votes, 0 vote_reasons, 0 follow_ups, 0 exclusions, 0 ratings, "
+        "2 runs, 4 steps" in text
     )
     assert "note: not every battle of the published board" in text  # no refit yet
     manifest = json.loads((tmp_path / "x" / "manifest.json").read_text())

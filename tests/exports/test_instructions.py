@@ -10,6 +10,7 @@ from battles.models import Battle
 from exports.instructions import instructions_redact_pending
 from exports.jobs import instructions_redact_ahead
 from exports.models import RedactedInstruction
+from exports.schema import DATA_CARD_VERSION
 from tests.exports.factories import days_ago, excluded_battle, export, old_battle, rows
 from tests.ratings.factories import decided_battle, judges
 
@@ -35,7 +36,7 @@ def test_an_exported_instruction_is_redacted_and_the_raw_one_never_leaves(tmp_pa
     published = row["instruction"]
     assert "<EMAIL_ADDRESS_1>" in published and "<PHONE_NUMBER_1>" in published
     assert published.endswith(" about the refund.")
-    assert manifest["data_card_version"] == "1.3"
+    assert manifest["data_card_version"] == DATA_CARD_VERSION
     for path in out.rglob("*"):
         if path.is_file():
             assert b"jane.doe" not in path.read_bytes(), path

@@ -52,6 +52,7 @@ def test_every_row_matches_the_schema_and_both_formats_agree(exported):
         "battles": 3,
         "votes": 2,
         "vote_reasons": 0,
+        "follow_ups": 0,
         "exclusions": 1,
         "ratings": 3,
         "runs": 2,
