@@ -1,13 +1,15 @@
 """The "New evaluation" form: the files and the choices as a page sends them. It checks
 only what the browser sends (a file is there and not too big, a number is a number, the
 order names the ticked candidates, a matchup is two names); every rule of an evaluation
-or a tournament is the services' (their ApplicationError is shown beside the form)."""
+or a tournament is the services' (their ApplicationError is shown beside the form; a
+refusal of the baseline beside its field, in the page's words)."""
 
 import re
 
 from django import forms
 
 from agents.models import Agent
+from arena_site.exceptions import ApplicationError
 from evals import calls, reducers, tournaments
 from evals.keyless import SAMPLE_CHOICES, candidate_label, judge_label
 from evals.suites import MAX_FILE_BYTES
@@ -28,6 +30,19 @@ TOURNAMENT_FIELDS = ("tournament", "best_of", "seed", "opening")
 
 
 NO_JUDGE = "No judge: exact match and success commands only (needs no key)"
+NO_BASELINE = "No baseline (every pair, or no pairwise judging)"
+# The services' refusals of a baseline in this page's words (theirs name the command's
+# options), by their code; each is shown beside the baseline field.
+BASELINE_REFUSALS = {
+    "baseline_not_candidate": "The baseline agent must be one of the ticked candidates (its "
+    "answers are made like theirs): tick it, or choose another baseline.",
+    "too_few_agents": "A baseline needs another ticked candidate to play against it.",
+    "no_judge": "A baseline needs a judge: choose one above, or no baseline.",
+    "baseline_in_tournament": "A baseline plays every other candidate once per task, and a "
+    "tournament schedules its own games: choose a baseline or a tournament format, not both.",
+    "baseline_with_pairwise": "With a baseline each candidate is judged against it only, never "
+    "against each other: untick judging every pair of replies, or choose no baseline.",
+}
 
 
 class EvaluationForm(forms.Form):
@@ -67,6 +82,13 @@ class EvaluationForm(forms.Form):
         "never one of the candidates. Exact answers and success commands need no judge.",
     )
     pairwise = forms.BooleanField(required=False, label="Judge every pair of replies (both orders)")
+    baseline = forms.ChoiceField(
+        required=False,
+        label="Baseline agent every other candidate plays",
+        help_text="Optional: each other candidate is judged against this one on every task, "
+        "in both orders, the judge answering each task first. Needs a judge; not with a "
+        "tournament nor with judging every pair.",
+    )
     max_tokens = forms.IntegerField(
         min_value=1,
         max_value=200_000,
@@ -140,6 +162,10 @@ class EvaluationForm(forms.Form):
         why it cannot be called here (None when it can)."""
         super().__init__(*args, **kwargs)
         self.fields["agents"].choices = [(a.slug, candidate_label(a)) for a in agents]
+        self.fields["baseline"].choices = [
+            ("", NO_BASELINE),
+            *self.fields["agents"].choices,
+        ]
         self.fields["judge"].choices = [
             ("", NO_JUDGE),
             *((a.slug, judge_label(a, unready)) for a, unready in judges),
@@ -153,6 +179,18 @@ class EvaluationForm(forms.Form):
 
     def tournament_fields(self) -> list[forms.BoundField]:
         return [self[name] for name in TOURNAMENT_FIELDS]
+
+    def refusal_mark(self, error: ApplicationError) -> bool:
+        """Marks the baseline field with a service's refusal of the chosen baseline, in
+        this page's words; False when the refusal is not the baseline's (the page then
+        shows the service's own words)."""
+        words = BASELINE_REFUSALS.get(error.code)
+        if not self.cleaned_data.get("baseline") or words is None:
+            return False
+        if error.code == "no_judge" and self.cleaned_data.get("judge"):
+            return False
+        self.add_error("baseline", words)
+        return True
 
     def _file(self, name: str):
         upload = self.cleaned_data.get(name)

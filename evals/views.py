@@ -32,6 +32,7 @@ from evals.tournament_presenters import tournament_results_view
 from evals.tournament_selectors import record_of
 
 EVALUATIONS_PER_PAGE = 20
+FIELDS_MARKED = "The evaluation was not created: see the fields marked below."
 # The audit report is a standalone document with its own <style> and nothing else to
 # load: its policy allows that style and refuses everything else (the site's refuses
 # inline styles, so it cannot serve the report).
@@ -69,6 +70,7 @@ def _create(request: HttpRequest, team: Team, form: EvaluationForm) -> Evaluatio
             rubric=rubric,
             judge_slug=data.get("judge") or None,
             pairwise=data["pairwise"],
+            baseline_slug=data.get("baseline") or None,
             max_tokens=data["max_tokens"],
             user=request.user,
             tournament=data["tournament"],
@@ -97,12 +99,13 @@ def evaluation_list(request: HttpRequest) -> HttpResponse:
         if team is None:
             refused, status = "Your account belongs to no team; ask a team owner to add you.", 403
         elif not form.is_valid():
-            refused, status = "The evaluation was not created: see the fields marked below.", 400
+            refused, status = FIELDS_MARKED, 400
         else:
             try:
                 evaluation = _create(request, team, form)
             except ApplicationError as exc:
-                refused, status = exc.message, 400
+                refused = FIELDS_MARKED if form.refusal_mark(exc) else exc.message
+                status = 400
             else:
                 return redirect("evals:detail", evaluation_id=evaluation.pk)
     evaluations = (
