@@ -72,7 +72,8 @@ def agents(monkeypatch, alice):
         yield fakes
 
 
-def test_a_run_the_candidate_failed_counts_zero(alice, agents, tmp_path):
+def run_both(tmp_path) -> dict:
+    """Both candidates on the suite through ``manage.py eval run``; the record."""
     suite, out = tmp_path / "suite.yaml", tmp_path / "run.json"
     suite.write_bytes(SUITE)
     with pytest.raises(SystemExit):  # a failed run: the record is incomplete
@@ -80,7 +81,11 @@ def test_a_run_the_candidate_failed_counts_zero(alice, agents, tmp_path):
             "eval", "run", "--team", "Acme", "--suite", str(suite), "--agent", "guesser",
             "--agent", "dodger", "--output", str(out),
         )  # fmt: skip
-    record = json.loads(out.read_text())
+    return json.loads(out.read_text())
+
+
+def test_a_run_the_candidate_failed_counts_zero(alice, agents, tmp_path):
+    record = run_both(tmp_path)
     jsonschema.validate(record, SCHEMA)
     failed = EvalRun.objects.get(agent__slug="dodger", task_id="sum")
     assert failed.status == EvalRun.Status.ERROR and failed.scores == {}
@@ -118,13 +123,7 @@ def test_whose_failure_it_was():
 def test_an_arena_failure_leaves_the_run_out(alice, agents, tmp_path):
     """The same evaluation with dodger's failed run turned into the arena's failure of
     its lane: that task is unscored for dodger, not 0."""
-    suite, out = tmp_path / "suite.yaml", tmp_path / "run.json"
-    suite.write_bytes(SUITE)
-    with pytest.raises(SystemExit):  # a failed run: the record is incomplete
-        call_command(
-            "eval", "run", "--team", "Acme", "--suite", str(suite), "--agent", "guesser",
-            "--agent", "dodger", "--output", str(out),
-        )  # fmt: skip
+    run_both(tmp_path)
     failed = EvalRun.objects.get(agent__slug="dodger", task_id="sum")
     failed.lane = Run.objects.create(
         agent=failed.agent, for_evaluation=True, side="A", step_budget=1, wall_budget_s=1,
