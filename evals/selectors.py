@@ -200,20 +200,33 @@ def _success(run: EvalRun) -> dict[str, Any] | None:
     }
 
 
+def _or_zero(run: EvalRun | None, field: str) -> float | None:
+    """The run's score in ``field``; 0 for a run its candidate failed that has none
+    (``scorer_selectors.candidate_failed``); None when it has none through no fault of
+    the candidate's (or was never made)."""
+    if run is None:
+        return None
+    value = getattr(run, field)
+    if value is None and scorer_selectors.candidate_failed(run):
+        return 0.0
+    return value
+
+
 def _success_rates(tasks, candidates, runs) -> dict[str, dict[str, Any] | None]:
     """Per agent, over its runs of tasks with a success command: the success rate (the
-    mean score) with the 95 % bootstrap interval of 000 (seed 42), how many runs it
-    counts and how many have no result (an error before the sandbox started, or not
-    run); None when the suite has no such task."""
+    mean score; a run its agent failed with no result counts 0) with the 95 % bootstrap
+    interval of 000 (seed 42), how many runs it counts and how many have no result
+    through no fault of the agent's (the arena's failure before the sandbox started, or
+    not run); None when the suite has no such task."""
     checked = [t["id"] for t in tasks if t["kind"] == "desktop" and t.get("success_cmd")]
     if not checked:
         return {a.slug: None for a in candidates}
     rates: dict[str, dict[str, Any] | None] = {}
     for agent in candidates:
         scores = [
-            runs[(t, agent.pk)].success_score
+            score
             for t in checked
-            if (t, agent.pk) in runs and runs[(t, agent.pk)].success_score is not None
+            if (score := _or_zero(runs.get((t, agent.pk)), "success_score")) is not None
         ]
         lower, upper = aggregates.bootstrap_ci(scores) if scores else (None, None)
         rates[agent.slug] = {
@@ -334,9 +347,10 @@ def evaluation_record(evaluation: Evaluation) -> dict[str, Any]:
     exact = {}
     for agent in candidates:
         values = [
-            runs[(t["id"], agent.pk)].exact_score
+            value
             for t in tasks
-            if (t["id"], agent.pk) in runs and runs[(t["id"], agent.pk)].exact_score is not None
+            if t.get("expected") is not None and t["kind"] != "repo"
+            if (value := _or_zero(runs.get((t["id"], agent.pk)), "exact_score")) is not None
         ]
         exact[agent.slug] = sum(values) / len(values) if values else None
     # What was expected, against what is stored: a run never made (cancelled, or not yet)

@@ -28,12 +28,10 @@ SCHEMA = json.loads((Path(selectors.__file__).parent / "record.schema.json").rea
 SUITE = b"""tasks:
   - id: sum
     prompt: What is 17 * 23 + 4?
-    scorers:
-      - {type: numeric, target: 395}
+    evaluation: {type: exact, expected: "395"}
   - id: mult
     prompt: What is 6 * 7?
-    scorers:
-      - {type: numeric, target: 42}
+    evaluation: {type: exact, expected: "42"}
   - id: cat
     prompt: Where did the cat sit?
     scorers:
@@ -91,21 +89,23 @@ def test_a_run_the_candidate_failed_counts_zero(alice, agents, tmp_path):
     assert failed.status == EvalRun.Status.ERROR and failed.scores == {}
 
     stats = record["statistics"]["scorers"]["agents"]
-    # both got one of the two numeric tasks: the same mean, whether wrong or refused
-    assert stats["guesser"]["numeric"] == {
+    # both got one of the two exact tasks: the same mean, whether wrong or refused
+    assert stats["guesser"]["exact"] == {
         "mean": 0.5, "stderr": 0.5, "tasks": 2, "unscored_tasks": 0, "epochs_scored": 2,
         "failed_counted_zero": 0,
     }  # fmt: skip
-    assert stats["dodger"]["numeric"] == {
+    assert stats["dodger"]["exact"] == {
         "mean": 0.5, "stderr": 0.5, "tasks": 2, "unscored_tasks": 0, "epochs_scored": 2,
         "failed_counted_zero": 1,
     }  # fmt: skip
     assert stats["dodger"]["includes"]["mean"] == 1.0
+    # the older exact-match rate: the same rule
+    assert record["statistics"]["exact_match"] == {"guesser": 0.5, "dodger": 0.5}
 
     page = Client()
     page.force_login(alice)
     html = page.get(f"/evaluations/{record['run']['evaluation_id']}/").content.decode()
-    row = re.search(r'<tr data-agent="dodger" data-metric="numeric">(.*?)</tr>', html).group(1)
+    row = re.search(r'<tr data-agent="dodger" data-metric="exact">(.*?)</tr>', html).group(1)
     assert re.findall(r"<td>(.*?)</td>", row)[-1] == "2 (1 failed, counted 0)"
 
 
@@ -131,6 +131,7 @@ def test_an_arena_failure_leaves_the_run_out(alice, agents, tmp_path):
     )  # fmt: skip
     failed.save(update_fields=["lane"])
     record = selectors.evaluation_record(failed.evaluation)
-    figures = record["statistics"]["scorers"]["agents"]["dodger"]["numeric"]
+    figures = record["statistics"]["scorers"]["agents"]["dodger"]["exact"]
     assert (figures["mean"], figures["tasks"], figures["unscored_tasks"]) == (1.0, 1, 1)
     assert figures["failed_counted_zero"] == 0
+    assert record["statistics"]["exact_match"]["dodger"] == 1.0
