@@ -8,6 +8,7 @@ from typing import Any
 from agents.models import Arena
 from evals import baseline
 from evals.models import EvalRun, Evaluation, JudgeAnswer, PairJudgement
+from evals.scorer_selectors import candidate_failed
 from ratings.selectors import leaderboard_rows
 
 
@@ -22,10 +23,27 @@ def human_board_ratings(agent_ids: list[int]) -> dict[int, float]:
     }
 
 
+def forfeit(candidate: EvalRun | None, anchor: EvalRun | None) -> str | None:
+    """The verdict of a game with no reply to judge when one side failed through its
+    own fault (``scorer_selectors.candidate_failed``) and the other replied: the side
+    that failed loses strongly, in both orders. None otherwise (the arena's failure, both
+    failed, or a run not made): the game is left out."""
+    done = EvalRun.Status.DONE
+    if candidate is None or anchor is None:
+        return None
+    if candidate_failed(candidate) and anchor.status == done:
+        return "B>>A"
+    if candidate_failed(anchor) and candidate.status == done:
+        return "A>>B"
+    return None
+
+
 def baseline_section(evaluation: Evaluation) -> dict[str, Any]:
     """The record's ``baseline`` section (docs/evaluations.md, "Baseline-anchored
     judging"). The baseline itself is listed with a win rate of 0.5, by definition, for
-    the board agreement only; separability is over the other candidates."""
+    the board agreement only; separability is over the other candidates. A game whose
+    side failed through its own fault counts as its strong loss (``forfeit``): an agent
+    cannot avoid a loss by failing."""
     candidates = [c.agent for c in evaluation.candidates.select_related("agent")]
     anchor = evaluation.baseline
     others = [a for a in candidates if a.pk != anchor.pk]
@@ -33,8 +51,18 @@ def baseline_section(evaluation: Evaluation) -> dict[str, Any]:
     order = {t["id"]: k for k, t in enumerate(evaluation.suite.tasks)}
     stored = PairJudgement.objects.filter(evaluation=evaluation, agent_b=anchor)
     rows = sorted(stored, key=lambda p: (order.get(p.task_id, 0), p.epoch, p.agent_a_id))
-    games, resolved = [], []
+    runs = {
+        (r.task_id, r.agent_id, r.replicate): r
+        for r in EvalRun.objects.filter(evaluation=evaluation).select_related("lane")
+    }
+    games, resolved, forfeits = [], [], 0
     for p in rows:
+        lost = None
+        if not p.winner:
+            lost = forfeit(
+                runs.get((p.task_id, p.agent_a_id, p.epoch)),
+                runs.get((p.task_id, anchor.pk, p.epoch)),
+            )
         game = {
             "task_id": p.task_id,
             "epoch": p.epoch,
@@ -44,6 +72,7 @@ def baseline_section(evaluation: Evaluation) -> dict[str, Any]:
             "winner": p.winner or None,
             "agreement": p.agreement,
             "failure": p.failure,
+            "forfeit": lost,
             "ab_raw": p.ab_raw,
             "ba_raw": p.ba_raw,
             "judge_model": p.judge_model,
@@ -54,6 +83,9 @@ def baseline_section(evaluation: Evaluation) -> dict[str, Any]:
             resolved.append(
                 baseline.BaselineGame(p.task_id, game["candidate"], p.ab_level, p.ba_level)
             )
+        elif lost:
+            resolved.append(baseline.BaselineGame(p.task_id, game["candidate"], lost, lost))
+            forfeits += 1
     rates = baseline.win_rates(resolved, [a.slug for a in others], seed=evaluation.seed)
     ours = {r["agent"]: r["win_rate"] for r in rates if r["win_rate"] is not None}
     ours[anchor.slug] = 0.5
@@ -82,7 +114,8 @@ def baseline_section(evaluation: Evaluation) -> dict[str, Any]:
             for a in sorted(answers, key=lambda a: order.get(a.task_id, 0))
         ],
         "games": games,
-        "resolved_games": len(resolved),
+        "resolved_games": len(resolved) - forfeits,
+        "forfeited_games": forfeits,
         "failed_games": len(games) - len(resolved),
         "win_rates": rates,
         "separability": baseline.separability(rates),

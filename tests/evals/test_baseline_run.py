@@ -168,7 +168,9 @@ def test_four_agents_against_a_baseline(four, alice):
         if (who, task_id) == ("gamma", FAILING_TASK):
             assert game["winner"] is None and game["ab_level"] == game["ba_level"] == ""
             assert game["failure"].startswith("no reply to judge: gamma's run failed")
+            assert game["forfeit"] == "B>>A"  # its provider failed: gamma's own loss
             continue
+        assert game["forfeit"] is None
         ab, ba = expected_levels(who, n)
         assert (game["ab_level"], game["ba_level"]) == (ab, ba), (who, task_id)
         resolved = baseline.resolve(ab, ba)
@@ -190,9 +192,12 @@ def test_four_agents_against_a_baseline(four, alice):
     rates = {r["agent"]: r for r in section["win_rates"]}
     assert list(rates) == ["alpha", "gamma", "delta"]
     assert rates["alpha"]["win_rate"] == pytest.approx(70 / 80)
-    assert rates["gamma"]["win_rate"] == pytest.approx(54 / 74)
+    assert rates["gamma"]["win_rate"] == pytest.approx(54 / 80)  # t05 forfeited: 0 of 6
     assert rates["delta"]["win_rate"] == pytest.approx(10 / 80)
-    assert rates["gamma"]["games"] == N_TASKS - 1
+    assert rates["gamma"]["games"] == N_TASKS
+    assert (section["resolved_games"], section["forfeited_games"], section["failed_games"]) == (
+        3 * N_TASKS - 1, 1, 0,
+    )  # fmt: skip
     for r in rates.values():
         assert r["lower"] <= r["win_rate"] <= r["upper"] and r["lower"] < r["upper"]
     assert rates["delta"]["upper"] < rates["gamma"]["lower"]
@@ -259,13 +264,30 @@ def test_the_seed_given_seeds_the_win_rates_bootstrap(four):
     assert create(team, seed=7).seed == 7  # kept, as a tournament's is
     evaluation = services.evaluation_execute(evaluation_id=create(team).pk, sleep=[].append)
     first = selectors.evaluation_record(evaluation)["baseline"]
-    Evaluation.objects.filter(pk=evaluation.pk).update(seed=7)
+    # the section's games, judged or forfeited, as the bootstrap reads them
+    games = [
+        baseline.BaselineGame(
+            g["task_id"],
+            g["candidate"],
+            g["ab_level"] or g["forfeit"],
+            g["ba_level"] or g["forfeit"],
+        )
+        for g in first["games"]
+        if g["winner"] or g["forfeit"]
+    ]
+    slugs = [r["agent"] for r in first["win_rates"]]
+    assert first["win_rates"] == baseline.win_rates(games, slugs, seed=0)
+    # a seed whose draws give other bounds (the rates are few and discrete: many agree)
+    seed = next(
+        s for s in range(1, 100) if baseline.win_rates(games, slugs, seed=s) != first["win_rates"]
+    )
+    Evaluation.objects.filter(pk=evaluation.pk).update(seed=seed)
     evaluation.refresh_from_db()
     second = selectors.evaluation_record(evaluation)["baseline"]
-    assert (first["interval"]["seed"], second["interval"]["seed"]) == (0, 7)
+    assert (first["interval"]["seed"], second["interval"]["seed"]) == (0, seed)
     rates = [[(r["agent"], r["win_rate"]) for r in b["win_rates"]] for b in (first, second)]
     assert rates[0] == rates[1]  # the same games, the same rates
-    assert first["win_rates"] != second["win_rates"]  # other draws, other bounds
+    assert second["win_rates"] == baseline.win_rates(games, slugs, seed=seed)  # other bounds
     with pytest.raises(ApplicationError, match="belong to a tournament") as refused:
         create(team, best_of=3)  # a seed, but no best-of, without a tournament
     assert refused.value.code == "not_a_tournament"
