@@ -95,7 +95,9 @@ def test_an_operator_is_drawn_drives_the_contact_form_and_is_judged_blind(
     operator.locator("#take-lane").click(timeout=120_000)
     expect(operator.locator("#operate-actions")).to_be_visible()
     expect(operator.locator("#lane-instruction")).to_have_text(INSTRUCTION)
-    expect(operator.locator("#screen")).to_be_visible()
+    # its first screen shows once the lane has made its first observation (the sandbox
+    # started, the page read): under CI's load that took more than the default 5 s
+    expect(operator.locator("#screen")).to_be_visible(timeout=30_000)
     # and the lane's desktop live beside it (several frames a second while it runs)
     live = operator.locator("#live-desktops figure.live-lane")
     expect(live).not_to_have_attribute("data-frames", "0", timeout=20_000)
